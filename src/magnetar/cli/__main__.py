@@ -1,0 +1,3 @@
+from magnetar.cli.main import main
+
+main()

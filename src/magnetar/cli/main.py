@@ -1,0 +1,54 @@
+"""The ``magnetar`` command: ``standalone`` now; ``admin``, ``client`` and ``perf`` groups join it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from magnetar.config import ConfigError, load_config
+
+app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_is_help=True,
+                  add_completion=False)
+
+
+@app.callback()
+def _root() -> None:
+    """Magnetar: a Pulsar-compatible message broker."""
+
+
+@app.command()
+def standalone(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="standalone.conf / broker.conf file")] = None,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="where topics and metadata live")] = Path("data"),
+    set_: Annotated[list[str] | None, typer.Option("--set", help="override a config key: key=value")] = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Start a broker with embedded storage: pulsar:// on 6650, HTTP on 8080, data under ./data."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    overrides: dict[str, str] = {}
+    for item in set_ or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--set expects key=value, got {item!r}")
+        overrides[key.strip()] = value
+    try:
+        broker_config = load_config(config, overrides)
+    except ConfigError as exc:
+        _fail(str(exc))
+    from magnetar.server.standalone import run_standalone
+    try:
+        run_standalone(broker_config, data_dir)
+    except OSError as exc:
+        _fail(f"cannot start: {exc}")
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def main() -> None:
+    app()

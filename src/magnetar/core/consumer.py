@@ -1,0 +1,66 @@
+"""A consumer attached to a subscription: permits, pending acks, and its statistics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.core.positions import Position
+from magnetar.core.sinks import ConsumerSink
+from magnetar.core.stats import RateCounter
+
+
+@dataclass(eq=False)
+class PendingEntry:
+    messages: int
+    sticky_hash: int = 0
+
+
+@dataclass(eq=False)
+class Consumer:
+    consumer_id: int
+    consumer_name: str
+    sink: ConsumerSink
+    sub_type: str = "Exclusive"
+    priority_level: int = 0
+    address: str = ""
+    client_version: str = ""
+    connected_since: str = ""
+    metadata: dict[str, str] = field(default_factory=dict)
+    key_shared_meta: Any = None
+    permits: int = 0
+    #: entries delivered and not yet acknowledged, in delivery order
+    pending: dict[Position, PendingEntry] = field(default_factory=dict)
+    unacked_messages: int = 0
+    blocked_on_unacked: bool = False
+    msg_out: RateCounter = field(default_factory=RateCounter)
+    redeliver: RateCounter = field(default_factory=RateCounter)
+    acks: RateCounter = field(default_factory=RateCounter)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def deliver(self, pos: Position, partition: int, entry: bytes, messages: int,
+                redelivery_count: int, ack_set: list[int] | None, now_ms: int, sticky_hash: int = 0) -> None:
+        self.permits -= messages
+        self.pending[pos] = PendingEntry(messages, sticky_hash)
+        self.unacked_messages += messages
+        self.msg_out.add(now_ms, messages, len(entry))
+        self.sink.send_message(self.consumer_id, pos, partition, entry, redelivery_count, ack_set)
+
+    def remove_pending(self, pos: Position) -> PendingEntry | None:
+        pending = self.pending.pop(pos, None)
+        if pending is not None:
+            self.unacked_messages -= pending.messages
+        return pending
+
+    def remove_pending_up_to(self, pos: Position) -> list[Position]:
+        done = [p for p in self.pending if p <= pos]
+        for p in done:
+            self.remove_pending(p)
+        return done
+
+    def take_all_pending(self) -> dict[Position, PendingEntry]:
+        pending, self.pending = self.pending, {}
+        self.unacked_messages = 0
+        return pending

@@ -1,0 +1,124 @@
+"""A subscription's cursor: mark-delete position, individually deleted entries, batch holes.
+
+As ManagedCursor in Pulsar: everything at or before ``mark_delete`` is consumed;
+entries acknowledged out of order beyond it are remembered individually until the
+mark-delete position catches up. Partly acknowledged batches keep the ack set of
+indexes still to deliver (java.util.BitSet word layout, as the clients send it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from magnetar.core.positions import Position
+
+NextPosition = Callable[[Position], Position]
+
+
+@dataclass
+class Cursor:
+    name: str
+    mark_delete: Position
+    next_position: NextPosition
+    durable: bool = True
+    individually_deleted: set[Position] = field(default_factory=set)
+    batch_ack_sets: dict[Position, list[int]] = field(default_factory=dict)
+    properties: dict[str, int | str] = field(default_factory=dict)
+    #: bumped on every change so the shell knows when a persist is due
+    version: int = 0
+
+    def is_acked(self, pos: Position) -> bool:
+        return pos <= self.mark_delete or pos in self.individually_deleted
+
+    def first_unacked(self) -> Position:
+        return self.next_position(self.mark_delete)
+
+    def ack(self, pos: Position, ack_set: list[int] | None = None) -> bool:
+        """Individual ack; with an ack set only some batch indexes. True if state changed."""
+        if self.is_acked(pos):
+            return False
+        if ack_set and any(ack_set):
+            return self._ack_batch_indexes(pos, ack_set)
+        self.batch_ack_sets.pop(pos, None)
+        self.individually_deleted.add(pos)
+        self._advance()
+        self.version += 1
+        return True
+
+    def ack_cumulative(self, pos: Position, ack_set: list[int] | None = None) -> bool:
+        """Everything up to ``pos`` (and the cleared indexes of ``pos`` when partial)."""
+        if ack_set and any(ack_set):
+            before = self._position_before(pos)
+            moved = self._move_mark_delete(before) if before > self.mark_delete else False
+            return self._ack_batch_indexes(pos, ack_set) or moved
+        if pos <= self.mark_delete:
+            return False
+        self._move_mark_delete(pos)
+        return True
+
+    def reset(self, mark_delete: Position) -> None:
+        """Seek: forget every ack beyond the new mark-delete position."""
+        self.mark_delete = mark_delete
+        self.individually_deleted.clear()
+        self.batch_ack_sets.clear()
+        self.version += 1
+
+    def remaining_ack_set(self, pos: Position) -> list[int] | None:
+        return self.batch_ack_sets.get(pos)
+
+    def deleted_ranges(self) -> list[tuple[Position, Position]]:
+        """Individually deleted entries as closed ranges of consecutive entries per ledger."""
+        ranges: list[tuple[Position, Position]] = []
+        for pos in sorted(self.individually_deleted):
+            if ranges and ranges[-1][1].ledger_id == pos.ledger_id and ranges[-1][1].entry_id + 1 == pos.entry_id:
+                ranges[-1] = (ranges[-1][0], pos)
+            else:
+                ranges.append((pos, pos))
+        return ranges
+
+    def restore_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None:
+        for start, end in ranges:
+            for entry in range(start.entry_id, end.entry_id + 1):
+                self.individually_deleted.add(Position(start.ledger_id, entry))
+        self._advance()
+
+    def _ack_batch_indexes(self, pos: Position, ack_set: list[int]) -> bool:
+        previous = self.batch_ack_sets.get(pos)
+        merged = list(ack_set) if previous is None else _and_words(previous, ack_set)
+        if not any(merged):
+            return self.ack(pos)
+        if merged == previous:
+            return False
+        self.batch_ack_sets[pos] = merged
+        self.version += 1
+        return True
+
+    def _move_mark_delete(self, pos: Position) -> bool:
+        self.mark_delete = pos
+        self.individually_deleted = {p for p in self.individually_deleted if p > pos}
+        self.batch_ack_sets = {p: s for p, s in self.batch_ack_sets.items() if p > pos}
+        self._advance()
+        self.version += 1
+        return True
+
+    def _advance(self) -> None:
+        while self.individually_deleted:
+            nxt = self.next_position(self.mark_delete)
+            if nxt not in self.individually_deleted:
+                return
+            self.individually_deleted.discard(nxt)
+            self.mark_delete = nxt
+
+    @staticmethod
+    def _position_before(pos: Position) -> Position:
+        """(L, -1) stands before every entry of ledger L, as in Pulsar."""
+        return Position(pos.ledger_id, pos.entry_id - 1)
+
+
+def _and_words(a: list[int], b: list[int]) -> list[int]:
+    """Indexes still unacked are those unacked in both sets."""
+    width = max(len(a), len(b))
+    a = a + [0] * (width - len(a))
+    b = b + [0] * (width - len(b))
+    return [x & y for x, y in zip(a, b, strict=True)]

@@ -1,0 +1,104 @@
+"""What every dispatcher shares: reading the next entry after the last one read.
+
+A dispatcher keeps ``last_read``, the position of the last entry it took from the
+ledger (or the position before the first entry to read). Storing the last position
+rather than the next one lets the ledger decide, at read time, where the following
+entry lives (a new ledger may have been opened in between).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Protocol
+
+from magnetar.core.consumer import Consumer
+from magnetar.core.entry import EntryInfo, unacked_in_ack_set
+from magnetar.core.positions import Position
+
+if TYPE_CHECKING:
+    from magnetar.core.subscription import Subscription
+
+
+class EntrySource(Protocol):
+    """The topic as a dispatcher sees it."""
+
+    partition_index: int
+
+    def read_entry(self, pos: Position) -> bytes: ...
+
+    def next_position(self, pos: Position) -> Position: ...
+
+    def last_readable(self) -> Position | None: ...
+
+
+class Dispatcher(ABC):
+    def __init__(self, sub: Subscription) -> None:
+        self.sub = sub
+        self.source: EntrySource = sub.source
+        self.consumers: list[Consumer] = []
+        self.last_read: Position = sub.cursor.mark_delete
+
+    # -- consumers -------------------------------------------------------
+    @abstractmethod
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None: ...
+
+    @abstractmethod
+    def remove_consumer(self, consumer: Consumer, now_ms: int) -> None: ...
+
+    @abstractmethod
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None, now_ms: int) -> None: ...
+
+    @abstractmethod
+    def dispatch(self, now_ms: int) -> None: ...
+
+    def on_flow(self, consumer: Consumer, permits: int, now_ms: int) -> None:
+        consumer.permits += permits
+        self.dispatch(now_ms)
+
+    def on_acked(self, consumer: Consumer, now_ms: int) -> None:
+        """Acks may unblock a consumer or the subscription; subclasses add more."""
+        self.dispatch(now_ms)
+
+    def rewind(self) -> None:
+        """Read again from the first unacknowledged entry."""
+        self.last_read = self.sub.cursor.mark_delete
+
+    def seek(self, last_read: Position) -> None:
+        self.last_read = last_read
+
+    # -- reading ---------------------------------------------------------
+    def next_unread(self) -> Position | None:
+        """The next entry after ``last_read`` that is readable and not yet acknowledged."""
+        last = self.source.last_readable()
+        cursor = self.sub.cursor
+        while last is not None and self.last_read < last:
+            pos = self.source.next_position(self.last_read)
+            if pos > last:
+                return None
+            self.last_read = pos
+            if not cursor.is_acked(pos):
+                return pos
+        return None
+
+    def has_unread(self) -> bool:
+        last = self.source.last_readable()
+        return last is not None and self.last_read < last
+
+    def load(self, pos: Position) -> tuple[bytes, EntryInfo, list[int] | None, int] | None:
+        """Entry bytes, metadata facts, remaining ack set and message count; None if gone."""
+        try:
+            entry = self.source.read_entry(pos)
+        except KeyError:
+            return None
+        info = EntryInfo.read(entry)
+        if info.is_marker:
+            self.sub.cursor.ack(pos)
+            return None
+        ack_set = self.sub.cursor.remaining_ack_set(pos)
+        return entry, info, ack_set, unacked_in_ack_set(ack_set, info.num_messages)
+
+    def send(self, consumer: Consumer, pos: Position, loaded: tuple[bytes, EntryInfo, list[int] | None, int],
+             now_ms: int, sticky_hash: int = 0) -> None:
+        entry, _info, ack_set, messages = loaded
+        consumer.deliver(pos, self.source.partition_index, entry, messages,
+                         self.sub.redelivery_counts.get(pos, 0), ack_set, now_ms, sticky_hash)

@@ -1,0 +1,167 @@
+"""Shared: entries spread round-robin over consumers that have permits.
+
+Entries put back (a consumer left, or asked for redelivery) wait in the replay queue
+and go out before new reads. Consumers with the best (lowest) priority level are
+served first. ``maxUnackedMessagesPerConsumer`` blocks a consumer until half its
+unacked messages are acknowledged; ``maxUnackedMessagesPerSubscription`` does the
+same for the whole subscription.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from magnetar.core.consumer import Consumer
+from magnetar.core.dispatchers.base import Dispatcher
+from magnetar.core.positions import Position
+
+if TYPE_CHECKING:
+    from magnetar.core.subscription import Subscription
+
+
+class ReplayQueue:
+    """Positions to deliver again, smallest first, each at most once."""
+
+    def __init__(self) -> None:
+        self._heap: list[Position] = []
+        self._members: set[Position] = set()
+
+    def add(self, pos: Position) -> None:
+        if pos not in self._members:
+            self._members.add(pos)
+            heapq.heappush(self._heap, pos)
+
+    def discard(self, pos: Position) -> None:
+        self._members.discard(pos)
+
+    def __contains__(self, pos: object) -> bool:
+        return pos in self._members
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(sorted(self._members))
+
+    def peek(self) -> Position | None:
+        while self._heap and self._heap[0] not in self._members:
+            heapq.heappop(self._heap)
+        return self._heap[0] if self._heap else None
+
+    def pop(self) -> Position | None:
+        pos = self.peek()
+        if pos is not None:
+            heapq.heappop(self._heap)
+            self._members.discard(pos)
+        return pos
+
+    def clear(self) -> None:
+        self._heap.clear()
+        self._members.clear()
+
+
+class MultipleConsumersDispatcher(Dispatcher):
+    def __init__(self, sub: Subscription) -> None:
+        super().__init__(sub)
+        self.replay = ReplayQueue()
+        self._next_index = 0
+        self.blocked_on_unacked = False
+
+    # -- consumers -------------------------------------------------------
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        for pos in consumer.take_all_pending():
+            self.replay.add(pos)
+        self.dispatch(now_ms)
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None, now_ms: int) -> None:
+        targets = list(consumer.pending) if positions is None else positions
+        for pos in targets:
+            if consumer.remove_pending(pos) is None:
+                continue
+            self.sub.redelivery_counts[pos] = self.sub.redelivery_counts.get(pos, 0) + 1
+            self.replay.add(pos)
+        consumer.redeliver.add(now_ms, len(targets))
+        self._update_blocking(consumer)
+        self.dispatch(now_ms)
+
+    def on_acked(self, consumer: Consumer, now_ms: int) -> None:
+        self._update_blocking(consumer)
+        self.dispatch(now_ms)
+
+    def rewind(self) -> None:
+        super().rewind()
+        self.replay.clear()
+
+    def seek(self, last_read: Position) -> None:
+        super().seek(last_read)
+        self.replay.clear()
+
+    # -- dispatch --------------------------------------------------------
+    def dispatch(self, now_ms: int) -> None:
+        while not self._subscription_blocked():
+            consumer = self.next_consumer()
+            if consumer is None:
+                return
+            pos = self.next_position_to_send(now_ms)
+            if pos is None:
+                return
+            loaded = self.load(pos)
+            if loaded is None:
+                continue
+            self.send(consumer, pos, loaded, now_ms)
+            self._update_blocking(consumer)
+
+    def next_position_to_send(self, now_ms: int) -> Position | None:
+        cursor = self.sub.cursor
+        while (pos := self.replay.pop()) is not None:
+            if not cursor.is_acked(pos):
+                return pos
+        while (pos := self.next_unread()) is not None:
+            if not self.hold_back(pos, now_ms):
+                return pos
+        return None
+
+    def hold_back(self, pos: Position, now_ms: int) -> bool:
+        """True when the entry must not go out now (delayed delivery takes it)."""
+        return self.sub.delayed_holds(pos, now_ms)
+
+    def next_consumer(self) -> Consumer | None:
+        """Round robin among available consumers of the best priority level."""
+        available = [c for c in self.consumers if c.permits > 0 and not c.blocked_on_unacked]
+        if not available:
+            return None
+        best = min(c.priority_level for c in available)
+        count = len(self.consumers)
+        for step in range(count):
+            candidate = self.consumers[(self._next_index + step) % count]
+            if candidate.priority_level == best and candidate.permits > 0 and not candidate.blocked_on_unacked:
+                self._next_index = (self._next_index + step + 1) % count
+                return candidate
+        return None
+
+    # -- unacked limits --------------------------------------------------
+    def _update_blocking(self, consumer: Consumer) -> None:
+        limit = self.sub.max_unacked_per_consumer
+        if limit > 0:
+            if consumer.unacked_messages >= limit:
+                consumer.blocked_on_unacked = True
+            elif consumer.blocked_on_unacked and consumer.unacked_messages <= limit // 2:
+                consumer.blocked_on_unacked = False
+
+    def _subscription_blocked(self) -> bool:
+        limit = self.sub.max_unacked_per_subscription
+        if limit <= 0:
+            return False
+        unacked = sum(c.unacked_messages for c in self.consumers)
+        if unacked >= limit:
+            self.blocked_on_unacked = True
+        elif self.blocked_on_unacked and unacked <= limit // 2:
+            self.blocked_on_unacked = False
+        return self.blocked_on_unacked

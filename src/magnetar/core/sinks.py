@@ -1,0 +1,46 @@
+"""What core asks the outside world to do: the seams between core and the server shell.
+
+Core never writes to sockets. A consumer or producer holds a sink; the server's
+connection implements it by encoding frames, tests implement it by recording calls.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from typing import TYPE_CHECKING
+
+from magnetar.core.positions import Position
+
+if TYPE_CHECKING:
+    from magnetar.core.producer import Producer
+
+
+class ConsumerSink(Protocol):
+    def send_message(
+        self,
+        consumer_id: int,
+        pos: Position,
+        partition: int,
+        entry: bytes,
+        redelivery_count: int,
+        ack_set: list[int] | None,
+    ) -> None: ...
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
+
+    def close_consumer(self, consumer_id: int) -> None:
+        """The broker detaches the consumer; the client reconnects (unload, seek, delete)."""
+        ...
+
+
+class ProducerSink(Protocol):
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None: ...
+
+    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
+
+    def close_producer(self, producer_id: int) -> None: ...
+
+    def producer_ready(self, producer: Producer) -> None:
+        """A producer waiting for exclusive access (WaitForExclusive) got it."""
+        ...

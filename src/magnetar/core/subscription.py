@@ -1,0 +1,150 @@
+"""A subscription: a named cursor on a topic plus the dispatcher of its type.
+
+The subscription's type is fixed by its first consumer; while consumers are attached
+a consumer of another type is refused, as Pulsar does. Non-durable subscriptions
+(readers) disappear with their last consumer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from magnetar.core.consumer import Consumer
+from magnetar.core.cursor import Cursor
+from magnetar.core.dispatchers.base import Dispatcher, EntrySource
+from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
+from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
+from magnetar.core.errors import ConsumerBusy, NotAllowed
+from magnetar.core.positions import Position
+
+if TYPE_CHECKING:
+    from magnetar.core.topic import Topic
+
+SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+DispatcherFactory = Callable[["Subscription", str], Dispatcher]
+
+
+def default_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
+    if sub_type in ("Exclusive", "Failover"):
+        return SingleActiveConsumerDispatcher(sub, failover=sub_type == "Failover")
+    return MultipleConsumersDispatcher(sub)
+
+
+class Subscription:
+    def __init__(self, topic: Topic, cursor: Cursor, sub_type: str,
+                 dispatcher_factory: DispatcherFactory = default_dispatcher) -> None:
+        self.topic = topic
+        self.source: EntrySource = topic
+        self.cursor = cursor
+        self.sub_type = sub_type
+        self.redelivery_counts: dict[Position, int] = {}
+        self.max_unacked_per_consumer = topic.config.maxUnackedMessagesPerConsumer
+        self.max_unacked_per_subscription = topic.config.maxUnackedMessagesPerSubscription
+        self.properties: dict[str, str] = {}
+        self.delayed_tracker: Any = None
+        self._factory = dispatcher_factory
+        self.dispatcher: Dispatcher = dispatcher_factory(self, sub_type)
+
+    @property
+    def name(self) -> str:
+        return self.cursor.name
+
+    @property
+    def durable(self) -> bool:
+        return self.cursor.durable
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers
+
+    # -- consumers -------------------------------------------------------
+    def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        sub_type = consumer.sub_type
+        if self.consumers and sub_type != self.sub_type:
+            raise ConsumerBusy(f"Subscription {self.name} is of different type ({self.sub_type})")
+        if sub_type != self.sub_type or not self.consumers:
+            last_read = self.dispatcher.last_read
+            self.sub_type = sub_type
+            self.dispatcher = self._factory(self, sub_type)
+            self.dispatcher.seek(min(last_read, self.cursor.mark_delete))
+        self.dispatcher.add_consumer(consumer, now_ms)
+
+    def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
+        self.dispatcher.remove_consumer(consumer, now_ms)
+
+    # -- acknowledgements -------------------------------------------------
+    def acknowledge(self, consumer: Consumer, cumulative: bool,
+                    acks: list[tuple[Position, list[int] | None]], now_ms: int) -> None:
+        if cumulative:
+            if self.sub_type in ("Shared", "Key_Shared"):
+                raise NotAllowed(f"Cumulative ack is not allowed on a {self.sub_type} subscription")
+            pos, ack_set = acks[-1]
+            self.cursor.ack_cumulative(pos, ack_set)
+            consumer.remove_pending_up_to(pos if not ack_set else Position(pos.ledger_id, pos.entry_id - 1))
+        else:
+            for pos, ack_set in acks:
+                self.cursor.ack(pos, ack_set)
+                if self.cursor.is_acked(pos):
+                    self._forget(consumer, pos)
+        consumer.acks.add(now_ms, len(acks))
+        self._drop_acked_counts()
+        self.dispatcher.on_acked(consumer, now_ms)
+
+    def _forget(self, consumer: Consumer, pos: Position) -> None:
+        if consumer.remove_pending(pos) is None:
+            for other in self.consumers:
+                if other.remove_pending(pos) is not None:
+                    self.dispatcher.on_acked(other, 0)
+                    break
+        self.redelivery_counts.pop(pos, None)
+
+    def _drop_acked_counts(self) -> None:
+        if self.redelivery_counts:
+            mark = self.cursor.mark_delete
+            stale = [p for p in self.redelivery_counts if p <= mark]
+            for p in stale:
+                del self.redelivery_counts[p]
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None, now_ms: int) -> None:
+        self.dispatcher.redeliver(consumer, positions, now_ms)
+
+    # -- cursor moves ------------------------------------------------------
+    def reset_cursor(self, mark_delete: Position, now_ms: int) -> None:
+        """Seek: detach every consumer (they reconnect) and read again after ``mark_delete``."""
+        for consumer in list(self.consumers):
+            consumer.sink.close_consumer(consumer.consumer_id)
+            self.dispatcher.remove_consumer(consumer, now_ms)
+        self.cursor.reset(mark_delete)
+        self.redelivery_counts.clear()
+        self.dispatcher.seek(mark_delete)
+        if self.delayed_tracker is not None:
+            self.delayed_tracker.clear()
+
+    def skip_all(self, now_ms: int) -> int:
+        last = self.topic.last_readable()
+        skipped = self.backlog()
+        if last is not None:
+            self.cursor.ack_cumulative(last)
+        for consumer in self.consumers:
+            consumer.take_all_pending()
+        self.redelivery_counts.clear()
+        self.dispatcher.rewind()
+        return skipped
+
+    def delayed_holds(self, pos: Position, now_ms: int) -> bool:
+        """Delayed delivery hook for Shared/Key_Shared; the topic wires in a tracker."""
+        return self.topic.delayed_holds(self, pos, now_ms)
+
+    # -- numbers ---------------------------------------------------------------
+    def backlog(self) -> int:
+        """Entries after the mark-delete position not individually acknowledged."""
+        last = self.topic.last_readable()
+        if last is None or last <= self.cursor.mark_delete:
+            return 0
+        first = self.topic.next_position(self.cursor.mark_delete)
+        total = self.topic.entries_between(first, last)
+        return max(0, total - len(self.cursor.individually_deleted))
+
+    def unacked_messages(self) -> int:
+        return sum(c.unacked_messages for c in self.consumers)

@@ -1,0 +1,230 @@
+"""A persistent topic: its managed ledger, producers, subscriptions and send receipts.
+
+Publishing appends to the ledger at once; the receipt waits until storage says the
+entry is durable (group commit), and only durable entries are dispatched, so a
+consumer never sees a message that a crash could take back.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.config import BrokerConfig
+from magnetar.core.consumer import Consumer
+from magnetar.core.cursor import Cursor
+from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, SubscriptionNotFound
+from magnetar.core.names import TopicName
+from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.stats import RateCounter
+from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
+from magnetar.storage.interfaces import ManagedLedger
+
+
+@dataclass
+class PendingReceipt:
+    pos: Position
+    producer: Producer
+    sequence_id: int
+    highest_sequence_id: int
+
+
+class Topic:
+    def __init__(self, name: TopicName, ledger: ManagedLedger, config: BrokerConfig,
+                 dispatcher_factory: DispatcherFactory = default_dispatcher) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.config = config
+        self.partition_index = name.partition_index
+        self.producers: dict[str, Producer] = {}
+        self.waiting_producers: deque[Producer] = deque()
+        self.subscriptions: dict[str, Subscription] = {}
+        self.last_durable: Position | None = ledger.last_position()
+        self.pending_receipts: deque[PendingReceipt] = deque()
+        self.topic_epoch = 0
+        self.msg_in = RateCounter()
+        self.dispatcher_factory = dispatcher_factory
+        self.delayed: Any = None
+        self.dedup: Any = None
+        self.fenced = False
+
+    def __str__(self) -> str:
+        return str(self.name)
+
+    # -- the EntrySource the dispatchers read ---------------------------------
+    def read_entry(self, pos: Position) -> bytes:
+        return self.ledger.read(pos)
+
+    def next_position(self, pos: Position) -> Position:
+        return self.ledger.next_position(pos)
+
+    def last_readable(self) -> Position | None:
+        return self.last_durable
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        return self.ledger.entries_between(start, end)
+
+    # -- producers ---------------------------------------------------------------
+    def add_producer(self, producer: Producer) -> bool:
+        """Attach; False when it must wait for exclusive access (WaitForExclusive)."""
+        existing = self.producers.get(producer.producer_name)
+        if existing is not None:
+            raise ProducerBusy(f"Producer with name '{producer.producer_name}' is already connected to topic")
+        holder = next((p for p in self.producers.values() if p.exclusive), None)
+        mode = producer.access_mode
+        if mode == AccessMode.Shared:
+            if holder is not None:
+                raise ProducerBusy(f"Topic {self.name} has an existing exclusive producer: {holder.producer_name}")
+        elif mode == AccessMode.ExclusiveWithFencing:
+            for other in list(self.producers.values()):
+                self.remove_producer(other)
+                other.sink.close_producer(other.producer_id)
+            self.topic_epoch += 1
+        elif self.producers:
+            if mode == AccessMode.WaitForExclusive:
+                self.waiting_producers.append(producer)
+                return False
+            raise ProducerFenced(f"Topic {self.name} has existing producers; Exclusive access refused") \
+                if holder is not None else ProducerBusy(
+                    f"Topic {self.name} has existing shared producers; Exclusive access refused")
+        else:
+            self.topic_epoch += 1
+        self.producers[producer.producer_name] = producer
+        return True
+
+    def remove_producer(self, producer: Producer) -> Producer | None:
+        """Detach; returns a waiting producer that now holds exclusive access, if any."""
+        if producer in self.waiting_producers:
+            self.waiting_producers.remove(producer)
+            return None
+        if self.producers.get(producer.producer_name) is producer:
+            del self.producers[producer.producer_name]
+        producer.closed = True
+        if not self.producers and self.waiting_producers:
+            promoted = self.waiting_producers.popleft()
+            self.topic_epoch += 1
+            self.producers[promoted.producer_name] = promoted
+            return promoted
+        return None
+
+    # -- publishing ----------------------------------------------------------------
+    def publish(self, producer: Producer, sequence_id: int, highest_sequence_id: int,
+                num_messages: int, entry: bytes, now_ms: int) -> Position:
+        if self.fenced:
+            raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
+        pos = self.ledger.append(entry)
+        self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id))
+        producer.msg_in.add(now_ms, num_messages, len(entry))
+        self.msg_in.add(now_ms, num_messages, len(entry))
+        return pos
+
+    def on_persisted(self, upto: Position, now_ms: int) -> None:
+        """Storage made everything up to ``upto`` durable: receipts, then dispatch."""
+        if self.last_durable is None or upto > self.last_durable:
+            self.last_durable = upto
+        receipts = self.pending_receipts
+        while receipts and receipts[0].pos <= upto:
+            r = receipts.popleft()
+            if self.dedup is not None:
+                self.dedup.on_persisted(r.producer.producer_name, r.highest_sequence_id, r.pos, now_ms)
+            if not r.producer.closed:
+                r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id, r.pos)
+        self.dispatch_all(now_ms)
+
+    def dispatch_all(self, now_ms: int) -> None:
+        for sub in list(self.subscriptions.values()):
+            sub.dispatcher.dispatch(now_ms)
+
+    # -- subscriptions -------------------------------------------------------------
+    def subscribe(self, name: str, consumer: Consumer, now_ms: int, *, durable: bool = True,
+                  initial_earliest: bool = False, start: Position | None = None,
+                  create: bool = True) -> Subscription:
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            if durable and not create:
+                raise SubscriptionNotFound(f"Subscription {name} not found on {self.name}")
+            sub = self.create_subscription(name, consumer.sub_type, durable=durable,
+                                           mark_delete=self._initial_mark_delete(initial_earliest, start))
+        sub.add_consumer(consumer, now_ms)
+        sub.dispatcher.dispatch(now_ms)
+        return sub
+
+    def create_subscription(self, name: str, sub_type: str, *, durable: bool, mark_delete: Position,
+                            properties: dict[str, int | str] | None = None) -> Subscription:
+        cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
+                        properties=dict(properties or {}))
+        sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
+        self.subscriptions[name] = sub
+        return sub
+
+    def _initial_mark_delete(self, earliest: bool, start: Position | None) -> Position:
+        if start is not None:
+            return self.position_before(start)
+        if earliest:
+            return BEFORE_START
+        return self.last_durable if self.last_durable is not None else BEFORE_START
+
+    def position_before(self, start: Position) -> Position:
+        """The mark-delete position that makes ``start`` the next entry read."""
+        from magnetar.core.positions import LATEST_ID
+        if start.ledger_id < 0 or start.entry_id < 0:
+            return BEFORE_START
+        if start.ledger_id == LATEST_ID:
+            return self.last_durable if self.last_durable is not None else BEFORE_START
+        return Position(start.ledger_id, start.entry_id - 1)
+
+    def remove_consumer(self, sub: Subscription, consumer: Consumer, now_ms: int) -> None:
+        sub.remove_consumer(consumer, now_ms)
+        if not sub.durable and not sub.consumers:
+            self.subscriptions.pop(sub.name, None)
+
+    def unsubscribe(self, name: str, force: bool = False) -> Subscription:
+        sub = self.subscriptions.get(name)
+        if sub is None:
+            raise SubscriptionNotFound(f"Subscription {name} not found on {self.name}")
+        if sub.consumers and not force:
+            from magnetar.core.errors import ConsumerBusy
+            raise ConsumerBusy(f"Subscription {name} has active consumers")
+        for consumer in list(sub.consumers):
+            consumer.sink.close_consumer(consumer.consumer_id)
+            sub.remove_consumer(consumer, 0)
+        del self.subscriptions[name]
+        if sub.delayed_tracker is not None:
+            sub.delayed_tracker.clear()
+        return sub
+
+    def delayed_holds(self, sub: Subscription, pos: Position, now_ms: int) -> bool:
+        if self.delayed is None:
+            return False
+        return bool(self.delayed.holds(sub, pos, now_ms))
+
+    # -- retention -------------------------------------------------------------------
+    def slowest_mark_delete(self) -> Position | None:
+        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        return min(marks) if marks else None
+
+    def trim_consumed_ledgers(self) -> list[int]:
+        """Delete ledgers every durable subscription has fully consumed."""
+        slowest = self.slowest_mark_delete()
+        if slowest is None or slowest < BEFORE_START:
+            return []
+        return self.ledger.trim_before(self.ledger.next_position(slowest))
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def close_all_clients(self) -> None:
+        for producer in list(self.producers.values()) + list(self.waiting_producers):
+            producer.sink.close_producer(producer.producer_id)
+            producer.closed = True
+        self.producers.clear()
+        self.waiting_producers.clear()
+        for sub in self.subscriptions.values():
+            for consumer in list(sub.consumers):
+                consumer.sink.close_consumer(consumer.consumer_id)
+                sub.remove_consumer(consumer, 0)
+        for name in [n for n, s in self.subscriptions.items() if not s.durable]:
+            del self.subscriptions[name]
+
+    def has_clients(self) -> bool:
+        return bool(self.producers) or any(s.consumers for s in self.subscriptions.values())

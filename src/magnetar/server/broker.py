@@ -1,0 +1,357 @@
+"""The broker service: owns topics, storage and metadata, and runs their timers.
+
+Everything here runs on the event loop thread except fsync, which the group
+committer runs on its worker thread and reports back with ``call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from pathlib import Path
+
+from magnetar.config import BrokerConfig
+from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
+from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+from magnetar.core.positions import Position
+from magnetar.core.topic import Topic
+from magnetar.server.clock import now_ms
+from magnetar.server.schemas import SchemaVersion
+from magnetar.storage.group_commit import GroupCommitter
+from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
+from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.storage.metadata_store import CursorRecord, MetadataStore
+from magnetar.storage.segment_ledger import SegmentLedgerFactory
+
+log = logging.getLogger("magnetar.broker")
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self.metadata = MetadataStore(data_dir / "metadata.db")
+        self.topics: dict[str, Topic] = {}
+        self.schemas: dict[str, list[SchemaVersion]] = {}
+        self._producer_names = itertools.count()
+        self._ledgers: dict[int, Topic] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+        ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
+        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
+        self.ledger_config = ledger_config
+        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
+        self.ready = False
+        self._ensure_defaults()
+
+    # -- start-up --------------------------------------------------------------
+    def _ensure_defaults(self) -> None:
+        cluster = self.config.clusterName
+        if self.metadata.get_cluster(cluster) is None:
+            self.metadata.create_cluster(cluster, {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url})
+        if self.metadata.get_tenant(DEFAULT_TENANT) is None:
+            self.metadata.create_tenant(DEFAULT_TENANT, {"adminRoles": [], "allowedClusters": [cluster]})
+        namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
+        if self.metadata.get_namespace_policies(namespace) is None:
+            self.metadata.create_namespace(namespace, {})
+
+    @property
+    def broker_url(self) -> str:
+        return f"pulsar://{self.config.advertisedAddress}:{self.config.brokerServicePort}"
+
+    @property
+    def web_url(self) -> str:
+        return f"http://{self.config.advertisedAddress}:{self.config.webServicePort}"
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.committer.start()
+        self.ready = True
+
+    def generate_producer_name(self) -> str:
+        return f"{self.config.clusterName}-0-{next(self._producer_names)}"
+
+    # -- topics --------------------------------------------------------------------
+    def partitions_of(self, name: TopicName) -> int | None:
+        """Partition count of a partitioned topic, 0 for an existing plain topic, None if absent."""
+        if name.partition_index < 0:
+            count = self.metadata.get_partitioned_topic(str(name))
+            if count is not None:
+                return count
+        if str(name) in self.topics or self.metadata.get_topic(str(name)) is not None:
+            return 0
+        if name.partition_index >= 0:
+            parent = self.metadata.get_partitioned_topic(str(name.partitioned_topic))
+            if parent is not None and name.partition_index < parent:
+                return 0
+        return None
+
+    def partitioned_metadata(self, name: TopicName) -> int:
+        """Answer PARTITIONED_METADATA, creating a partitioned topic when configured to."""
+        known = self.partitions_of(name)
+        if known is not None:
+            return known
+        if self.auto_create_allowed(name) and name.partition_index < 0 \
+                and self.config.allowAutoTopicCreationType == "partitioned":
+            self.create_partitioned_topic(name, self.config.defaultNumPartitions)
+            return self.config.defaultNumPartitions
+        return 0
+
+    def auto_create_allowed(self, name: TopicName) -> bool:
+        policies = self.metadata.get_namespace_policies(name.namespace_name)
+        if policies is None:
+            return False
+        override = policies.get("autoTopicCreationOverride")
+        if isinstance(override, dict) and "allowAutoTopicCreation" in override:
+            return bool(override["allowAutoTopicCreation"])
+        return self.config.allowAutoTopicCreation
+
+    def check_namespace(self, name: TopicName) -> None:
+        if self.metadata.get_namespace_policies(name.namespace_name) is None:
+            raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
+
+    def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        self.check_namespace(name)
+        if partitions <= 0:
+            raise NotAllowed("Number of partitions must be more than 0")
+        self.metadata.create_partitioned_topic(str(name), partitions)
+
+    def get_topic(self, name: TopicName, create: bool) -> Topic:
+        key = str(name)
+        topic = self.topics.get(key)
+        if topic is not None:
+            return topic
+        exists = self.metadata.get_topic(key) is not None or self._is_partition_of_existing(name)
+        if not exists:
+            if not create or not self.auto_create_allowed(name):
+                raise TopicNotFound(f"Topic {key} does not exist")
+            if self.metadata.get_partitioned_topic(key) is not None:
+                raise NotAllowed(f"Topic {key} is partitioned; use its partitions")
+            self.check_namespace(name)
+            self.metadata.create_topic(key)
+        topic = self._open_topic(name)
+        self.topics[key] = topic
+        return topic
+
+    def _is_partition_of_existing(self, name: TopicName) -> bool:
+        if name.partition_index < 0:
+            return False
+        parent = self.metadata.get_partitioned_topic(str(name.partitioned_topic))
+        if parent is not None and name.partition_index < parent:
+            self.metadata.create_topic(str(name))
+            return True
+        return False
+
+    def _open_topic(self, name: TopicName) -> Topic:
+        ledger: ManagedLedger
+        if name.persistent:
+            ledger = self.ledger_factory.open(str(name))
+        else:
+            ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, self.ledger_config)
+        topic = Topic(name, ledger, self.config)
+        for cursor_name, record in self.metadata.list_cursors(str(name)).items():
+            sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
+                                            mark_delete=record.mark_delete, properties=record.properties)
+            sub.cursor.restore_ranges(record.individually_deleted)
+            sub.cursor.version = 0
+            sub.persisted_version = 0  # type: ignore[attr-defined]
+        return topic
+
+    # -- storage callbacks -------------------------------------------------------------
+    def append_done(self, topic: Topic) -> None:
+        """A topic appended entries: make them durable with the next group commit."""
+        self.committer.mark_dirty(topic.ledger)
+
+    def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_synced, synced)
+
+    def _on_synced(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
+        now = now_ms()
+        for ledger, pos in synced:
+            topic = self.topics.get(ledger.name)
+            if topic is not None and topic.ledger is ledger:
+                topic.on_persisted(pos, now)
+
+    # -- cursors ---------------------------------------------------------------------------
+    def persist_cursors(self, force: bool = False) -> int:
+        """Write changed durable cursors (rate-limited by the caller's timer)."""
+        written = 0
+        for topic in self.topics.values():
+            if not topic.name.persistent:
+                continue
+            for sub in topic.subscriptions.values():
+                if not sub.durable:
+                    continue
+                version = getattr(sub, "persisted_version", -1)
+                if sub.cursor.version == version and not force:
+                    continue
+                self.metadata.put_cursor(str(topic.name), sub.name, CursorRecord(
+                    mark_delete=sub.cursor.mark_delete,
+                    individually_deleted=sub.cursor.deleted_ranges(),
+                    properties=dict(sub.cursor.properties), last_active_ms=now_ms()))
+                sub.persisted_version = sub.cursor.version  # type: ignore[attr-defined]
+                written += 1
+            topic.trim_consumed_ledgers()
+        return written
+
+    def delete_cursor(self, topic: Topic, name: str) -> None:
+        if topic.name.persistent:
+            self.metadata.delete_cursor(str(topic.name), name)
+
+    # -- shutdown -----------------------------------------------------------------------------
+    async def close(self) -> None:
+        self.ready = False
+        for topic in list(self.topics.values()):
+            topic.close_all_clients()
+        await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
+        if self.loop is not None:
+            self._on_synced([(t.ledger, t.ledger.last_position()) for t in self.topics.values()
+                             if t.ledger.last_position() is not None])  # type: ignore[misc]
+        self.persist_cursors(force=True)
+        self.committer.stop()
+        for topic in self.topics.values():
+            topic.ledger.close()
+        self.metadata.close()
+
+    def metadata_error(self, exc: Exception) -> MetadataError:
+        log.exception("metadata store failure")
+        return MetadataError(f"metadata store failure: {exc}")
+
+
+class BrokerOperations(BrokerService):
+    """Operations the connection handlers and the admin API share."""
+
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        super().__init__(config, data_dir)
+        self.connections: set = set()  # type: ignore[type-arg]
+        self.started_at = now_ms()
+
+    @staticmethod
+    def timestamp() -> str:
+        import datetime
+        return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def list_topics(self, namespace: str, mode: int = 2) -> list[str]:
+        """Fully qualified names, partitions included (GET_TOPICS_OF_NAMESPACE)."""
+        names = set(self.metadata.list_topics(namespace)) | {
+            str(t.name) for t in self.topics.values() if t.name.namespace_name == namespace}
+        for parent, count in self.metadata.list_partitioned_topics(namespace).items():
+            names.update(str(TopicName.parse(parent).partition(i)) for i in range(count))
+        wanted = {0: ("persistent",), 1: ("non-persistent",)}.get(mode, ("persistent", "non-persistent"))
+        return sorted(n for n in names if n.split("://", 1)[0] in wanted)
+
+    def last_sequence_id(self, topic: Topic, producer_name: str) -> int:
+        if topic.dedup is None:
+            return -1
+        return int(topic.dedup.last_sequence_id(producer_name))
+
+    def check_producer_allowed(self, topic: Topic) -> None:
+        if topic.dedup is not None and getattr(topic.dedup, "recovering", False):
+            from magnetar.core.errors import ServiceNotReady
+            raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
+
+    def check_subscription_allowed(self, topic: Topic, sub_type: str) -> None:
+        policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
+        enabled = policies.get("subscription_types_enabled") or []
+        if enabled and sub_type not in enabled:
+            raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
+
+    def publish(self, topic: Topic, producer: object, sequence_id: int, highest: int, num_messages: int,
+                entry: bytes, send: object) -> None:
+        from magnetar.core.producer import Producer
+        assert isinstance(producer, Producer)
+        topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms())
+        if topic.name.persistent:
+            self.append_done(topic)
+        else:
+            last = topic.ledger.last_position()
+            if last is not None:
+                topic.on_persisted(last, now_ms())
+
+    def ensure_subscription(self, topic: Topic, name: str) -> None:
+        if name not in topic.subscriptions:
+            from magnetar.core.positions import BEFORE_START
+            topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
+
+    def delete_subscription(self, topic: Topic, name: str) -> None:
+        topic.unsubscribe(name, force=True)
+        self.delete_cursor(topic, name)
+
+    def reset_cursor(self, sub: object, mark_delete: Position) -> None:
+        from magnetar.core.subscription import Subscription
+        assert isinstance(sub, Subscription)
+        sub.reset_cursor(mark_delete, now_ms())
+
+    def reset_cursor_by_time(self, sub: object, timestamp_ms: int) -> None:
+        from magnetar.core.subscription import Subscription
+        assert isinstance(sub, Subscription)
+        self.reset_cursor(sub, self.position_before_time(sub.topic, timestamp_ms))
+
+    def position_before_time(self, topic: Topic, timestamp_ms: int) -> Position:
+        """The mark-delete position whose next entry is the first published at or after the time."""
+        from magnetar.core.entry import EntryInfo
+        from magnetar.core.positions import BEFORE_START
+        last = topic.last_readable()
+        previous = BEFORE_START
+        pos = topic.ledger.first_position()
+        while pos is not None and last is not None and pos <= last:
+            if EntryInfo.read(topic.read_entry(pos)).publish_time_ms >= timestamp_ms:
+                return previous if previous != BEFORE_START else topic.position_before(pos)
+            previous = pos
+            pos = topic.next_position(pos)
+        return last if last is not None else BEFORE_START
+
+    def last_message_id(self, topic: Topic) -> tuple[Position, int]:
+        from magnetar.core.entry import EntryInfo
+        last = topic.last_readable()
+        if last is None:
+            return Position(-1, -1), -1
+        info = EntryInfo.read(topic.read_entry(last))
+        batch = info.num_messages - 1 if info.metadata.HasField("num_messages_in_batch") else -1
+        return last, batch
+
+    def register_schema(self, topic: Topic, schema: object) -> bytes:
+        from magnetar.server.schemas import SchemaVersion
+        from magnetar.wire import pulsar_api_pb2 as pb
+        assert isinstance(schema, pb.Schema)
+        versions = self.schemas.setdefault(str(topic.name), [])
+        props = tuple((kv.key, kv.value) for kv in schema.properties)
+        for v in versions:
+            if v.schema_type == schema.type and v.data == schema.schema_data and v.properties == props:
+                return v.version_bytes
+        version = SchemaVersion(len(versions), int(schema.type), schema.name, bytes(schema.schema_data), props)
+        versions.append(version)
+        return version.version_bytes
+
+    def get_schema_response(self, request_id: int, name: TopicName, version: bytes | None):  # type: ignore[no-untyped-def]
+        from magnetar.core.errors import ServerError
+        from magnetar.server.schemas import decode_version
+        from magnetar.wire import commands
+        from magnetar.wire import pulsar_api_pb2 as pb
+        versions = self.schemas.get(str(name), [])
+        if not versions:
+            return commands.get_schema_error(request_id, ServerError.TopicNotFound, "Schema not found")
+        try:
+            chosen = versions[-1] if version is None else versions[decode_version(version)]
+        except (ValueError, IndexError):
+            return commands.get_schema_error(request_id, ServerError.IncompatibleSchema, "Unknown schema version")
+        schema = pb.Schema(name=chosen.name, schema_data=chosen.data, type=chosen.schema_type,  # type: ignore[arg-type]
+                           properties=[pb.KeyValue(key=k, value=v) for k, v in chosen.properties])
+        return commands.get_schema_response(request_id, schema, chosen.version_bytes)
+
+    def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
+        from magnetar.core.consumer import Consumer
+        from magnetar.core.subscription import Subscription
+        from magnetar.wire import commands
+        assert isinstance(consumer, Consumer) and isinstance(sub, Subscription)
+        now = now_ms()
+        rate, throughput = consumer.msg_out.rate(now)
+        return commands.consumer_stats_response(
+            request_id, msgRateOut=rate, msgThroughputOut=throughput,
+            msgRateRedeliver=consumer.redeliver.rate(now)[0], consumerName=consumer.consumer_name,
+            availablePermits=max(consumer.permits, 0), unackedMessages=consumer.unacked_messages,
+            blockedConsumerOnUnackedMsgs=consumer.blocked_on_unacked, address=consumer.address,
+            connectedSince=consumer.connected_since, type=sub.sub_type, msgBacklog=sub.backlog())

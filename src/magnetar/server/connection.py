@@ -1,0 +1,251 @@
+"""One client connection: frames in, core calls, frames out.
+
+A connection is an asyncio protocol. It decodes frames, routes each command to a
+handler, and implements the sinks core uses to send MESSAGE frames, receipts and
+broker-initiated closes. Outgoing frames are gathered and written once per loop
+iteration, so a dispatch of many entries costs one write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from magnetar import __version__
+from magnetar.core.consumer import Consumer
+from magnetar.core.errors import BrokerError, NotAllowed, ServerError
+from magnetar.core.names import TopicName
+from magnetar.core.positions import Position, to_signed64
+from magnetar.core.producer import Producer
+from magnetar.core.subscription import Subscription
+from magnetar.server import handlers
+from magnetar.server.broker import BrokerService
+from magnetar.server.clock import now_ms
+from magnetar.wire import commands
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command, encode_payload_command
+
+log = logging.getLogger("magnetar.connection")
+
+MAX_PROTOCOL_VERSION = 21
+T = pb.BaseCommand
+
+
+class ServerConnection(asyncio.Protocol):
+    def __init__(self, broker: BrokerService) -> None:
+        self.broker = broker
+        self.decoder = FrameDecoder(broker.config.max_frame_size)
+        self.transport: asyncio.Transport | None = None
+        self.address = ""
+        self.client_version = ""
+        self.protocol_version = 0
+        self.connected = False
+        self.producers: dict[int, Producer] = {}
+        self.producer_topics: dict[int, Any] = {}
+        self.producer_requests: dict[int, int] = {}
+        self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._received_since_ping = True
+        self._ping_pending = False
+        self._keepalive: asyncio.TimerHandle | None = None
+        self.closed = False
+        self.paused = False
+
+    # -- asyncio protocol -------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.address = f"/{peer[0]}:{peer[1]}" if peer else ""
+        self.broker.connections.add(self)
+        self._arm_keepalive()
+
+    def data_received(self, data: bytes) -> None:
+        self._received_since_ping = True
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing %s: %s", self.address, exc)
+            self._fail_connection(str(exc))
+            return
+        for frame in frames:
+            if self.closed:
+                return
+            self._handle(frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        self.broker.connections.discard(self)
+        now = now_ms()
+        for producer_id in list(self.producers):
+            self._drop_producer(producer_id)
+        for consumer, sub in list(self.consumers.values()):
+            sub.topic.remove_consumer(sub, consumer, now)
+        self.consumers.clear()
+
+    # -- writing ------------------------------------------------------------------
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        self._out.append(data)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def write_command(self, cmd: pb.BaseCommand) -> None:
+        self.write(encode_command(cmd))
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self.transport is not None and self._out and not self.closed:
+            self.transport.writelines(self._out)
+        self._out = []
+
+    def close(self) -> None:
+        self._flush()
+        if self.transport is not None:
+            self.transport.close()
+
+    def _fail_connection(self, reason: str) -> None:
+        self.write_command(commands.error(to_u64(-1), ServerError.NotAllowedError, reason))
+        self.closed = False
+        self._flush()
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- keep-alive ---------------------------------------------------------------
+    def _arm_keepalive(self) -> None:
+        interval = self.broker.config.keepAliveIntervalSeconds
+        self._keepalive = asyncio.get_running_loop().call_later(interval, self._keepalive_tick)
+
+    def _keepalive_tick(self) -> None:
+        if self.closed:
+            return
+        if not self.connected or (self._ping_pending and not self._received_since_ping):
+            log.info("closing %s: keep-alive timeout", self.address)
+            self.close()
+            return
+        self._received_since_ping = False
+        self._ping_pending = True
+        self.write_command(commands.ping())
+        self._arm_keepalive()
+
+    # -- sinks used by core ---------------------------------------------------------
+    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
+                     redelivery_count: int, ack_set: list[int] | None) -> None:
+        cmd = commands.message(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count, ack_set)
+        self.write(encode_payload_command(cmd, entry))
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        if self.protocol_version >= 12:
+            self.write_command(commands.active_consumer_change(consumer_id, is_active))
+
+    def close_consumer(self, consumer_id: int) -> None:
+        entry = self.consumers.pop(consumer_id, None)
+        if entry is not None:
+            self.write_command(commands.close_consumer(consumer_id))
+
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
+        self.write_command(commands.send_receipt(producer_id, sequence_id, pos.ledger_id, pos.entry_id,
+                                                 highest_sequence_id))
+
+    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
+        self.write_command(commands.send_error(producer_id, sequence_id, code, message))
+
+    def producer_ready(self, producer: Producer) -> None:
+        """A WaitForExclusive producer got access: the second PRODUCER_SUCCESS."""
+        topic = self.producer_topics.get(producer.producer_id)
+        request_id = self.producer_requests.get(producer.producer_id)
+        if topic is None or request_id is None:
+            return
+        self.write_command(commands.producer_success(
+            request_id, producer.producer_name, self.broker.last_sequence_id(topic, producer.producer_name),
+            topic_epoch=topic.topic_epoch, producer_ready=True))
+
+    def close_producer(self, producer_id: int) -> None:
+        if self.producers.pop(producer_id, None) is not None:
+            self.producer_topics.pop(producer_id, None)
+            self.write_command(commands.close_producer(producer_id))
+
+    # -- command routing ---------------------------------------------------------------
+    def _handle(self, frame: Frame) -> None:
+        cmd = frame.command
+        if not self.connected and cmd.type != T.CONNECT:
+            self._fail_connection("the first command must be CONNECT")
+            return
+        handler = _HANDLERS.get(cmd.type)
+        if handler is None:
+            self._unsupported(cmd)
+            return
+        try:
+            handler(self, frame)
+        except BrokerError as exc:
+            self._reply_error(cmd, exc.code, exc.message)
+        except Exception as exc:  # a bug must not take the broker down
+            log.exception("error handling %s from %s", T.Type.Name(cmd.type), self.address)
+            self._reply_error(cmd, ServerError.UnknownError, f"internal error: {exc}")
+
+    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
+        request_id = handlers.request_id_of(cmd)
+        if cmd.type == T.SEND:
+            self.send_error(cmd.send.producer_id, cmd.send.sequence_id, code, message)
+        elif cmd.type == T.PARTITIONED_METADATA:
+            self.write_command(commands.partitioned_metadata_error(request_id, code, message))
+        elif cmd.type == T.LOOKUP:
+            self.write_command(commands.lookup_error(request_id, code, message))
+        elif cmd.type == T.ACK and cmd.ack.HasField("request_id"):
+            self.write_command(commands.ack_response(cmd.ack.consumer_id, cmd.ack.request_id, code, message))
+        elif request_id is not None:
+            self.write_command(commands.error(request_id, code, message))
+        else:
+            log.info("%s from %s failed: %s", T.Type.Name(cmd.type), self.address, message)
+
+    def _unsupported(self, cmd: pb.BaseCommand) -> None:
+        name = T.Type.Name(cmd.type) if cmd.type in T.Type.values() else str(cmd.type)
+        self._reply_error(cmd, ServerError.NotAllowedError, f"Command {name} is not supported by Magnetar")
+
+    def _drop_producer(self, producer_id: int) -> None:
+        producer = self.producers.pop(producer_id, None)
+        topic = self.producer_topics.pop(producer_id, None)
+        if producer is not None and topic is not None:
+            self.producer_requests.pop(producer_id, None)
+            promoted = topic.remove_producer(producer)
+            if promoted is not None:
+                promoted.sink.producer_ready(promoted)
+
+
+def to_u64(value: int) -> int:
+    return value & 0xFFFFFFFFFFFFFFFF
+
+
+def _connect(conn: ServerConnection, frame: Frame) -> None:
+    if conn.connected:
+        raise NotAllowed("CONNECT received twice on one connection")
+    connect = frame.command.connect
+    conn.client_version = connect.client_version
+    conn.protocol_version = connect.protocol_version
+    conn.connected = True
+    version = max(min(connect.protocol_version, MAX_PROTOCOL_VERSION), 0)
+    conn.write_command(commands.connected(f"Magnetar-{__version__}", version, conn.broker.config.maxMessageSize))
+
+
+def _ping(conn: ServerConnection, frame: Frame) -> None:
+    conn.write_command(commands.pong())
+
+
+def _pong(conn: ServerConnection, frame: Frame) -> None:
+    conn._ping_pending = False
+
+
+_HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
+    T.CONNECT: _connect,
+    T.PING: _ping,
+    T.PONG: _pong,
+    **handlers.HANDLERS,
+}
+__all__ = ["ServerConnection", "TopicName", "to_signed64"]

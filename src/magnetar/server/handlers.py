@@ -1,0 +1,326 @@
+"""Handlers for the commands a client sends once connected.
+
+Each handler turns one command into calls on the broker service and core, and
+answers with the reply the official clients expect (shared/reference/protocol.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.core.consumer import Consumer
+from magnetar.core.errors import (
+    BrokerError,
+    ConsumerBusy,
+    MetadataError,
+    NotAllowed,
+    ProducerBusy,
+    ServiceNotReady,
+)
+from magnetar.core.names import TopicName
+from magnetar.core.positions import BEFORE_START, Position, to_signed64
+from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.topic import Topic
+from magnetar.server.clock import now_ms
+from magnetar.wire import commands
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.frames import Frame, verify_entry_checksum
+
+if TYPE_CHECKING:
+    from magnetar.server.connection import ServerConnection
+
+T = pb.BaseCommand
+SUB_TYPE_NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
+Handler = Callable[["ServerConnection", Frame], None]
+
+
+def request_id_of(cmd: pb.BaseCommand) -> int | None:
+    """The request id of any command that has one, by convention of the sub-message."""
+    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
+    if field is None or not cmd.HasField(field.name):
+        return None
+    sub = getattr(cmd, field.name)
+    if "request_id" in sub.DESCRIPTOR.fields_by_name and sub.HasField("request_id"):
+        return int(sub.request_id)
+    return None
+
+
+def _topic_name(text: str) -> TopicName:
+    return TopicName.parse(text)
+
+
+# -- lookups ------------------------------------------------------------------------
+def partitioned_metadata(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.partitionMetadata
+    partitions = conn.broker.partitioned_metadata(_topic_name(req.topic))
+    conn.write_command(commands.partitioned_metadata_response(req.request_id, partitions))
+
+
+def lookup(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.lookupTopic
+    _topic_name(req.topic)
+    conn.write_command(commands.lookup_response(req.request_id, conn.broker.broker_url))
+
+
+def topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.getTopicsOfNamespace
+    topics = conn.broker.list_topics(req.namespace, int(req.mode))
+    conn.write_command(commands.topics_of_namespace_response(req.request_id, topics))
+
+
+# -- producers -------------------------------------------------------------------------
+def producer(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.producer
+    existing = conn.producers.get(req.producer_id)
+    if existing is not None:
+        topic = conn.producer_topics[req.producer_id]
+        conn.write_command(commands.producer_success(
+            req.request_id, existing.producer_name, conn.broker.last_sequence_id(topic, existing.producer_name)))
+        return
+    broker = conn.broker
+    if not broker.ready:
+        raise ServiceNotReady("Broker is starting up or shutting down")
+    topic = broker.get_topic(_topic_name(req.topic), create=True)
+    broker.check_producer_allowed(topic)
+    user_named = req.producer_name != ""
+    name = req.producer_name if user_named else broker.generate_producer_name()
+    prod = Producer(
+        producer_id=req.producer_id, producer_name=name, sink=conn,
+        access_mode=AccessMode(req.producer_access_mode), epoch=req.epoch,
+        user_provided_name=req.user_provided_producer_name if req.HasField("user_provided_producer_name") else user_named,
+        address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
+        metadata={kv.key: kv.value for kv in req.metadata},
+    )
+    _replace_stale_producer(topic, prod)
+    if req.HasField("topic_epoch") and prod.exclusive and req.topic_epoch < topic.topic_epoch \
+            and prod.access_mode != AccessMode.ExclusiveWithFencing:
+        from magnetar.core.errors import ProducerFenced
+        raise ProducerFenced(f"Topic epoch {req.topic_epoch} is older than the topic's {topic.topic_epoch}")
+    schema_version = broker.register_schema(topic, req.schema) if req.HasField("schema") else None
+    ready = topic.add_producer(prod)
+    conn.producers[req.producer_id] = prod
+    conn.producer_topics[req.producer_id] = topic
+    conn.producer_requests[req.producer_id] = req.request_id
+    if req.HasField("initial_subscription_name") and req.initial_subscription_name:
+        broker.ensure_subscription(topic, req.initial_subscription_name)
+    epoch = topic.topic_epoch if prod.exclusive else None
+    conn.write_command(commands.producer_success(
+        req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
+        topic_epoch=epoch, producer_ready=ready if not ready else None))
+
+
+def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
+    """A reconnect of the same logical producer replaces its old registration."""
+    old = topic.producers.get(prod.producer_name)
+    if old is None:
+        return
+    if old.sink is prod.sink and old.producer_id == prod.producer_id and prod.epoch > old.epoch:
+        topic.remove_producer(old)
+        return
+    raise ProducerBusy(f"Producer with name '{prod.producer_name}' is already connected to topic {topic.name}")
+
+
+def send(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.send
+    prod = conn.producers.get(req.producer_id)
+    if prod is None:
+        raise NotAllowed(f"Producer id {req.producer_id} is not registered on this connection")
+    entry = frame.entry or b""
+    if verify_entry_checksum(entry) is False:
+        from magnetar.core.errors import ServerError
+        conn.send_error(req.producer_id, req.sequence_id, ServerError.ChecksumError,
+                        "Checksum of the message does not match its content")
+        return
+    topic: Topic = conn.producer_topics[req.producer_id]
+    highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
+        req.highest_sequence_id >= req.sequence_id else req.sequence_id
+    num_messages = req.num_messages if req.HasField("num_messages") else 1
+    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, frame.command.send)
+
+
+def close_producer(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.close_producer
+    conn._drop_producer(req.producer_id)
+    conn.write_command(commands.success(req.request_id))
+
+
+# -- consumers ----------------------------------------------------------------------------
+def subscribe(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.subscribe
+    if req.consumer_id in conn.consumers:
+        conn.write_command(commands.success(req.request_id))
+        return
+    broker = conn.broker
+    if not broker.ready:
+        raise ServiceNotReady("Broker is starting up or shutting down")
+    if not req.subscription:
+        raise ProducerBusy("Empty subscription name")
+    topic = broker.get_topic(_topic_name(req.topic), create=not req.HasField("force_topic_creation")
+                             or req.force_topic_creation)
+    sub_type = SUB_TYPE_NAMES.get(int(req.subType))
+    if sub_type is None:
+        raise NotAllowed(f"Unknown subscription type {req.subType}")
+    broker.check_subscription_allowed(topic, sub_type)
+    consumer = Consumer(
+        consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
+        priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,
+        connected_since=broker.timestamp(), metadata={kv.key: kv.value for kv in req.metadata},
+        key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
+    )
+    if req.HasField("schema"):
+        broker.register_schema(topic, req.schema)
+    durable = req.durable if req.HasField("durable") else True
+    start = _start_position(req) if not durable else None
+    now = now_ms()
+    sub = topic.subscribe(
+        req.subscription, consumer, now, durable=durable,
+        initial_earliest=req.initialPosition == pb.CommandSubscribe.Earliest, start=start,
+        create=broker.config.allowAutoSubscriptionCreation,
+    )
+    conn.consumers[req.consumer_id] = (consumer, sub)
+    if req.start_message_rollback_duration_sec > 0 and len(sub.consumers) == 1:
+        broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
+    if req.subscription_properties and not sub.properties:
+        sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
+    conn.write_command(commands.success(req.request_id))
+
+
+def _start_position(req: pb.CommandSubscribe) -> Position | None:
+    if not req.HasField("start_message_id"):
+        return None
+    mid = req.start_message_id
+    return Position(to_signed64(mid.ledgerId), to_signed64(mid.entryId))
+
+
+def _consumer(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, object]:
+    found = conn.consumers.get(consumer_id)
+    if found is None:
+        raise MetadataError("Consumer not found")
+    return found
+
+
+def flow(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.flow
+    found = conn.consumers.get(req.consumer_id)
+    if found is not None:
+        consumer, sub = found
+        sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
+
+
+def ack(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.ack
+    found = conn.consumers.get(req.consumer_id)
+    if found is None:
+        if req.HasField("request_id"):
+            conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
+        return
+    consumer, sub = found
+    acks = [(Position(to_signed64(m.ledgerId), to_signed64(m.entryId)), list(m.ack_set) or None)
+            for m in req.message_id]
+    if acks:
+        sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, now_ms())
+    if req.HasField("request_id"):
+        conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
+
+
+def redeliver(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.redeliverUnacknowledgedMessages
+    found = conn.consumers.get(req.consumer_id)
+    if found is None:
+        return
+    consumer, sub = found
+    positions = [Position(to_signed64(m.ledgerId), to_signed64(m.entryId)) for m in req.message_ids] or None
+    sub.redeliver(consumer, positions, now_ms())
+
+
+def unsubscribe(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.unsubscribe
+    consumer, sub = _consumer(conn, req.consumer_id)
+    others = [c for c in sub.consumers if c is not consumer]
+    if others and not req.force:
+        raise ConsumerBusy(f"Subscription {sub.name} has other connected consumers")
+    conn.consumers.pop(req.consumer_id, None)
+    conn.broker.delete_subscription(sub.topic, sub.name)
+    conn.write_command(commands.success(req.request_id))
+
+
+def seek(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.seek
+    _, sub = _consumer(conn, req.consumer_id)
+    if req.HasField("message_id"):
+        target = Position(to_signed64(req.message_id.ledgerId), to_signed64(req.message_id.entryId))
+        conn.broker.reset_cursor(sub, sub.topic.position_before(target))
+    elif req.HasField("message_publish_time"):
+        conn.broker.reset_cursor_by_time(sub, req.message_publish_time)
+    else:
+        raise MetadataError("SEEK needs a message id or a publish time")
+    conn.write_command(commands.success(req.request_id))
+
+
+def get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.getLastMessageId
+    _, sub = _consumer(conn, req.consumer_id)
+    topic: Topic = sub.topic
+    last, batch_index = conn.broker.last_message_id(topic)
+    mark = sub.cursor.mark_delete
+    conn.write_command(commands.get_last_message_id_response(
+        req.request_id, last.ledger_id, last.entry_id, topic.partition_index, batch_index,
+        mark_delete=(mark.ledger_id, mark.entry_id) if mark.ledger_id >= 0 else None))
+
+
+def close_consumer(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.close_consumer
+    found = conn.consumers.pop(req.consumer_id, None)
+    if found is not None:
+        consumer, sub = found
+        sub.topic.remove_consumer(sub, consumer, now_ms())
+    conn.write_command(commands.success(req.request_id))
+
+
+def consumer_stats(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.consumerStats
+    found = conn.consumers.get(req.consumer_id)
+    if found is None:
+        from magnetar.core.errors import ServerError
+        conn.write_command(commands.consumer_stats_error(req.request_id, ServerError.ConsumerNotFound,
+                                                         "Consumer not found"))
+        return
+    consumer, sub = found
+    conn.write_command(conn.broker.consumer_stats_response(req.request_id, consumer, sub))
+
+
+# -- schemas --------------------------------------------------------------------------------
+def get_schema(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.getSchema
+    version = req.schema_version if req.HasField("schema_version") else None
+    conn.write_command(conn.broker.get_schema_response(req.request_id, _topic_name(req.topic), version))
+
+
+def get_or_create_schema(conn: ServerConnection, frame: Frame) -> None:
+    req = frame.command.getOrCreateSchema
+    topic = conn.broker.get_topic(_topic_name(req.topic), create=True)
+    version = conn.broker.register_schema(topic, req.schema)
+    conn.write_command(commands.get_or_create_schema_response(req.request_id, version))
+
+
+HANDLERS: dict[int, Handler] = {
+    T.PARTITIONED_METADATA: partitioned_metadata,
+    T.LOOKUP: lookup,
+    T.GET_TOPICS_OF_NAMESPACE: topics_of_namespace,
+    T.PRODUCER: producer,
+    T.SEND: send,
+    T.CLOSE_PRODUCER: close_producer,
+    T.SUBSCRIBE: subscribe,
+    T.FLOW: flow,
+    T.ACK: ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: redeliver,
+    T.UNSUBSCRIBE: unsubscribe,
+    T.SEEK: seek,
+    T.GET_LAST_MESSAGE_ID: get_last_message_id,
+    T.CLOSE_CONSUMER: close_consumer,
+    T.CONSUMER_STATS: consumer_stats,
+    T.GET_SCHEMA: get_schema,
+    T.GET_OR_CREATE_SCHEMA: get_or_create_schema,
+}
+__all__ = ["HANDLERS", "request_id_of", "BrokerError", "BEFORE_START"]

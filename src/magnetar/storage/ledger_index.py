@@ -1,0 +1,158 @@
+"""Position arithmetic over a managed ledger's list of ledgers.
+
+Both ledger implementations keep their ledgers' entry counts here and answer every
+position question (first, last, next, counts, what trimming may delete) through it, so
+the file store and its in-memory twin cannot drift apart. It corresponds to the ledger
+map (``ledgers``) that Pulsar's ``ManagedLedgerImpl`` consults for the same answers.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from dataclasses import dataclass
+from operator import attrgetter
+
+from magnetar.core.positions import Position
+from magnetar.storage.interfaces import MAX_ENTRY_SIZE_BYTES, LedgerConfig, LedgerInfo
+
+
+@dataclass(slots=True)
+class LedgerSlot:
+    """A ledger's running totals; the last slot is the current ledger."""
+
+    ledger_id: int
+    timestamp_ms: int
+    entries: int = 0
+    size_bytes: int = 0
+
+    def info(self) -> LedgerInfo:
+        return LedgerInfo(self.ledger_id, self.entries, self.size_bytes, self.timestamp_ms)
+
+
+_BY_ID = attrgetter("ledger_id")
+
+
+class LedgerIndex:
+    """The ordered ledgers of one managed ledger and their entry counts."""
+
+    def __init__(self) -> None:
+        self._slots: list[LedgerSlot] = []
+
+    def add_ledger(self, ledger_id: int, timestamp_ms: int, entries: int = 0, size_bytes: int = 0) -> None:
+        """Append a ledger; it becomes the current one. Ids must grow."""
+        if self._slots and ledger_id <= self._slots[-1].ledger_id:
+            raise ValueError(
+                f"ledger id {ledger_id} does not follow {self._slots[-1].ledger_id}: "
+                "the ledger id counter must never go backwards"
+            )
+        self._slots.append(LedgerSlot(ledger_id, timestamp_ms, entries, size_bytes))
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def current(self) -> LedgerSlot:
+        return self._slots[-1]
+
+    def slot(self, ledger_id: int) -> LedgerSlot | None:
+        i = bisect_left(self._slots, ledger_id, key=_BY_ID)
+        if i < len(self._slots) and self._slots[i].ledger_id == ledger_id:
+            return self._slots[i]
+        return None
+
+    def record_append(self, size_bytes: int) -> Position:
+        """Count one more entry in the current ledger and return its position."""
+        slot = self._slots[-1]
+        pos = Position(slot.ledger_id, slot.entries)
+        slot.entries += 1
+        slot.size_bytes += size_bytes
+        return pos
+
+    def contains(self, pos: Position) -> bool:
+        slot = self.slot(pos.ledger_id)
+        return slot is not None and 0 <= pos.entry_id < slot.entries
+
+    def first_position(self) -> Position | None:
+        for slot in self._slots:
+            if slot.entries:
+                return Position(slot.ledger_id, 0)
+        return None
+
+    def last_position(self) -> Position | None:
+        for slot in reversed(self._slots):
+            if slot.entries:
+                return Position(slot.ledger_id, slot.entries - 1)
+        return None
+
+    def end_position(self) -> Position:
+        """Where the next append lands."""
+        slot = self._slots[-1]
+        return Position(slot.ledger_id, slot.entries)
+
+    def next_position(self, pos: Position) -> Position:
+        i = bisect_left(self._slots, pos.ledger_id, key=_BY_ID)
+        if i < len(self._slots) and self._slots[i].ledger_id == pos.ledger_id:
+            entry_id = max(pos.entry_id + 1, 0)
+            if entry_id < self._slots[i].entries:
+                return Position(pos.ledger_id, entry_id)
+            i += 1
+        for slot in self._slots[i:]:
+            if slot.entries:
+                return Position(slot.ledger_id, 0)
+        return self.end_position()
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        total = 0
+        for slot in self._slots[bisect_left(self._slots, start.ledger_id, key=_BY_ID) :]:
+            if slot.ledger_id > end.ledger_id:
+                break
+            low = start.entry_id if slot.ledger_id == start.ledger_id else 0
+            high = end.entry_id if slot.ledger_id == end.ledger_id else slot.entries - 1
+            low, high = max(low, 0), min(high, slot.entries - 1)
+            total += max(high - low + 1, 0)
+        return total
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return [slot.info() for slot in self._slots]
+
+    def total_size_bytes(self) -> int:
+        return sum(slot.size_bytes for slot in self._slots)
+
+    def trimmable_before(self, pos: Position) -> list[int]:
+        """Ids of the oldest ledgers whose every entry lies before ``pos``, never the current."""
+        ids = []
+        for slot in self._slots[:-1]:
+            if Position(slot.ledger_id, slot.entries - 1) >= pos:
+                break
+            ids.append(slot.ledger_id)
+        return ids
+
+    def remove_oldest(self, count: int) -> None:
+        """Forget the ``count`` oldest ledgers (after :meth:`trimmable_before`)."""
+        if count >= len(self._slots):
+            raise ValueError("the current ledger cannot be removed")
+        del self._slots[:count]
+
+
+def check_entry(name: str, data: bytes) -> None:
+    """Refuse what no ledger stores: empty entries (a torn, zero-filled tail would read as
+    a run of them) and entries too long to frame."""
+    if not isinstance(data, bytes):
+        raise TypeError(f"entry for {name!r} must be bytes, not {type(data).__name__}")
+    if not data:
+        raise ValueError(f"empty entry for {name!r}: an entry holds at least the message metadata")
+    if len(data) > MAX_ENTRY_SIZE_BYTES:
+        raise ValueError(f"entry of {len(data)} bytes for {name!r} exceeds {MAX_ENTRY_SIZE_BYTES}")
+
+
+def is_full(slot: LedgerSlot, config: LedgerConfig) -> bool:
+    """Whether the current ledger must roll over before the next append."""
+    return (
+        slot.entries >= config.max_entries_per_ledger or slot.size_bytes >= config.max_size_per_ledger_bytes
+    )
+
+
+def wall_clock_ms() -> int:
+    """Ledger creation timestamps: Unix epoch milliseconds."""
+    return time.time_ns() // 1_000_000

@@ -1,0 +1,181 @@
+"""The in-memory twin of the segment-file managed ledger, for core tests and simulation.
+
+It shares :class:`~magnetar.storage.ledger_index.LedgerIndex` with the file store, so
+positions, rollover and trimming behave identically; ``sync()`` only marks entries
+durable. :class:`MemoryLedgerFactory` keeps each topic's entries across close and reopen,
+the way files survive a broker restart.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from magnetar.core.positions import Position
+from magnetar.storage.interfaces import (
+    EntryNotFound,
+    LedgerClosed,
+    LedgerConfig,
+    LedgerInfo,
+    StorageError,
+)
+from magnetar.storage.ledger_index import LedgerIndex, check_entry, is_full, wall_clock_ms
+
+log = logging.getLogger("magnetar.storage")
+
+
+@dataclass
+class StoredLedger:
+    """One ledger's entries as the twin keeps them."""
+
+    timestamp_ms: int
+    entries: list[bytes] = field(default_factory=list)
+
+
+class MemoryLedger:
+    """A managed ledger held in memory (see :class:`~magnetar.storage.interfaces.ManagedLedger`)."""
+
+    def __init__(
+        self,
+        name: str,
+        allocate_ledger_id: Callable[[], int] | None = None,
+        config: LedgerConfig | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        stored: dict[int, StoredLedger] | None = None,
+    ) -> None:
+        self.name = name
+        self._allocate = allocate_ledger_id or itertools.count(1).__next__
+        self._config = config or LedgerConfig()
+        self._clock_ms = clock_ms
+        #: Shared with the factory, so a reopened ledger finds its entries again.
+        self._stored: dict[int, StoredLedger] = {} if stored is None else stored
+        self._index = LedgerIndex()
+        for ledger_id in sorted(self._stored):
+            ledger = self._stored[ledger_id]
+            if not ledger.entries:
+                del self._stored[ledger_id]
+                continue
+            size = sum(len(entry) for entry in ledger.entries)
+            self._index.add_ledger(ledger_id, ledger.timestamp_ms, len(ledger.entries), size)
+        self._lock = threading.Lock()
+        self._last_appended = self._index.last_position()
+        self._synced = self._last_appended
+        self._closed = False
+        #: sync() calls that had something to make durable.
+        self.sync_count = 0
+        self._open_ledger()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _open_ledger(self) -> None:
+        ledger_id, timestamp_ms = self._allocate(), self._clock_ms()
+        self._index.add_ledger(ledger_id, timestamp_ms)
+        self._stored[ledger_id] = StoredLedger(timestamp_ms)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerClosed(f"managed ledger {self.name!r} is closed")
+
+    def append(self, data: bytes) -> Position:
+        self._check_open()
+        check_entry(self.name, data)
+        if is_full(self._index.current, self._config):
+            self._open_ledger()  # the rollover after the previous append failed
+        self._stored[self._index.current.ledger_id].entries.append(data)
+        pos = self._index.record_append(len(data))
+        with self._lock:
+            self._last_appended = pos
+        if is_full(self._index.current, self._config):
+            try:
+                self._open_ledger()
+            except Exception as exc:  # the entry is stored; the next append retries
+                log.warning("managed ledger %r: rollover failed: %s", self.name, exc)
+        return pos
+
+    def unsynced(self) -> bool:
+        with self._lock:
+            return self._last_appended != self._synced
+
+    def sync(self) -> Position | None:
+        with self._lock:
+            if self._last_appended != self._synced:
+                self.sync_count += 1
+                self._synced = self._last_appended
+            return self._synced
+
+    def read(self, pos: Position) -> bytes:
+        self._check_open()
+        if not self._index.contains(pos):
+            raise EntryNotFound(self.name, pos)
+        return self._stored[pos.ledger_id].entries[pos.entry_id]
+
+    def first_position(self) -> Position | None:
+        return self._index.first_position()
+
+    def last_position(self) -> Position | None:
+        return self._index.last_position()
+
+    def next_position(self, pos: Position) -> Position:
+        return self._index.next_position(pos)
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        return self._index.entries_between(start, end)
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return self._index.ledgers()
+
+    def total_size_bytes(self) -> int:
+        return self._index.total_size_bytes()
+
+    def trim_before(self, pos: Position) -> list[int]:
+        self._check_open()
+        ids = self._index.trimmable_before(pos)
+        self._index.remove_oldest(len(ids))
+        for ledger_id in ids:
+            del self._stored[ledger_id]
+        return ids
+
+    def roll_over(self) -> None:
+        self._check_open()
+        if self._index.current.entries:
+            self._open_ledger()
+
+    def close(self) -> None:
+        if not self._closed:
+            self.sync()
+            self._closed = True
+
+    def delete(self) -> None:
+        self._closed = True
+        self._stored.clear()
+
+
+class MemoryLedgerFactory:
+    """Opens :class:`MemoryLedger` s by topic name; a topic's entries outlive close/reopen."""
+
+    def __init__(
+        self,
+        allocate_ledger_id: Callable[[], int] | None = None,
+        config: LedgerConfig | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self._allocate = allocate_ledger_id or itertools.count(1).__next__
+        self._config = config or LedgerConfig()
+        self._clock_ms = clock_ms
+        self._topics: dict[str, dict[int, StoredLedger]] = {}
+        self._open: dict[str, MemoryLedger] = {}
+
+    def open(self, name: str) -> MemoryLedger:
+        current = self._open.get(name)
+        if current is not None and not current.closed:
+            raise StorageError(f"managed ledger {name!r} is already open; close it first")
+        stored = self._topics.setdefault(name, {})
+        ledger = MemoryLedger(name, self._allocate, self._config, self._clock_ms, stored=stored)
+        self._open[name] = ledger
+        return ledger

@@ -1,0 +1,589 @@
+"""The managed ledger on disk: one append-only segment file per ledger.
+
+Corresponds to Pulsar's ``ManagedLedgerImpl`` over BookKeeper ledgers, folded into local
+files. A topic owns a directory under the data directory (its name encoded by
+:func:`topic_dir_name`); each ledger is a file named by its zero-padded ledger id::
+
+    header  magic "MGSG" | u16 version | u16 flags (0) | u64 ledger id | u64 created ms
+    record  u32 length | u32 crc32c(data) | data        (big-endian, repeated)
+
+Writes go straight to an ``O_APPEND`` descriptor (no user-space buffer), so an entry is
+readable as soon as :meth:`SegmentLedger.append` returns; it is durable once
+:meth:`SegmentLedger.sync` has ``fdatasync``-ed its file, and, for a new file, the
+directory. ``sync`` runs on the group-commit worker: it swaps out the set of files with
+unsynced writes under a lock and syncs private duplicates of their descriptors, so the
+owner thread may keep appending, roll over, trim or close meanwhile.
+
+The ledger list is the set of segment files, not a list in the metadata store. Ids come
+from the store's durable counter, so a deleted ledger's id is never reused, and a
+deletion is made durable by syncing the directory. Keeping a second list would only add
+a crash window in which it and the files disagree.
+
+Opening a topic scans its files: a torn or corrupt tail (short record, bad checksum) is
+cut back to the last good record with a warning, files left empty are removed, and the
+recovered files are synced so nothing exposed after a restart can vanish later. Appends
+then go to a new ledger, never after a recovered tail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import shutil
+import struct
+import threading
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import google_crc32c
+
+from magnetar.core.positions import Position
+from magnetar.storage.interfaces import (
+    EntryNotFound,
+    LedgerClosed,
+    LedgerConfig,
+    LedgerCorruption,
+    LedgerInfo,
+    StorageError,
+)
+from magnetar.storage.ledger_index import LedgerIndex, check_entry, is_full, wall_clock_ms
+
+log = logging.getLogger("magnetar.storage")
+
+SEGMENT_MAGIC = b"MGSG"
+SEGMENT_VERSION = 1
+#: magic, version, flags, ledger id, creation time (ms).
+HEADER = struct.Struct(">4sHHQQ")
+#: data length, crc32c(data).
+RECORD = struct.Struct(">II")
+
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.seg$")
+#: Descriptors kept open for reading closed ledgers (readers mostly go sequentially).
+_READ_FDS_MAX = 4
+#: Longest directory name we produce; file systems allow 255 bytes.
+_DIR_NAME_MAX = 200
+_SAFE_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+
+
+def topic_dir_name(topic: str) -> str:
+    """A file-system-safe, injective directory name for a topic.
+
+    Bytes other than ASCII letters, digits, ``-`` and ``_`` become ``%XX``; a name that
+    would be too long keeps a readable prefix and ends in a SHA-256 digest of the topic.
+    """
+    raw = topic.encode()
+    if not raw:
+        raise ValueError("a topic name must not be empty")
+    name = "".join(chr(b) if b in _SAFE_BYTES else f"%{b:02X}" for b in raw)
+    if len(name) > _DIR_NAME_MAX:
+        digest = hashlib.sha256(raw).hexdigest()[:32]
+        name = f"{name[: _DIR_NAME_MAX - len(digest) - 1]}~{digest}"
+    return name
+
+
+def segment_file_name(ledger_id: int) -> str:
+    return f"{ledger_id:020d}.seg"
+
+
+@dataclass
+class SegmentScan:
+    """What a segment file holds up to its last good record."""
+
+    ledger_id: int
+    timestamp_ms: int
+    #: File offset of each good record.
+    offsets: array[int]
+    #: End of the last good record; the file is cut back to here.
+    good_end: int
+    file_size: int
+    #: Sum of the good records' data lengths.
+    size_bytes: int
+    #: Well-formed records found after the first bad one (a sign of damage, not of a crash).
+    intact_after: int
+
+
+def _valid_record_length(f: BinaryIO, offset: int, file_size: int) -> int | None:
+    """The data length of the record at the file's current offset, None if it is not whole and valid."""
+    head = f.read(RECORD.size)
+    if len(head) < RECORD.size:
+        return None
+    length, crc = RECORD.unpack(head)
+    if length == 0 or offset + RECORD.size + length > file_size:
+        return None
+    data = f.read(length)
+    if len(data) != length or google_crc32c.value(data) != crc:
+        return None
+    return length
+
+
+def _count_intact_after(f: BinaryIO, bad_offset: int, file_size: int) -> int:
+    """How many valid records follow the bad one, trusting its length field."""
+    f.seek(bad_offset)
+    head = f.read(RECORD.size)
+    if len(head) < RECORD.size:
+        return 0
+    offset = bad_offset + RECORD.size + RECORD.unpack(head)[0]
+    count = 0
+    while offset < file_size:
+        f.seek(offset)
+        length = _valid_record_length(f, offset, file_size)
+        if length is None:
+            break
+        count += 1
+        offset += RECORD.size + length
+    return count
+
+
+def scan_segment(path: Path, ledger_id: int) -> SegmentScan | None:
+    """Read a segment file's header and records; None if not even the header was written.
+
+    Raises :class:`LedgerCorruption` when the header is complete but wrong, which no crash
+    produces.
+    """
+    with open(path, "rb", buffering=1 << 20) as f:
+        file_size = os.fstat(f.fileno()).st_size
+        raw = f.read(HEADER.size)
+        if len(raw) < HEADER.size:
+            return None
+        magic, version, _flags, stored_id, created_ms = HEADER.unpack(raw)
+        if (magic, version, stored_id) != (SEGMENT_MAGIC, SEGMENT_VERSION, ledger_id):
+            if not raw.strip(b"\0") and not f.read().strip(b"\0"):
+                return None
+            raise LedgerCorruption(
+                f"{path} is not segment file version {SEGMENT_VERSION} of ledger {ledger_id} "
+                f"(magic {magic!r}, version {version}, ledger {stored_id}); move it aside to open the topic"
+            )
+        offsets: array[int] = array("Q")
+        offset, size_bytes = HEADER.size, 0
+        while offset < file_size:
+            length = _valid_record_length(f, offset, file_size)
+            if length is None:
+                break
+            offsets.append(offset)
+            size_bytes += length
+            offset += RECORD.size + length
+        intact_after = _count_intact_after(f, offset, file_size) if offset < file_size else 0
+    return SegmentScan(ledger_id, created_ms, offsets, offset, file_size, size_bytes, intact_after)
+
+
+def recover_segment(path: Path, ledger_id: int) -> SegmentScan | None:
+    """Scan a segment file and cut off a torn or corrupt tail, logging what was dropped."""
+    scan = scan_segment(path, ledger_id)
+    if scan is None:
+        if path.stat().st_size:
+            log.warning("dropping %s: its header is incomplete (torn while the file was created)", path)
+        return None
+    if scan.good_end < scan.file_size:
+        dropped = scan.file_size - scan.good_end
+        if scan.intact_after:
+            log.error(
+                "%s: bad record at offset %d followed by %d intact records; truncating %d bytes "
+                "after entry %d (this looks like disk damage, not a crash)",
+                path,
+                scan.good_end,
+                scan.intact_after,
+                dropped,
+                len(scan.offsets) - 1,
+            )
+        else:
+            log.warning(
+                "%s: torn or corrupt tail at offset %d; truncating %d bytes, keeping %d entries",
+                path,
+                scan.good_end,
+                dropped,
+                len(scan.offsets),
+            )
+        os.truncate(path, scan.good_end)
+    return scan
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Segment:
+    """Where each entry of one ledger lies in its file."""
+
+    __slots__ = ("ledger_id", "path", "offsets", "end_offset")
+
+    def __init__(self, ledger_id: int, path: Path, offsets: array[int], end_offset: int) -> None:
+        self.ledger_id = ledger_id
+        self.path = path
+        self.offsets = offsets
+        self.end_offset = end_offset
+
+    def span(self, entry_id: int) -> tuple[int, int]:
+        """Offset and length (header included) of an entry's record."""
+        start = self.offsets[entry_id]
+        stop = self.offsets[entry_id + 1] if entry_id + 1 < len(self.offsets) else self.end_offset
+        return start, stop - start
+
+
+class _TailCache:
+    """The most recently appended entries, so tailing consumers never touch the disk."""
+
+    def __init__(self, max_entries: int, max_bytes: int) -> None:
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, pos: Position) -> bytes | None:
+        return self._entries.get(pos)
+
+    def put(self, pos: Position, data: bytes) -> None:
+        if len(data) > self._max_bytes or not self._max_entries:
+            return
+        self._entries[pos] = data
+        self._bytes += len(data)
+        while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
+            self._evict_oldest()
+
+    def drop_ledgers(self, ledger_ids: set[int]) -> None:
+        """Forget trimmed ledgers; entries are in position order, so theirs come first."""
+        while self._entries and next(iter(self._entries)).ledger_id in ledger_ids:
+            self._evict_oldest()
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._bytes = 0
+
+    def _evict_oldest(self) -> None:
+        _, data = self._entries.popitem(last=False)
+        self._bytes -= len(data)
+
+
+class SegmentLedger:
+    """A managed ledger in segment files (see :class:`~magnetar.storage.interfaces.ManagedLedger`)."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        name: str,
+        allocate_ledger_id: Callable[[], int],
+        config: LedgerConfig | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.name = name
+        self.directory = Path(data_dir) / topic_dir_name(name)
+        self._allocate = allocate_ledger_id
+        self._config = config or LedgerConfig()
+        self._clock_ms = clock_ms
+        self._index = LedgerIndex()
+        self._segments: dict[int, _Segment] = {}
+        self._cache = _TailCache(self._config.cache_max_entries, self._config.cache_max_bytes)
+        self._write_fd = -1
+        self._read_fds: OrderedDict[int, int] = OrderedDict()
+        self._closed = False
+        self._sync_mutex = threading.Lock()
+        # Shared with the sync worker; everything below is guarded by _lock.
+        self._lock = threading.Lock()
+        self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
+        self._dir_dirty = False
+        self._fault: OSError | None = None
+        #: sync() calls that had something to make durable.
+        self.sync_count = 0
+        #: fsync/fdatasync system calls made by sync().
+        self.fsync_count = 0
+
+        if not self.directory.is_dir():
+            self.directory.mkdir(parents=True)
+            _fsync_dir(self.directory.parent)
+        self._recover()
+        self._last_appended = self._synced = self._index.last_position()
+        self._open_ledger()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- opening ----------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        removed = False
+        for path in sorted(self.directory.iterdir()):
+            match = _SEGMENT_FILE.match(path.name)
+            if match is None:
+                continue
+            ledger_id = int(match.group(1))
+            scan = recover_segment(path, ledger_id)
+            if scan is None or not scan.offsets:
+                path.unlink()
+                removed = True
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+            self._segments[ledger_id] = _Segment(ledger_id, path, scan.offsets, scan.good_end)
+            self._index.add_ledger(ledger_id, scan.timestamp_ms, len(scan.offsets), scan.size_bytes)
+        if removed:
+            _fsync_dir(self.directory)
+
+    def _open_ledger(self) -> None:
+        """Create the next ledger's file and make it current."""
+        ledger_id, timestamp_ms = self._allocate(), self._clock_ms()
+        if len(self._index) and ledger_id <= self._index.current.ledger_id:
+            raise StorageError(
+                f"ledger id {ledger_id} for {self.name!r} does not follow {self._index.current.ledger_id}: "
+                "the ledger id counter went backwards"
+            )
+        path = self.directory / segment_file_name(ledger_id)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise StorageError(f"cannot create ledger file {path} for {self.name!r}: {exc}") from exc
+        header = HEADER.pack(SEGMENT_MAGIC, SEGMENT_VERSION, 0, ledger_id, timestamp_ms)
+        try:
+            if os.write(fd, header) != len(header):
+                raise OSError("short write")
+        except OSError as exc:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise StorageError(f"cannot write ledger file {path} for {self.name!r}: {exc}") from exc
+        if self._write_fd >= 0:
+            self._retire_write_fd()
+        self._write_fd = fd
+        self._segments[ledger_id] = _Segment(ledger_id, path, array("Q"), HEADER.size)
+        self._index.add_ledger(ledger_id, timestamp_ms)
+        with self._lock:
+            self._dirty[ledger_id] = os.dup(fd)
+            self._dir_dirty = True
+
+    def _retire_write_fd(self) -> None:
+        """Keep the closed ledger's descriptor for reads of its entries."""
+        self._cache_read_fd(self._index.current.ledger_id, self._write_fd)
+        self._write_fd = -1
+
+    def _cache_read_fd(self, ledger_id: int, fd: int) -> None:
+        self._read_fds[ledger_id] = fd
+        while len(self._read_fds) > _READ_FDS_MAX:
+            os.close(self._read_fds.popitem(last=False)[1])
+
+    # -- appending and syncing --------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerClosed(f"managed ledger {self.name!r} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self._fault is not None:
+            raise StorageError(
+                f"managed ledger {self.name!r} stopped accepting writes after a failed fsync "
+                f"({self._fault}); close and reopen the topic"
+            )
+
+    def append(self, data: bytes) -> Position:
+        self._check_writable()
+        check_entry(self.name, data)
+        if is_full(self._index.current, self._config):
+            self._open_ledger()  # the rollover after the previous append failed
+        segment = self._segments[self._index.current.ledger_id]
+        record = RECORD.pack(len(data), google_crc32c.value(data))
+        self._write_record(segment, record, data)
+        segment.offsets.append(segment.end_offset)
+        segment.end_offset += RECORD.size + len(data)
+        pos = self._index.record_append(len(data))
+        self._cache.put(pos, data)
+        with self._lock:
+            self._last_appended = pos
+            if segment.ledger_id not in self._dirty:
+                self._dirty[segment.ledger_id] = os.dup(self._write_fd)
+        if is_full(self._index.current, self._config):
+            self._roll_over_after_append()
+        return pos
+
+    def _roll_over_after_append(self) -> None:
+        """Open the next ledger; on failure keep the entry just written and retry later."""
+        try:
+            self._open_ledger()
+        except Exception as exc:
+            log.warning("managed ledger %r: rollover failed, retrying at the next append: %s", self.name, exc)
+
+    def _write_record(self, segment: _Segment, record: bytes, data: bytes) -> None:
+        """Write one record whole, or leave the file as it was and raise."""
+        expected = len(record) + len(data)
+        try:
+            written = os.writev(self._write_fd, [record, data])
+            if written == expected:
+                return
+            error = f"short write ({written} of {expected} bytes)"
+        except OSError as exc:
+            error = str(exc)
+        try:
+            os.ftruncate(self._write_fd, segment.end_offset)
+        except OSError as exc:
+            with self._lock:
+                self._fault = exc
+        raise StorageError(f"cannot append to {segment.path} of {self.name!r}: {error}")
+
+    def unsynced(self) -> bool:
+        with self._lock:
+            return bool(self._dirty)
+
+    def sync(self) -> Position | None:
+        # One sync at a time, so the position returned never claims data that another
+        # thread's sync is still flushing.
+        with self._sync_mutex:
+            return self._sync()
+
+    def _sync(self) -> Position | None:
+        with self._lock:
+            fds, self._dirty = self._dirty, {}
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            covered, fault = self._last_appended, self._fault
+        try:
+            if fault is not None:
+                raise StorageError(f"managed ledger {self.name!r} cannot sync after a failure: {fault}")
+            for fd in fds.values():
+                os.fdatasync(fd)
+            if dir_dirty:
+                _fsync_dir(self.directory)
+        except OSError as exc:
+            with self._lock:
+                self._fault = exc
+            raise StorageError(f"fsync failed for {self.name!r} in {self.directory}: {exc}") from exc
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        with self._lock:
+            if fds or dir_dirty:
+                self.sync_count += 1
+                self.fsync_count += len(fds) + dir_dirty
+            if covered is not None and (self._synced is None or covered > self._synced):
+                self._synced = covered
+            return self._synced
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, pos: Position) -> bytes:
+        self._check_open()
+        if not self._index.contains(pos):
+            raise EntryNotFound(self.name, pos)
+        cached = self._cache.get(pos)
+        if cached is not None:
+            return cached
+        segment = self._segments[pos.ledger_id]
+        offset, length = segment.span(pos.entry_id)
+        raw = os.pread(self._read_fd(pos.ledger_id), length, offset)
+        data = raw[RECORD.size :]
+        if len(raw) != length or RECORD.unpack_from(raw) != (len(data), google_crc32c.value(data)):
+            raise LedgerCorruption(f"entry {pos} of {self.name!r} in {segment.path} fails its checksum")
+        return data
+
+    def _read_fd(self, ledger_id: int) -> int:
+        if ledger_id == self._index.current.ledger_id:
+            return self._write_fd
+        fd = self._read_fds.get(ledger_id)
+        if fd is not None:
+            self._read_fds.move_to_end(ledger_id)
+            return fd
+        fd = os.open(self._segments[ledger_id].path, os.O_RDONLY | os.O_CLOEXEC)
+        self._cache_read_fd(ledger_id, fd)
+        return fd
+
+    def first_position(self) -> Position | None:
+        return self._index.first_position()
+
+    def last_position(self) -> Position | None:
+        return self._index.last_position()
+
+    def next_position(self, pos: Position) -> Position:
+        return self._index.next_position(pos)
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        return self._index.entries_between(start, end)
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return self._index.ledgers()
+
+    def total_size_bytes(self) -> int:
+        return self._index.total_size_bytes()
+
+    # -- trimming and lifecycle -------------------------------------------------------
+
+    def trim_before(self, pos: Position) -> list[int]:
+        self._check_open()
+        ids = self._index.trimmable_before(pos)
+        if not ids:
+            return []
+        self._index.remove_oldest(len(ids))
+        for ledger_id in ids:
+            fd = self._read_fds.pop(ledger_id, None)
+            if fd is not None:
+                os.close(fd)
+            self._segments.pop(ledger_id).path.unlink(missing_ok=True)
+        self._cache.drop_ledgers(set(ids))
+        with self._lock:
+            self._dir_dirty = True
+        return ids
+
+    def roll_over(self) -> None:
+        self._check_writable()
+        if self._index.current.entries:
+            self._open_ledger()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            if self.unsynced():
+                self.sync()
+        finally:
+            self._release()
+
+    def delete(self) -> None:
+        self._release()
+        with self._lock:
+            fds, self._dirty = self._dirty, {}
+        for fd in fds.values():
+            os.close(fd)
+        if self.directory.exists():
+            shutil.rmtree(self.directory)
+            _fsync_dir(self.directory.parent)
+
+    def _release(self) -> None:
+        self._closed = True
+        self._cache.clear()
+        if self._write_fd >= 0:
+            os.close(self._write_fd)
+            self._write_fd = -1
+        while self._read_fds:
+            os.close(self._read_fds.popitem()[1])
+
+
+class SegmentLedgerFactory:
+    """Opens :class:`SegmentLedger` s under one data directory (Pulsar's ``ManagedLedgerFactory``)."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        allocate_ledger_id: Callable[[], int],
+        config: LedgerConfig | None = None,
+        clock_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self._allocate = allocate_ledger_id
+        self._config = config or LedgerConfig()
+        self._clock_ms = clock_ms
+        self._open: dict[str, SegmentLedger] = {}
+
+    def open(self, name: str) -> SegmentLedger:
+        current = self._open.get(name)
+        if current is not None and not current.closed:
+            raise StorageError(f"managed ledger {name!r} is already open; close it first")
+        ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms)
+        self._open[name] = ledger
+        return ledger

@@ -1,0 +1,29 @@
+"""Fixtures shared by the storage tests: one factory per ledger implementation."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from magnetar.storage import LedgerConfig, LedgerFactory, MemoryLedgerFactory, SegmentLedgerFactory
+
+#: Builds a ledger factory for a config; ledger ids come from one counter per test, and
+#: the clock is fixed so both implementations report identical ledger infos.
+MakeFactory = Callable[..., LedgerFactory]
+
+FIXED_CLOCK_MS = 1_700_000_000_000
+
+
+@pytest.fixture(params=["memory", "segment"])
+def make_factory(request: pytest.FixtureRequest, tmp_path: Path) -> MakeFactory:
+    ids = itertools.count(1)
+
+    def make(config: LedgerConfig | None = None) -> LedgerFactory:
+        if request.param == "memory":
+            return MemoryLedgerFactory(ids.__next__, config, clock_ms=lambda: FIXED_CLOCK_MS)
+        return SegmentLedgerFactory(tmp_path / "data", ids.__next__, config, clock_ms=lambda: FIXED_CLOCK_MS)
+
+    return make
