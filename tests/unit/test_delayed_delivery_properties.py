@@ -47,9 +47,22 @@ configs = st.builds(
     tick_time_ms=st.sampled_from([0, 1, 7, 100]),
     strict=st.booleans(),
     min_index_count_per_bucket=st.integers(1, 4),
-    time_step_ms=st.sampled_from([5, 50, 500]),
-    max_indexes_per_segment=st.sampled_from([-1, 1, 2, 4]),
-    max_num_buckets=st.sampled_from([-1, 1, 2, 3]),
+    time_step_ms=st.sampled_from([5, 20, 50, 500]),
+    max_indexes_per_segment=st.sampled_from([-1, 1, 1, 2, 4]),
+    max_num_buckets=st.sampled_from([-1, 1, 1, 2, 3]),
+    filter_acknowledged=st.booleans(),
+)
+
+#: Bucket settings that seal, segment and merge as often as possible.
+merging_configs = st.builds(
+    Config,
+    bucketed=st.just(True),
+    tick_time_ms=st.sampled_from([0, 1, 7, 100]),
+    strict=st.booleans(),
+    min_index_count_per_bucket=st.integers(1, 2),
+    time_step_ms=st.sampled_from([5, 20]),
+    max_indexes_per_segment=st.sampled_from([1, 2]),
+    max_num_buckets=st.sampled_from([1, 2]),
     filter_acknowledged=st.booleans(),
 )
 
@@ -277,8 +290,14 @@ def test_exactly_once_on_time_across_restarts(config: Config, program: list[tupl
     run_program(config, program, [])
 
 
-@settings(max_examples=150, deadline=None)
-@given(configs.filter(lambda c: c.bucketed), operations, faults)
+@settings(max_examples=200, deadline=None)
+@given(merging_configs, operations)
+def test_exactly_once_when_buckets_merge(config: Config, program: list[tuple[str, int, int]]) -> None:
+    run_program(config, program, [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(configs.filter(lambda c: c.bucketed), merging_configs), operations, faults)
 def test_exactly_once_with_storage_faults(
     config: Config, program: list[tuple[str, int, int]], injected: list[tuple[int, str, int]]
 ) -> None:

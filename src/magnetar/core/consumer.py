@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ class Consumer:
     msg_out: RateCounter = field(default_factory=RateCounter)
     redeliver: RateCounter = field(default_factory=RateCounter)
     acks: RateCounter = field(default_factory=RateCounter)
+    #: told of every pending entry that leaves (acked, redelivered, consumer closed);
+    #: Key_Shared uses it to release draining hashes
+    on_pending_removed: Callable[[Consumer, PendingEntry, bool], None] | None = None
 
     def __hash__(self) -> int:
         return id(self)
@@ -52,6 +56,8 @@ class Consumer:
         pending = self.pending.pop(pos, None)
         if pending is not None:
             self.unacked_messages -= pending.messages
+            if self.on_pending_removed is not None:
+                self.on_pending_removed(self, pending, False)
         return pending
 
     def remove_pending_up_to(self, pos: Position) -> list[Position]:
@@ -63,4 +69,7 @@ class Consumer:
     def take_all_pending(self) -> dict[Position, PendingEntry]:
         pending, self.pending = self.pending, {}
         self.unacked_messages = 0
+        if self.on_pending_removed is not None:
+            for entry in pending.values():
+                self.on_pending_removed(self, entry, True)
         return pending

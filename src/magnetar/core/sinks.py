@@ -6,9 +6,7 @@ connection implements it by encoding frames, tests implement it by recording cal
 
 from __future__ import annotations
 
-from typing import Protocol
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.core.positions import Position
 

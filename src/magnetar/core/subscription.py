@@ -28,6 +28,9 @@ DispatcherFactory = Callable[["Subscription", str], Dispatcher]
 def default_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
     if sub_type in ("Exclusive", "Failover"):
         return SingleActiveConsumerDispatcher(sub, failover=sub_type == "Failover")
+    if sub_type == "Key_Shared":
+        from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
+        return KeySharedDispatcher(sub)
     return MultipleConsumersDispatcher(sub)
 
 

@@ -301,7 +301,8 @@ class BucketDelayedDeliveryTracker:
                 break
             shared.pop_key()
             ledger_id, entry_id = key_position(key)
-            if index.untrack(ledger_id, entry_id):
+            index.untrack(ledger_id, entry_id)
+            if True:
                 positions.append(Position(ledger_id, entry_id))
         self._drop_buckets_if_index_empty()
         positions.sort()
