@@ -36,6 +36,8 @@ class BrokerConfig:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    #: 0 means unlimited in Pulsar; Magnetar caps it so a typo cannot create a million partitions
+    maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
     brokerDeleteInactiveTopicsEnabled: bool = False
     # dispatch
@@ -74,6 +76,10 @@ class BrokerConfig:
     brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
     # metrics
     exposeTopicLevelMetricsInPrometheus: bool = True
+    exposeConsumerLevelMetricsInPrometheus: bool = False
+    # admin HTTP: largest request body accepted (bytes); Pulsar's default -1 means
+    # unlimited, Magnetar caps it since no admin body comes near 1 MiB. -1 disables.
+    httpMaxRequestSize: int = 1024 * 1024
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property

@@ -47,9 +47,7 @@ class Recorder:
             assert self._cond.wait_for(lambda: pos in self.reported(name), WAIT_S), (name, pos)
 
 
-def test_one_round_covers_every_append_pending_when_it_starts(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_one_round_covers_every_append_pending_when_it_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     entered, gate = threading.Event(), threading.Event()
     real_fdatasync = os.fdatasync
 
@@ -101,9 +99,7 @@ def test_many_ledgers_reported_in_order_up_to_their_last_append(make_factory: Ma
 
 def test_syncs_while_the_owner_rolls_over_and_trims(tmp_path: Path) -> None:
     """Descriptors closed by rollover or trim on the owner thread never break a sync."""
-    ledger = SegmentLedger(
-        tmp_path, TOPIC, itertools.count(1).__next__, LedgerConfig(max_entries_per_ledger=3)
-    )
+    ledger = SegmentLedger(tmp_path, TOPIC, itertools.count(1).__next__, LedgerConfig(max_entries_per_ledger=3))
     recorder = Recorder()
     with GroupCommitter(recorder.on_synced, on_error=recorder.on_error) as committer:
         for i in range(600):

@@ -353,9 +353,7 @@ def test_a_failed_rollover_keeps_the_entry_and_is_retried(kind: str, tmp_path: P
 
     config = LedgerConfig(max_entries_per_ledger=2)
     factory: LedgerFactory = (
-        MemoryLedgerFactory(allocate, config)
-        if kind == "memory"
-        else SegmentLedgerFactory(tmp_path, allocate, config)
+        MemoryLedgerFactory(allocate, config) if kind == "memory" else SegmentLedgerFactory(tmp_path, allocate, config)
     )
     ledger = factory.open(TOPIC)
     ledger.append(b"1")

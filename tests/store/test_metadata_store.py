@@ -28,9 +28,7 @@ TOPIC = "persistent://public/default/orders"
 
 @pytest.fixture(params=["sqlite-file", "memory"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[MetadataStore]:
-    opened = (
-        MetadataStore(tmp_path / "metadata.db") if request.param == "sqlite-file" else MemoryMetadataStore()
-    )
+    opened = MetadataStore(tmp_path / "metadata.db") if request.param == "sqlite-file" else MemoryMetadataStore()
     yield opened
     opened.close()
 

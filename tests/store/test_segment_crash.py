@@ -77,9 +77,7 @@ def test_every_entry_reported_synced_survives_sigkill(tmp_path: Path) -> None:
     assert reports == sorted(reports)
 
     store = MetadataStore(tmp_path / "metadata.db")
-    ledger = SegmentLedger(
-        tmp_path, TOPIC, store.next_ledger_id, LedgerConfig(max_entries_per_ledger=MAX_ENTRIES)
-    )
+    ledger = SegmentLedger(tmp_path, TOPIC, store.next_ledger_id, LedgerConfig(max_entries_per_ledger=MAX_ENTRIES))
     recovered: list[Position] = []
     pos = ledger.first_position()
     end = ledger.next_position(ledger.last_position() or Position(-1, -1))

@@ -113,9 +113,7 @@ def test_zero_filled_tail_is_cut_off(tmp_path: Path, original: tuple[bytes, list
     entries=st.lists(st.binary(min_size=1, max_size=200), min_size=1, max_size=12),
     cut_fraction=st.floats(0, 1),
 )
-def test_random_ledgers_cut_anywhere_recover_their_whole_records(
-    entries: list[bytes], cut_fraction: float
-) -> None:
+def test_random_ledgers_cut_anywhere_recover_their_whole_records(entries: list[bytes], cut_fraction: float) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path, ends = write_ledger(Path(tmp), entries)
         cut = HEADER.size + int((ends[-1] - HEADER.size) * cut_fraction)
@@ -125,9 +123,7 @@ def test_random_ledgers_cut_anywhere_recover_their_whole_records(
         ledger.close()
 
 
-def test_positions_past_a_recovered_tail_are_never_reused(
-    tmp_path: Path, original: tuple[bytes, list[int]]
-) -> None:
+def test_positions_past_a_recovered_tail_are_never_reused(tmp_path: Path, original: tuple[bytes, list[int]]) -> None:
     content, ends = original
     install(tmp_path, content[: ends[2] + 3])  # entries 0..2 survive; 1:3 and 1:4 are gone
     ledger = reopen(tmp_path)

@@ -122,12 +122,13 @@ class DedupTopicMachine(RuleBasedStateMachine):
             self.submit(producer, first, last)
 
     @precondition(lambda self: self.in_flight)
-    @rule()
-    def persist_oldest(self) -> None:
-        entry = self.in_flight.pop(0)
-        position = self.append_to_log(entry)
-        self.clients[entry.producer].unacked.pop((entry.first, entry.last), None)
-        self.dedup.on_persisted(entry.producer, entry.last, position, self.now_ms)
+    @rule(count=st.integers(1, 3))
+    def persist_oldest(self, count: int) -> None:
+        for entry in self.in_flight[:count]:
+            position = self.append_to_log(entry)
+            self.clients[entry.producer].unacked.pop((entry.first, entry.last), None)
+            self.dedup.on_persisted(entry.producer, entry.last, position, self.now_ms)
+        del self.in_flight[:count]
 
     @precondition(lambda self: self.in_flight)
     @rule()

@@ -231,9 +231,7 @@ def test_merges_the_two_adjacent_buckets_with_fewest_indexes(storage: MemoryBuck
 
 def test_merge_keeps_undelivered_indexes_of_the_loaded_segment(storage: MemoryBucketSnapshotStorage) -> None:
     """Pulsar #26251: a merge must not lose the segment already in memory."""
-    tracker = make(
-        storage, min_index_count_per_bucket=1, max_indexes_per_bucket_snapshot_segment=2, max_num_buckets=1
-    )
+    tracker = make(storage, min_index_count_per_bucket=1, max_indexes_per_bucket_snapshot_segment=2, max_num_buckets=1)
     cursor = Cursor()
     for entry in range(4):
         tracker.add_message(1, entry, 100 + entry, 0)
@@ -321,9 +319,7 @@ def test_recovery_hands_all_due_segments_back_to_the_dispatcher(storage: MemoryB
     restarted = make(storage, min_index_count_per_bucket=3)
     assert restarted.recover(cursor.properties, now_ms=350) == 3
     # The cursor re-reads from the mark-delete: due ones go out directly, tracked ones are held.
-    direct = [
-        (ledger, entry) for ledger, entry, at in log if not restarted.add_message(ledger, entry, at, 350)
-    ]
+    direct = [(ledger, entry) for ledger, entry, at in log if not restarted.add_message(ledger, entry, at, 350)]
     assert direct == [(1, 0), (1, 1), (1, 2)]
     assert restarted.number_of_delayed_messages == 4
     assert drain(restarted, 10_000) == [Position(1, 3), Position(1, 4), Position(1, 5), Position(2, 0)]
@@ -344,9 +340,7 @@ def test_recovery_drops_acknowledged_positions_of_a_half_used_segment(
     cursor.apply(tracker)
     tracker.close()
 
-    restarted = make(
-        storage, min_index_count_per_bucket=1, is_acknowledged=lambda lid, eid: (lid, eid) in acked
-    )
+    restarted = make(storage, min_index_count_per_bucket=1, is_acknowledged=lambda lid, eid: (lid, eid) in acked)
     restarted.recover(cursor.properties, now_ms=200)
     assert restarted.number_of_delayed_messages == 2
     assert drain(restarted, 1000) == [Position(1, 2), Position(1, 3)]
@@ -455,9 +449,7 @@ def test_create_failure_keeps_indexes_in_memory(storage: MemoryBucketSnapshotSto
 
 
 def test_load_failure_is_retried_a_tick_later(storage: MemoryBucketSnapshotStorage) -> None:
-    tracker = make(
-        storage, tick_time_ms=50, min_index_count_per_bucket=1, max_indexes_per_bucket_snapshot_segment=1
-    )
+    tracker = make(storage, tick_time_ms=50, min_index_count_per_bucket=1, max_indexes_per_bucket_snapshot_segment=1)
     for entry in range(3):
         tracker.add_message(1, entry, 100 + entry, 0)
     tracker.add_message(2, 0, 10_000, 0)
@@ -598,3 +590,46 @@ def test_rejects_bad_settings(storage: MemoryBucketSnapshotStorage) -> None:
         make(storage, max_time_step_per_bucket_snapshot_segment_ms=0)
     with pytest.raises(ValueError):
         make(storage, tick_time_ms=-1)
+
+
+def test_next_delivery_time_covers_mutable_and_shared_queues(storage: MemoryBucketSnapshotStorage) -> None:
+    tracker = make(storage, min_index_count_per_bucket=1)
+    assert tracker.next_delivery_time_ms() is None
+    tracker.add_message(1, 0, 500, 0)
+    tracker.add_message(2, 0, 300, 0)  # seals ledger 1: 500 moves to the shared queue
+    assert tracker.next_delivery_time_ms() == 300  # the mutable bucket's
+    tracker.add_message(1, 1, 200, 0)  # an immutable bucket's range: straight to the shared queue
+    assert tracker.next_delivery_time_ms() == 200
+    assert not tracker.has_message_available(199)
+    assert tracker.get_scheduled_messages(10, 200) == [Position(1, 1)]
+    assert tracker.next_delivery_time_ms() == 300
+    tracker.reset_tick_time(1000)
+    assert tracker.tick_time_ms == 1000
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_restart_delivers_nothing_early(storage: MemoryBucketSnapshotStorage, strict: bool) -> None:
+    """Pulsar #22716: after a restart, delayed messages were delivered at once."""
+    hour_ms, tick_ms = 3_600_000, 1000
+    settings: dict[str, Any] = {
+        "tick_time_ms": tick_ms,
+        "is_delayed_delivery_deliver_at_time_strict": strict,
+        "min_index_count_per_bucket": 100,
+        "max_indexes_per_bucket_snapshot_segment": 30,
+    }
+    tracker = make(storage, **settings)
+    cursor = Cursor()
+    log = [(1 + i // 100, i % 100, hour_ms + i) for i in range(1000)]
+    for ledger, entry, at in log:
+        assert tracker.add_message(ledger, entry, at, 0)
+    cursor.apply(tracker)
+    tracker.close()
+
+    restarted = make(storage, **settings)
+    restarted.recover(cursor.properties, now_ms=1_000)
+    assert not [p for p in log if not restarted.add_message(p[0], p[1], p[2], 1_000)]
+    assert restarted.number_of_delayed_messages == 1000
+    earliest = hour_ms if strict else hour_ms - tick_ms
+    assert drain(restarted, earliest - 1) == []
+    delivered = drain(restarted, hour_ms + 1000)
+    assert delivered == [Position(ledger, entry) for ledger, entry, _ in log]

@@ -12,9 +12,7 @@ from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.positions import Position
 
 
-def make(
-    tick_time_ms: int = 1, strict: bool = False, lookahead: int = 50_000
-) -> InMemoryDelayedDeliveryTracker:
+def make(tick_time_ms: int = 1, strict: bool = False, lookahead: int = 50_000) -> InMemoryDelayedDeliveryTracker:
     return InMemoryDelayedDeliveryTracker(
         tick_time_ms=tick_time_ms,
         is_delayed_delivery_deliver_at_time_strict=strict,
@@ -206,8 +204,6 @@ def test_bytes_per_message() -> None:
     # Roaring containers are allocated outside Python's allocator; add their own size.
     native = tracker.buffer_memory_bytes
     per_message = (traced_bytes + native) / count
-    print(
-        f"\nin-memory tracker: {traced_bytes / count:.1f} B/msg traced + {native / count:.1f} B/msg bitmaps"
-    )
+    print(f"\nin-memory tracker: {traced_bytes / count:.1f} B/msg traced + {native / count:.1f} B/msg bitmaps")
     assert tracker.number_of_delayed_messages == count
     assert per_message < 60

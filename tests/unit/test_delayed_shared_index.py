@@ -146,7 +146,8 @@ def test_the_index_forgets_what_every_subscription_acknowledged() -> None:
     assert a.view is not None
     a.view.on_mark_delete(a.mark_delete)
     assert index.tracker.number_of_delayed_messages == 2
-    b.view and b.view.close()
+    assert b.view is not None
+    b.view.close()
     assert index.subscriptions == ["a"]
     assert index.tracker.number_of_delayed_messages == 0
 
@@ -160,7 +161,7 @@ def test_the_index_forgets_what_every_subscription_acknowledged() -> None:
             st.tuples(st.just("tick"), st.integers(1, 150)),
             st.tuples(st.just("take"), st.integers(0, 2), st.integers(1, 5)),
             st.tuples(st.just("rewind"), st.integers(0, 2)),
-            st.tuples(st.just("roll"),),
+            st.tuples(st.just("roll")),
         ),
         max_size=60,
     ),

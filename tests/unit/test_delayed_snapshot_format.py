@@ -32,9 +32,7 @@ from magnetar.core.delayed.snapshot_format import (
 )
 from magnetar.core.delayed.triple_long_priority_queue import TripleLongPriorityQueue, pack, unpack
 
-indexes = st.lists(
-    st.tuples(st.integers(0, 2**62), st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1)), max_size=50
-)
+indexes = st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1)), max_size=50)
 
 
 @given(indexes)
@@ -123,9 +121,7 @@ def test_segment_metadata_has_bitmaps_and_bounds() -> None:
 
 
 @given(
-    st.lists(
-        st.tuples(st.integers(0, 5000), st.integers(0, 5), st.integers(0, 100)), min_size=1, unique=True
-    ),
+    st.lists(st.tuples(st.integers(0, 5000), st.integers(0, 5), st.integers(0, 100)), min_size=1, unique=True),
     st.integers(1, 1000),
     st.sampled_from([-1, 1, 2, 7]),
 )

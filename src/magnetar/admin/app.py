@@ -1,27 +1,78 @@
-"""The HTTP app: admin REST API v2, lookup and Prometheus metrics, in the broker's loop."""
+"""The HTTP app: admin REST API v2, lookup and Prometheus metrics, in the broker's event loop.
+
+Every handler is ``async def`` so it runs on the event loop thread, the only thread
+that may touch core objects (FastAPI would run plain ``def`` handlers in a thread pool).
+Errors are Pulsar's ``{"reason": ...}`` with the status Pulsar uses (errors.py); the
+OpenAPI document at ``/openapi.json`` describes them as ``ErrorData``.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+
+from magnetar import __version__
+from magnetar.admin import (
+    errors,
+    lookup,
+    routes_brokers,
+    routes_clusters,
+    routes_namespaces,
+    routes_subscriptions,
+    routes_tenants,
+    routes_topics,
+)
+from magnetar.admin.common import PLAIN_TEXT, Broker
 
 if TYPE_CHECKING:
     from magnetar.server.broker import BrokerOperations
 
+ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"],
+              "title": "ErrorData"}
+
 
 def create_app(broker: BrokerOperations) -> FastAPI:
-    app = FastAPI(title="Magnetar admin API", version="2")
+    app = FastAPI(title="Magnetar admin API", version=__version__,
+                  description="Apache Pulsar admin REST API v2, lookup and metrics.")
+    app.state.broker = broker
+    errors.install(app)
+    app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
+    for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
+                   routes_namespaces.router, lookup.router):
+        app.include_router(router)
+    for domain in ("persistent", "non-persistent"):
+        app.include_router(routes_topics.make_router(domain))
+        app.include_router(routes_subscriptions.make_router(domain))
 
-    @app.get("/admin/v2/brokers/health", response_class=PlainTextResponse)
-    def health() -> str:
-        return "ok"
-
-    @app.get("/metrics")
-    def metrics() -> Response:
+    @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
+             responses=PLAIN_TEXT)
+    async def metrics(broker: Broker) -> Response:
         from magnetar.admin.metrics import render_metrics
         body, content_type = render_metrics(broker)
         return Response(body, media_type=content_type)
 
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document with Pulsar's error shape in place of its validation error."""
+    if app.openapi_schema is not None:
+        return app.openapi_schema
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components.pop("HTTPValidationError", None)
+    components.pop("ValidationError", None)
+    components["ErrorData"] = ERROR_DATA
+    error = {"description": "Error: {\"reason\": ...}",
+             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorData"}}}}
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            responses = operation.setdefault("responses", {})
+            responses.pop("422", None)
+            responses["default"] = error
+    app.openapi_schema = schema
+    return schema

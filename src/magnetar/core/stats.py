@@ -15,11 +15,17 @@ WINDOW_MS = 10_000
 class RateCounter:
     total_msgs: int = 0
     total_bytes: int = 0
+    #: how many times ``add`` was called (entries, for counters fed once per entry)
+    total_events: int = 0
+    #: time of the last ``add``, 0 if never
+    last_ms: int = 0
     _samples: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)
 
     def add(self, now_ms: int, msgs: int, size_bytes: int = 0) -> None:
         self.total_msgs += msgs
         self.total_bytes += size_bytes
+        self.total_events += 1
+        self.last_ms = now_ms
         bucket = now_ms // 1000
         if self._samples and self._samples[-1][0] == bucket:
             _, m, b = self._samples[-1]

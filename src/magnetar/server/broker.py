@@ -12,10 +12,12 @@ import logging
 from pathlib import Path
 
 from magnetar.config import BrokerConfig
+from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
 from magnetar.core.topic import Topic
+from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.clock import now_ms
 from magnetar.server.schemas import SchemaVersion
 from magnetar.storage.group_commit import GroupCommitter
@@ -42,6 +44,10 @@ class BrokerService:
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
         self.ledger_config = ledger_config
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
+        self.recorder = BrokerStatsRecorder()
+        self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
+        #: topics being unloaded or deleted: not reopened until that finishes
+        self.unloading: set[str] = set()
         self.ready = False
         self._ensure_defaults()
 
@@ -122,6 +128,9 @@ class BrokerService:
         topic = self.topics.get(key)
         if topic is not None:
             return topic
+        if key in self.unloading:
+            from magnetar.core.errors import ServiceNotReady
+            raise ServiceNotReady(f"Topic {key} is being unloaded or deleted; retry shortly")
         exists = self.metadata.get_topic(key) is not None or self._is_partition_of_existing(name)
         if not exists:
             if not create or not self.auto_create_allowed(name):
@@ -150,6 +159,7 @@ class BrokerService:
         else:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, self.ledger_config)
         topic = Topic(name, ledger, self.config)
+        topic.delayed = self.delayed_delivery_for(name)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
                                             mark_delete=record.mark_delete, properties=record.properties)
@@ -157,6 +167,41 @@ class BrokerService:
             sub.cursor.version = 0
             sub.persisted_version = 0  # type: ignore[attr-defined]
         return topic
+
+    def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
+        namespace = name.namespace_name
+
+        def enabled() -> bool:
+            policies = self.metadata.get_namespace_policies(namespace) or {}
+            policy = policies.get("delayed_delivery_policies")
+            if isinstance(policy, dict) and "active" in policy:
+                return bool(policy["active"])
+            return self.config.delayedDeliveryEnabled
+        return DelayedDelivery(self.config, enabled=enabled)
+
+    def max_delay_ms(self, name: TopicName) -> int:
+        policies = self.metadata.get_namespace_policies(name.namespace_name) or {}
+        policy = policies.get("delayed_delivery_policies")
+        if isinstance(policy, dict) and policy.get("maxDeliveryDelayInMillis"):
+            return int(policy["maxDeliveryDelayInMillis"])
+        return self.config.delayedDeliveryMaxDelayInMillis
+
+    def tick_delayed_delivery(self) -> int | None:
+        """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
+        from magnetar.core.delayed_delivery import next_delivery_ms
+        now = now_ms()
+        soonest: int | None = None
+        for topic in list(self.topics.values()):
+            for sub in list(topic.subscriptions.values()):
+                tracker = sub.delayed_tracker
+                if tracker is None:
+                    continue
+                if tracker.has_message_available(now):
+                    sub.dispatcher.dispatch(now)
+                due = next_delivery_ms(sub)
+                if due is not None and (soonest is None or due < soonest):
+                    soonest = due
+        return soonest
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
@@ -173,6 +218,7 @@ class BrokerService:
         for ledger, pos in synced:
             topic = self.topics.get(ledger.name)
             if topic is not None and topic.ledger is ledger:
+                self.recorder.persisted(ledger.name, pos)
                 topic.on_persisted(pos, now)
 
     # -- cursors ---------------------------------------------------------------------------
@@ -180,21 +226,27 @@ class BrokerService:
         """Write changed durable cursors (rate-limited by the caller's timer)."""
         written = 0
         for topic in self.topics.values():
-            if not topic.name.persistent:
+            written += self.persist_topic_cursors(topic, force)
+            if topic.name.persistent:
+                topic.trim_consumed_ledgers()
+        return written
+
+    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> int:
+        if not topic.name.persistent:
+            return 0
+        written = 0
+        for sub in topic.subscriptions.values():
+            if not sub.durable:
                 continue
-            for sub in topic.subscriptions.values():
-                if not sub.durable:
-                    continue
-                version = getattr(sub, "persisted_version", -1)
-                if sub.cursor.version == version and not force:
-                    continue
-                self.metadata.put_cursor(str(topic.name), sub.name, CursorRecord(
-                    mark_delete=sub.cursor.mark_delete,
-                    individually_deleted=sub.cursor.deleted_ranges(),
-                    properties=dict(sub.cursor.properties), last_active_ms=now_ms()))
-                sub.persisted_version = sub.cursor.version  # type: ignore[attr-defined]
-                written += 1
-            topic.trim_consumed_ledgers()
+            version = getattr(sub, "persisted_version", -1)
+            if sub.cursor.version == version and not force:
+                continue
+            self.metadata.put_cursor(str(topic.name), sub.name, CursorRecord(
+                mark_delete=sub.cursor.mark_delete,
+                individually_deleted=sub.cursor.deleted_ranges(),
+                properties=dict(sub.cursor.properties), last_active_ms=now_ms()))
+            sub.persisted_version = sub.cursor.version  # type: ignore[attr-defined]
+            written += 1
         return written
 
     def delete_cursor(self, topic: Topic, name: str) -> None:
@@ -252,6 +304,11 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and getattr(topic.dedup, "recovering", False):
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
+        policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
+        limit = policies.get("max_producers_per_topic")
+        if isinstance(limit, int) and limit > 0 and len(topic.producers) >= limit:
+            from magnetar.core.errors import ProducerBusy
+            raise ProducerBusy(f"Topic {topic.name} reached max producers limit ({limit})")
 
     def check_subscription_allowed(self, topic: Topic, sub_type: str) -> None:
         policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
@@ -263,12 +320,14 @@ class BrokerOperations(BrokerService):
                 entry: bytes, send: object) -> None:
         from magnetar.core.producer import Producer
         assert isinstance(producer, Producer)
-        topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms())
+        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms())
+        self.recorder.appended(topic.ledger.name, pos)
         if topic.name.persistent:
             self.append_done(topic)
         else:
             last = topic.ledger.last_position()
             if last is not None:
+                self.recorder.persisted(topic.ledger.name, last)
                 topic.on_persisted(last, now_ms())
 
     def ensure_subscription(self, topic: Topic, name: str) -> None:
@@ -355,3 +414,83 @@ class BrokerOperations(BrokerService):
             availablePermits=max(consumer.permits, 0), unackedMessages=consumer.unacked_messages,
             blockedConsumerOnUnackedMsgs=consumer.blocked_on_unacked, address=consumer.address,
             connectedSince=consumer.connected_since, type=sub.sub_type, msgBacklog=sub.backlog())
+
+    # -- admin operations ------------------------------------------------------------
+    def create_subscription_at(self, topic: Topic, name: str, mark_delete: Position) -> None:
+        """A durable subscription whose first delivery is the entry after ``mark_delete``."""
+        topic.create_subscription(name, "Exclusive", durable=True, mark_delete=mark_delete)
+        self.persist_topic_cursors(topic)
+
+    def skip_messages(self, sub: object, count: int) -> int:
+        """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
+        from magnetar.core.subscription import Subscription
+        assert isinstance(sub, Subscription)
+        last = sub.topic.last_readable()
+        pos = sub.cursor.mark_delete
+        skipped = 0
+        while skipped < count and last is not None and pos < last:
+            pos = sub.topic.next_position(pos)
+            if pos > last:
+                break
+            if not sub.cursor.is_acked(pos):
+                sub.cursor.ack(pos)
+                skipped += 1
+        return skipped
+
+    def expire_messages(self, sub: object, expire_time_s: int) -> int:
+        """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
+        from magnetar.core.subscription import Subscription
+        assert isinstance(sub, Subscription)
+        now = now_ms()
+        target = self.position_before_time(sub.topic, now - expire_time_s * 1000)
+        before = sub.backlog()
+        if target > sub.cursor.mark_delete:
+            sub.cursor.ack_cumulative(target)
+        expired = before - sub.backlog()
+        self.recorder.expired(str(sub.topic.name), sub.name, expired, now)
+        return expired
+
+    async def unload_topic(self, name: TopicName) -> bool:
+        """Close every client and release the topic; it is reopened on next use."""
+        topic = self.topics.get(str(name))
+        if topic is None:
+            return False
+        await self._release_topic(topic, delete_data=False)
+        return True
+
+    async def delete_topic(self, name: TopicName) -> None:
+        """Remove the topic, its data, cursors and schemas; clients are disconnected."""
+        key = str(name)
+        topic = self.topics.get(key)
+        if topic is not None:
+            await self._release_topic(topic, delete_data=True)
+        elif name.persistent and self.metadata.get_topic(key) is not None:
+            self.ledger_factory.open(key).delete()
+        self.metadata.delete_cursors(key)
+        self.metadata.delete_schemas(key)
+        self.metadata.delete_topic(key)
+        self.schemas.pop(key, None)
+        self.recorder.forget_topic(key)
+
+    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
+        key = str(topic.name)
+        self.unloading.add(key)
+        try:
+            topic.fenced = True
+            topic.close_all_clients()
+            self.topics.pop(key, None)
+            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
+            if not delete_data:
+                self.persist_topic_cursors(topic, force=True)
+            for sub in topic.subscriptions.values():
+                tracker = sub.delayed_tracker
+                if tracker is not None and delete_data:
+                    tracker.clear()
+                elif tracker is not None:
+                    tracker.close()
+            if delete_data:
+                topic.ledger.delete()
+            else:
+                topic.ledger.close()
+        finally:
+            self.unloading.discard(key)

@@ -32,6 +32,7 @@ class Standalone:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
         self._tasks.append(asyncio.create_task(self._persist_cursors_periodically()))
+        self._tasks.append(asyncio.create_task(self._deliver_delayed_messages()))
         log.info("Magnetar standalone: pulsar://%s:%d  http://%s:%d  data in %s",
                  self.config.bindAddress, self.config.brokerServicePort, self.config.bindAddress,
                  self.config.webServicePort, self.broker.data_dir)
@@ -65,6 +66,19 @@ class Standalone:
                 self.broker.persist_cursors()
             except Exception:
                 log.exception("persisting cursors failed")
+
+    async def _deliver_delayed_messages(self) -> None:
+        """Wake dispatch when delayed messages come due, at most one tick late."""
+        from magnetar.server.clock import now_ms
+        tick_s = max(self.config.delayedDeliveryTickTimeMillis, 10) / 1000
+        while True:
+            try:
+                due = self.broker.tick_delayed_delivery()
+            except Exception:
+                log.exception("delayed delivery tick failed")
+                due = None
+            wait_s = tick_s if due is None else min(tick_s, max(due - now_ms(), 1) / 1000)
+            await asyncio.sleep(wait_s)
 
     async def _shutdown(self, server: asyncio.AbstractServer, http) -> None:  # type: ignore[no-untyped-def]
         log.info("shutting down")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 
@@ -60,6 +61,8 @@ class GroupCommitter:
         self._rounds_started = 0
         #: Completed rounds (each one sync() per dirty ledger).
         self.rounds = 0
+        #: Called on the worker thread with each ledger and how long its sync() took.
+        self.on_sync_time: Callable[[ManagedLedger, float], None] | None = None
 
     def start(self) -> None:
         if self._thread is not None:
@@ -119,11 +122,14 @@ class GroupCommitter:
     def _commit(self, batch: list[tuple[ManagedLedger, Position | None]]) -> None:
         synced: SyncedBatch = []
         for ledger, reached in batch:
+            started = time.perf_counter()
             try:
                 position = ledger.sync() if self.sync_enabled else reached
             except Exception as exc:  # one ledger's failure must not hold back the others
                 self._report_error(ledger, exc)
                 continue
+            if self.on_sync_time is not None and self.sync_enabled:
+                self._report_sync_time(ledger, time.perf_counter() - started)
             last = self._reported.get(ledger)
             if position is not None and (last is None or position > last):
                 self._reported[ledger] = position
@@ -136,6 +142,12 @@ class GroupCommitter:
         with self._round_done:
             self.rounds += 1
             self._round_done.notify_all()
+
+    def _report_sync_time(self, ledger: ManagedLedger, seconds: float) -> None:
+        try:
+            self.on_sync_time(ledger, seconds)  # type: ignore[misc]
+        except Exception:
+            log.exception("group commit timing callback failed")
 
     def _report_error(self, ledger: ManagedLedger, exc: Exception) -> None:
         try:

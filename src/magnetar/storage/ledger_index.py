@@ -148,9 +148,7 @@ def check_entry(name: str, data: bytes) -> None:
 
 def is_full(slot: LedgerSlot, config: LedgerConfig) -> bool:
     """Whether the current ledger must roll over before the next append."""
-    return (
-        slot.entries >= config.max_entries_per_ledger or slot.size_bytes >= config.max_size_per_ledger_bytes
-    )
+    return slot.entries >= config.max_entries_per_ledger or slot.size_bytes >= config.max_size_per_ledger_bytes
 
 
 def wall_clock_ms() -> int:

@@ -39,8 +39,7 @@ _TABLES = (
     "CREATE TABLE tenants (name TEXT PRIMARY KEY, data TEXT NOT NULL)",
     "CREATE TABLE namespaces (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, policies TEXT NOT NULL)",
     "CREATE INDEX namespaces_by_tenant ON namespaces (tenant)",
-    "CREATE TABLE partitioned_topics (topic TEXT PRIMARY KEY, namespace TEXT NOT NULL,"
-    " partitions INTEGER NOT NULL)",
+    "CREATE TABLE partitioned_topics (topic TEXT PRIMARY KEY, namespace TEXT NOT NULL, partitions INTEGER NOT NULL)",
     "CREATE INDEX partitioned_topics_by_namespace ON partitioned_topics (namespace)",
     "CREATE TABLE topics (topic TEXT PRIMARY KEY, namespace TEXT NOT NULL, properties TEXT NOT NULL)",
     "CREATE INDEX topics_by_namespace ON topics (namespace)",
@@ -122,9 +121,7 @@ def encode_ranges(ranges: Iterable[tuple[Position, Position]]) -> bytes:
     except InvalidMetadata:
         raise
     except (TypeError, ValueError, struct.error) as exc:
-        raise InvalidMetadata(
-            f"invalid acknowledged ranges: expected (Position, Position) pairs ({exc})"
-        ) from None
+        raise InvalidMetadata(f"invalid acknowledged ranges: expected (Position, Position) pairs ({exc})") from None
     return _RANGES_HEAD.pack(_RANGES_V1, len(flat) // 4) + body
 
 
@@ -139,10 +136,7 @@ def decode_ranges(blob: bytes) -> list[tuple[Position, Position]]:
             f"(version {version}, {count} ranges, {len(blob)} bytes)"
         )
     numbers = iter(struct.unpack_from(f">{4 * count}q", blob, _RANGES_HEAD.size))
-    return [
-        (Position(a, b), Position(c, d))
-        for a, b, c, d in zip(numbers, numbers, numbers, numbers, strict=True)
-    ]
+    return [(Position(a, b), Position(c, d)) for a, b, c, d in zip(numbers, numbers, numbers, numbers, strict=True)]
 
 
 # -- validation -------------------------------------------------------------------------
@@ -372,9 +366,7 @@ class MetadataStore:
     def create_namespace(self, name: str, policies: dict[str, Any] | None = None) -> None:
         """Create ``tenant/namespace``; the caller checks that the tenant exists."""
         row = (name, _namespace_tenant(name), _dump_json("namespace policies", policies or {}))
-        self._insert(
-            f"namespace {name!r}", "INSERT INTO namespaces (name, tenant, policies) VALUES (?, ?, ?)", row
-        )
+        self._insert(f"namespace {name!r}", "INSERT INTO namespaces (name, tenant, policies) VALUES (?, ?, ?)", row)
 
     def get_namespace_policies(self, name: str) -> dict[str, Any] | None:
         policies = self._value("SELECT policies FROM namespaces WHERE name = ?", (name,))
@@ -403,9 +395,7 @@ class MetadataStore:
 
     def get_partitioned_topic(self, topic: str) -> int | None:
         """The topic's partition count, None if it is not a partitioned topic."""
-        partitions: int | None = self._value(
-            "SELECT partitions FROM partitioned_topics WHERE topic = ?", (topic,)
-        )
+        partitions: int | None = self._value("SELECT partitions FROM partitioned_topics WHERE topic = ?", (topic,))
         return partitions
 
     def update_partitioned_topic(self, topic: str, partitions: int) -> None:
@@ -428,9 +418,7 @@ class MetadataStore:
 
     def create_topic(self, topic: str, properties: dict[str, Any] | None = None) -> None:
         row = (topic, _topic_namespace(topic), _dump_json("topic properties", properties or {}))
-        self._insert(
-            f"topic {topic!r}", "INSERT INTO topics (topic, namespace, properties) VALUES (?, ?, ?)", row
-        )
+        self._insert(f"topic {topic!r}", "INSERT INTO topics (topic, namespace, properties) VALUES (?, ?, ?)", row)
 
     def get_topic(self, topic: str) -> dict[str, Any] | None:
         """The created topic's properties, None if it was never created."""
@@ -508,9 +496,7 @@ class MetadataStore:
 
     def get_schemas(self, topic: str) -> list[SchemaRecord]:
         """Every version of the topic's schema; the list index is the version."""
-        rows = self._db.execute(
-            "SELECT type, data, properties FROM schemas WHERE topic = ? ORDER BY version", (topic,)
-        )
+        rows = self._db.execute("SELECT type, data, properties FROM schemas WHERE topic = ? ORDER BY version", (topic,))
         return [SchemaRecord(kind, data, json.loads(properties)) for kind, data, properties in rows]
 
     def get_schema(self, topic: str, version: int) -> SchemaRecord | None:

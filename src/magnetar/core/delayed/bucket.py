@@ -56,9 +56,7 @@ def parse_bucket_key(key: str) -> tuple[int, int]:
     return start, end
 
 
-def select_merged_buckets(
-    counts: Sequence[int], eligible: Sequence[bool], merge_num: int = MERGE_NUM
-) -> int | None:
+def select_merged_buckets(counts: Sequence[int], eligible: Sequence[bool], merge_num: int = MERGE_NUM) -> int | None:
     """Index of the first of ``merge_num`` adjacent eligible buckets with the fewest indexes.
 
     Ties go to the leftmost (oldest ledgers) run. None if no run of eligible buckets exists.

@@ -119,9 +119,7 @@ class BucketDelayedDeliveryTracker:
         if tick_time_ms < 0:
             raise ValueError(f"delayedDeliveryTickTimeMillis must be >= 0, got {tick_time_ms}")
         if min_index_count_per_bucket < 0:
-            raise ValueError(
-                f"delayedDeliveryMinIndexCountPerBucket must be >= 0, got {min_index_count_per_bucket}"
-            )
+            raise ValueError(f"delayedDeliveryMinIndexCountPerBucket must be >= 0, got {min_index_count_per_bucket}")
         if max_time_step_per_bucket_snapshot_segment_ms <= 0:
             raise ValueError(
                 "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds must be > 0, got "
@@ -178,8 +176,7 @@ class BucketDelayedDeliveryTracker:
         for bucket in list(self._buckets):
             if not self._load_next_segment(bucket):
                 raise RecoverDelayedDeliveryTrackerError(
-                    f"cannot load a segment of delayed bucket snapshot {bucket.bucket_id} "
-                    f"({bucket.bucket_key})"
+                    f"cannot load a segment of delayed bucket snapshot {bucket.bucket_id} ({bucket.bucket_key})"
                 )
         # A merge interrupted by a crash leaves its inputs behind, enclosed by its output.
         for _, _, bucket_id, key in stale:
@@ -195,9 +192,7 @@ class BucketDelayedDeliveryTracker:
                 start, end = parse_bucket_key(key)
                 bucket_id = int(value)
             except ValueError as exc:
-                raise RecoverDelayedDeliveryTrackerError(
-                    f"bad delayed bucket property {key}={value!r}"
-                ) from exc
+                raise RecoverDelayedDeliveryTrackerError(f"bad delayed bucket property {key}={value!r}") from exc
             self._properties[key] = bucket_id
             found.append((start, end, bucket_id, key))
         return found
@@ -301,8 +296,7 @@ class BucketDelayedDeliveryTracker:
                 break
             shared.pop_key()
             ledger_id, entry_id = key_position(key)
-            index.untrack(ledger_id, entry_id)
-            if True:
+            if index.untrack(ledger_id, entry_id):
                 positions.append(Position(ledger_id, entry_id))
         self._drop_buckets_if_index_empty()
         positions.sort()
@@ -489,9 +483,7 @@ class BucketDelayedDeliveryTracker:
         while bucket.has_unloaded_segments():
             segment_entry_id = bucket.current_segment_entry_id + 1
             try:
-                segments = self._read_segments(
-                    OpType.LOAD, bucket.bucket_id, segment_entry_id, segment_entry_id
-                )
+                segments = self._read_segments(OpType.LOAD, bucket.bucket_id, segment_entry_id, segment_entry_id)
             except _STORAGE_ERRORS:
                 return False
             bucket.current_segment_entry_id = segment_entry_id
@@ -520,9 +512,7 @@ class BucketDelayedDeliveryTracker:
         contains = self._index.contains
         return [key for key in keys if contains(*key_position(key))]
 
-    def _create_bucket(
-        self, keys: list[int], start: int, end: int
-    ) -> tuple[ImmutableBucket, SnapshotSegment] | None:
+    def _create_bucket(self, keys: list[int], start: int, end: int) -> tuple[ImmutableBucket, SnapshotSegment] | None:
         """Write sorted indexes as a snapshot and record its property; None if storage failed."""
         metadata, segments = build_snapshot(keys, self._max_time_step_ms, self._max_indexes_per_segment)
         key = bucket_key(start, end)
@@ -628,9 +618,7 @@ class BucketDelayedDeliveryTracker:
         self.stats.record_success(op_type, self._latency_since(started_ms))
         return result
 
-    def _read_segments(
-        self, op_type: OpType | None, bucket_id: int, first: int, last: int
-    ) -> list[SnapshotSegment]:
+    def _read_segments(self, op_type: OpType | None, bucket_id: int, first: int, last: int) -> list[SnapshotSegment]:
         def read() -> list[SnapshotSegment]:
             return self._storage.get_bucket_snapshot_segment(bucket_id, first, last)
 
@@ -675,8 +663,7 @@ def _split_overlaps(
         if accepted and start <= accepted[-1][1]:
             if end > accepted[-1][1]:
                 raise RecoverDelayedDeliveryTrackerError(
-                    f"delayed bucket {item[3]} partly overlaps {accepted[-1][3]}; "
-                    "the cursor properties are corrupt"
+                    f"delayed bucket {item[3]} partly overlaps {accepted[-1][3]}; the cursor properties are corrupt"
                 )
             stale.append(item)
         else:
@@ -684,9 +671,7 @@ def _split_overlaps(
     return accepted, stale
 
 
-def clean_residual_snapshots(
-    properties: Mapping[str, int | str], storage: BucketSnapshotStorage
-) -> list[str]:
+def clean_residual_snapshots(properties: Mapping[str, int | str], storage: BucketSnapshotStorage) -> list[str]:
     """Delete the snapshots named in a cursor's properties without a tracker (the cursor is
     going away). Returns the property keys whose snapshots are gone; the rest failed."""
     removed = []

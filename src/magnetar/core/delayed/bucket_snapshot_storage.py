@@ -107,9 +107,7 @@ class MemoryBucketSnapshotStorage:
     def total_bytes(self) -> int:
         return sum(snapshot.length_bytes for snapshot in self._snapshots.values())
 
-    def inject_failure(
-        self, operation: str, error: BucketSnapshotError | None = None, times: int = 1
-    ) -> None:
+    def inject_failure(self, operation: str, error: BucketSnapshotError | None = None, times: int = 1) -> None:
         """Make the next ``times`` calls of ``operation`` raise (a transient error by default)."""
         queue = self._failures[operation]
         for _ in range(times):
@@ -150,9 +148,7 @@ class MemoryBucketSnapshotStorage:
         )
         bucket_id = self._next_bucket_id
         self._next_bucket_id += 1
-        self._snapshots[bucket_id] = StoredBucketSnapshot(
-            bucket_id, bucket_key, topic_name, cursor_name, entries
-        )
+        self._snapshots[bucket_id] = StoredBucketSnapshot(bucket_id, bucket_key, topic_name, cursor_name, entries)
         return bucket_id
 
     def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:

@@ -26,7 +26,7 @@ from itertools import islice
 
 from pyroaring import BitMap
 
-from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex
+from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex, bitmap_memory_bytes
 from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, check_position, cutoff_time_ms
 from magnetar.core.positions import Position
 
@@ -165,7 +165,7 @@ class InMemoryDelayedDeliveryTracker:
     @property
     def buffer_memory_bytes(self) -> int:
         slot_bytes = sum(
-            sys.getsizeof(slot) + sum(sys.getsizeof(bitmap) for bitmap in slot.values())
+            sys.getsizeof(slot) + sum(bitmap_memory_bytes(bitmap) for bitmap in slot.values())
             for slot in self._slots.values()
         )
         return slot_bytes + sys.getsizeof(self._slot_times) + self._index.memory_bytes()

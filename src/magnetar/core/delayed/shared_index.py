@@ -55,9 +55,7 @@ class SharedDelayedDeliveryIndex:
     ) -> SubscriptionDelayedDeliveryView:
         """Attach a subscription; the callables give its current mark-delete and read positions."""
         if subscription_name in self._views:
-            raise ValueError(
-                f"subscription {subscription_name!r} is already registered with the delayed index"
-            )
+            raise ValueError(f"subscription {subscription_name!r} is already registered with the delayed index")
         view = SubscriptionDelayedDeliveryView(self, subscription_name, mark_delete_position, read_position)
         self._views[subscription_name] = view
         return view
@@ -80,9 +78,7 @@ class SharedDelayedDeliveryIndex:
         """Move up to ``max_messages`` due positions to the subscriptions' queues."""
         due = self.tracker.get_scheduled_messages(max_messages, now_ms)
         if due:
-            bounds = [
-                (view, view.mark_delete_position(), view.read_position()) for view in self._views.values()
-            ]
+            bounds = [(view, view.mark_delete_position(), view.read_position()) for view in self._views.values()]
             for position in due:
                 packed = (position.ledger_id << _ENTRY_BITS) | position.entry_id
                 for view, mark_delete, read in bounds:

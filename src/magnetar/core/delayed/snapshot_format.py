@@ -111,9 +111,7 @@ def encode_metadata(metadata: SnapshotMetadata) -> bytes:
     for segment in metadata.metadata_list:
         bitmaps = segment.delayed_index_bit_map
         parts.append(
-            _SEGMENT_METADATA_HEADER.pack(
-                segment.min_schedule_timestamp, segment.max_schedule_timestamp, len(bitmaps)
-            )
+            _SEGMENT_METADATA_HEADER.pack(segment.min_schedule_timestamp, segment.max_schedule_timestamp, len(bitmaps))
         )
         for ledger_id in sorted(bitmaps):
             payload = bitmaps[ledger_id].serialize()

@@ -44,9 +44,7 @@ def check_position(ledger_id: int, entry_id: int) -> None:
     if not 0 <= ledger_id <= MAX_LEDGER_ID:
         raise ValueError(f"ledger id {ledger_id} is outside 0..2^64-1")
     if not 0 <= entry_id <= MAX_ENTRY_ID:
-        raise ValueError(
-            f"entry id {entry_id} is outside 0..2^32-1; delayed-delivery indexes hold 32-bit entry ids"
-        )
+        raise ValueError(f"entry id {entry_id} is outside 0..2^32-1; delayed-delivery indexes hold 32-bit entry ids")
 
 
 @runtime_checkable

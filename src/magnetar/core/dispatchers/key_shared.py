@@ -94,6 +94,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             self.sub.redelivery_counts[pos] = self.sub.redelivery_counts.get(pos, 0) + 1
             self._to_replay(pos, entry.sticky_hash)
         consumer.redeliver.add(now_ms, len(targets))
+        self._update_blocking(consumer)
         self.dispatch(now_ms)
 
     def rewind(self) -> None:
@@ -153,6 +154,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if self.selector is None or self._subscription_blocked():
             return
         held: set[int] = set()
+        self.add_due_delayed(now_ms)
         if len(self.replay):
             self._dispatch_replay(held, now_ms)
         self._dispatch_new(held, now_ms)
@@ -207,6 +209,11 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.send(consumer, pos, loaded, now_ms, sticky_hash)
         self._update_blocking(consumer)
         return True
+
+    def replay_due(self, pos: Position) -> None:
+        loaded = self.load(pos)
+        if loaded is not None:
+            self._to_replay(pos, sticky_key_hash(sticky_key(loaded[1].metadata)))
 
     def _drop_replay(self, pos: Position) -> None:
         self.replay.discard(pos)

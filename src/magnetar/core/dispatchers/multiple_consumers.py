@@ -116,10 +116,12 @@ class MultipleConsumersDispatcher(Dispatcher):
             if loaded is None:
                 continue
             self.send(consumer, pos, loaded, now_ms)
+            self._take_turn(consumer)
             self._update_blocking(consumer)
 
     def next_position_to_send(self, now_ms: int) -> Position | None:
         cursor = self.sub.cursor
+        self.add_due_delayed(now_ms)
         while (pos := self.replay.pop()) is not None:
             if not cursor.is_acked(pos):
                 return pos
@@ -128,12 +130,26 @@ class MultipleConsumersDispatcher(Dispatcher):
                 return pos
         return None
 
+    def add_due_delayed(self, now_ms: int) -> None:
+        """Delayed entries that came due join the replay queue (they were read before)."""
+        if self.sub.delayed_tracker is not None:
+            from magnetar.core.delayed_delivery import take_due
+            for pos in take_due(self.sub, now_ms):
+                self.replay_due(pos)
+
+    def replay_due(self, pos: Position) -> None:
+        self.replay.add(pos)
+
     def hold_back(self, pos: Position, now_ms: int) -> bool:
         """True when the entry must not go out now (delayed delivery takes it)."""
         return self.sub.delayed_holds(pos, now_ms)
 
     def next_consumer(self) -> Consumer | None:
-        """Round robin among available consumers of the best priority level."""
+        """Whose turn it is: round robin among available consumers of the best priority level.
+
+        Only a delivery moves the turn on (``_take_turn``); asking when there is nothing
+        to send must not, or the consumer after the last one served would be skipped.
+        """
         available = [c for c in self.consumers if c.permits > 0 and not c.blocked_on_unacked]
         if not available:
             return None
@@ -142,9 +158,11 @@ class MultipleConsumersDispatcher(Dispatcher):
         for step in range(count):
             candidate = self.consumers[(self._next_index + step) % count]
             if candidate.priority_level == best and candidate.permits > 0 and not candidate.blocked_on_unacked:
-                self._next_index = (self._next_index + step + 1) % count
                 return candidate
         return None
+
+    def _take_turn(self, consumer: Consumer) -> None:
+        self._next_index = (self.consumers.index(consumer) + 1) % len(self.consumers)
 
     # -- unacked limits --------------------------------------------------
     def _update_blocking(self, consumer: Consumer) -> None:

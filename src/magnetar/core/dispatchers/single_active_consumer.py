@@ -2,8 +2,9 @@
 
 Failover picks the active consumer as Pulsar does: consumers sorted by priority level
 then name; on a partition, index ``partition % count`` among the best priority level;
-otherwise the first of them. A change of active consumer rewinds to the first
-unacknowledged entry, so the new one sees everything the old one left unacked.
+otherwise the first of them, so the choice does not depend on who connected first. A
+change of active consumer rewinds to the first unacknowledged entry, so the new one
+sees everything the old one left unacked.
 """
 
 from __future__ import annotations
@@ -85,9 +86,6 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         if not self.consumers:
             return None
         best = min(c.priority_level for c in self.consumers)
-        candidates = [c for c in self.consumers if c.priority_level == best]
+        candidates = sorted((c for c in self.consumers if c.priority_level == best), key=lambda c: c.consumer_name)
         partition = self.source.partition_index
-        if partition >= 0:
-            candidates.sort(key=lambda c: c.consumer_name)
-            return candidates[partition % len(candidates)]
-        return candidates[0]
+        return candidates[partition % len(candidates) if partition >= 0 else 0]

@@ -1,0 +1,27 @@
+"""Deleting topics the way the admin API does: partitions with their parent, namespaces whole."""
+
+from __future__ import annotations
+
+from magnetar.core.names import TopicName
+from magnetar.server.broker import BrokerOperations
+
+
+def topics_in_namespace(broker: BrokerOperations, namespace: str) -> list[str]:
+    """Non-partitioned topics and partitions, stored or live (non-persistent ones are live only)."""
+    names = set(broker.metadata.list_topics(namespace))
+    names.update(key for key, topic in broker.topics.items() if topic.name.namespace_name == namespace)
+    return sorted(names)
+
+
+async def delete_partitioned_topic(broker: BrokerOperations, name: TopicName, partitions: int) -> None:
+    for index in range(partitions):
+        await broker.delete_topic(name.partition(index))
+    broker.metadata.delete_partitioned_topic(str(name))
+
+
+async def delete_namespace_contents(broker: BrokerOperations, namespace: str) -> None:
+    """Delete every topic of the namespace, partitioned ones included."""
+    for parent, partitions in broker.metadata.list_partitioned_topics(namespace).items():
+        await delete_partitioned_topic(broker, TopicName.parse(parent), partitions)
+    for key in topics_in_namespace(broker, namespace):
+        await broker.delete_topic(TopicName.parse(key))

@@ -1,0 +1,192 @@
+"""``/admin/v2/namespaces``: namespaces and their policies (Pulsar's ``Namespaces`` v2).
+
+Each policy has Pulsar's three endpoints: ``GET`` reads it (``null`` when unset),
+``POST`` sets it, ``DELETE`` removes it. They are generated from ``POLICY_ENDPOINTS``;
+this module does not use postponed annotations because the generated handlers'
+body types are local variables.
+"""
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body
+from pydantic import StrictBool
+
+from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
+from magnetar.admin.errors import conflict
+from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
+from magnetar.admin.policies import (
+    AutoTopicCreationOverride,
+    BacklogQuota,
+    BacklogQuotaType,
+    DelayedDeliveryPolicies,
+    NonNegativeInt,
+    Policies,
+    RetentionPolicies,
+    SubscriptionType,
+    full_policies,
+    policies_to_store,
+)
+from magnetar.server.broker import BrokerOperations
+
+router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
+
+TopicMode = Literal["PERSISTENT", "NON_PERSISTENT", "ALL"]
+
+
+@router.get("/{tenant}", summary="List the namespaces of a tenant")
+async def list_namespaces(broker: Broker, tenant: str) -> list[str]:
+    require_tenant(broker, tenant)
+    return broker.metadata.list_namespaces(tenant)
+
+
+@router.put("/{tenant}/{namespace}", status_code=204, summary="Create a namespace, optionally with policies")
+async def create_namespace(broker: Broker, tenant: str, namespace: str,
+                           policies: Annotated[Policies | None, Body()] = None) -> None:
+    name = namespace_name(tenant, namespace)
+    require_tenant(broker, tenant)
+    if broker.metadata.get_namespace_policies(name) is not None:
+        raise conflict("Namespace already exists")
+    broker.metadata.create_namespace(name, policies_to_store(policies))
+
+
+@router.delete("/{tenant}/{namespace}", status_code=204,
+               summary="Delete a namespace (refused while it has topics unless forced)")
+async def delete_namespace(broker: Broker, tenant: str, namespace: str, force: bool = False) -> None:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    has_topics = topics_in_namespace(broker, name) or broker.metadata.list_partitioned_topics(name)
+    if has_topics and not force:
+        raise conflict("Cannot delete non empty namespace")
+    await delete_namespace_contents(broker, name)
+    broker.metadata.delete_namespace(name)
+
+
+@router.get("/{tenant}/{namespace}", summary="Get a namespace's policies")
+async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
+    name = namespace_name(tenant, namespace)
+    return full_policies(require_namespace(broker, name), broker.config.clusterName)
+
+
+@router.get("/{tenant}/{namespace}/topics", summary="List the topics of a namespace")
+async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
+                                mode: TopicMode = "PERSISTENT") -> list[str]:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    return broker.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
+
+
+# -- policies -------------------------------------------------------------------------------------
+def _update_policy(broker: BrokerOperations, tenant: str, namespace: str, field: str, value: Any) -> None:
+    name = namespace_name(tenant, namespace)
+    policies = dict(require_namespace(broker, name))
+    if value is None:
+        policies.pop(field, None)
+    else:
+        policies[field] = value
+    broker.metadata.put_namespace_policies(name, policies)
+    _apply_to_live_topics(broker, name, field, value)
+
+
+def _apply_to_live_topics(broker: BrokerOperations, namespace: str, field: str, value: Any) -> None:
+    """Limits that live subscriptions read take effect at once; unset means the broker default."""
+    if field == "max_unacked_messages_per_consumer":
+        attr, default = "max_unacked_per_consumer", broker.config.maxUnackedMessagesPerConsumer
+    elif field == "max_unacked_messages_per_subscription":
+        attr, default = "max_unacked_per_subscription", broker.config.maxUnackedMessagesPerSubscription
+    else:
+        return
+    for topic in list(broker.topics.values()):
+        if topic.name.namespace_name == namespace:
+            for sub in topic.subscriptions.values():
+                setattr(sub, attr, default if value is None else value)
+
+
+@dataclass(frozen=True)
+class PolicyEndpoint:
+    path: str
+    field: str
+    body: Any
+    summary: str
+
+
+POLICY_ENDPOINTS = (
+    PolicyEndpoint("deduplication", "deduplicationEnabled", StrictBool, "producer deduplication"),
+    PolicyEndpoint("retention", "retention_policies", RetentionPolicies, "retention"),
+    PolicyEndpoint("messageTTL", "message_ttl_in_seconds", NonNegativeInt, "message TTL in seconds"),
+    PolicyEndpoint("delayedDelivery", "delayed_delivery_policies", DelayedDeliveryPolicies, "delayed delivery"),
+    PolicyEndpoint("maxProducersPerTopic", "max_producers_per_topic", NonNegativeInt, "max producers per topic"),
+    PolicyEndpoint("maxConsumersPerSubscription", "max_consumers_per_subscription", NonNegativeInt,
+                   "max consumers per subscription"),
+    PolicyEndpoint("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer", NonNegativeInt,
+                   "max unacked messages per consumer"),
+    PolicyEndpoint("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
+                   NonNegativeInt, "max unacked messages per subscription"),
+    PolicyEndpoint("autoTopicCreation", "autoTopicCreationOverride", AutoTopicCreationOverride,
+                   "auto topic creation override"),
+    PolicyEndpoint("subscriptionTypesEnabled", "subscription_types_enabled", list[SubscriptionType],
+                   "subscription types enabled"),
+)
+
+
+def _to_store(value: Any) -> Any:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    if isinstance(value, list):
+        return sorted(set(value))
+    return value
+
+
+def _add_policy_endpoints(spec: PolicyEndpoint) -> None:
+    body_type = spec.body
+
+    async def get_policy(broker: Broker, tenant: str, namespace: str) -> Any:
+        name = namespace_name(tenant, namespace)
+        return require_namespace(broker, name).get(spec.field)
+
+    async def set_policy(broker: Broker, tenant: str, namespace: str,
+                         value: Annotated[body_type, Body()]) -> None:  # type: ignore[valid-type]
+        _update_policy(broker, tenant, namespace, spec.field, _to_store(value))
+
+    async def remove_policy(broker: Broker, tenant: str, namespace: str) -> None:
+        _update_policy(broker, tenant, namespace, spec.field, None)
+
+    path = f"/{{tenant}}/{{namespace}}/{spec.path}"
+    suffix = spec.path[0].upper() + spec.path[1:]
+    router.add_api_route(path, get_policy, methods=["GET"], summary=f"Get the {spec.summary} policy",
+                         response_model=body_type | None, response_model_exclude_none=True,
+                         operation_id=f"get{suffix}")
+    router.add_api_route(path, set_policy, methods=["POST"], status_code=204,
+                         summary=f"Set the {spec.summary} policy", operation_id=f"set{suffix}")
+    router.add_api_route(path, remove_policy, methods=["DELETE"], status_code=204,
+                         summary=f"Remove the {spec.summary} policy", operation_id=f"remove{suffix}")
+
+
+for _spec in POLICY_ENDPOINTS:
+    _add_policy_endpoints(_spec)
+
+
+@router.get("/{tenant}/{namespace}/backlogQuotaMap", summary="Get the backlog quotas by type")
+async def get_backlog_quota_map(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
+    quotas: dict[str, Any] = require_namespace(broker, namespace_name(tenant, namespace)).get(
+        "backlog_quota_map") or {}
+    return quotas
+
+
+@router.post("/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Set a backlog quota")
+async def set_backlog_quota(broker: Broker, tenant: str, namespace: str, quota: Annotated[BacklogQuota, Body()],
+                            backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
+    name = namespace_name(tenant, namespace)
+    quotas = dict(require_namespace(broker, name).get("backlog_quota_map") or {})
+    quotas[backlogQuotaType] = quota.model_dump(exclude_none=True)
+    _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas)
+
+
+@router.delete("/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Remove a backlog quota")
+async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
+                               backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
+    name = namespace_name(tenant, namespace)
+    quotas = dict(require_namespace(broker, name).get("backlog_quota_map") or {})
+    quotas.pop(backlogQuotaType, None)
+    _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas or None)
+

@@ -1,0 +1,271 @@
+"""``/admin/v2/persistent/...`` and ``/admin/v2/non-persistent/...`` topic endpoints.
+
+Pulsar's ``PersistentTopics`` / ``NonPersistentTopics`` v2: list, create, partitions,
+delete, unload, stats, partitioned-stats, internal stats, last message id, examine and
+get-by-id. One router is made per domain so the OpenAPI document names each path.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Body, Path, Query
+from fastapi.responses import Response
+from pydantic import StrictInt
+
+from magnetar.admin import stats
+from magnetar.admin.common import (
+    OCTET_STREAM,
+    Broker,
+    load_topic,
+    namespace_name,
+    partition_count,
+    require_namespace,
+    require_persistent,
+    topic_name,
+    topics_of,
+)
+from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
+from magnetar.admin.messages import entry_response, nth_from
+from magnetar.admin.namespace_ops import delete_partitioned_topic
+from magnetar.admin.policies import INT64_MAX
+from magnetar.core.names import TopicName
+from magnetar.core.positions import Position
+from magnetar.server.broker import BrokerOperations
+from magnetar.server.clock import now_ms
+
+Int64Path = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
+PositiveInt = Annotated[int, Query(ge=1, le=2**31 - 1)]
+Partitions = Annotated[StrictInt, Body(ge=-(2**31), le=2**31 - 1)]
+
+
+def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEarliestTimeInBacklog: bool,
+                  excludePublishers: bool, excludeConsumers: bool) -> stats.StatsOptions:
+    return stats.StatsOptions(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
+                              excludePublishers, excludeConsumers)
+
+
+def require_exists(broker: BrokerOperations, name: TopicName) -> None:
+    require_namespace(broker, name.namespace_name)
+    if broker.partitions_of(name) is None and str(name) not in broker.topics:
+        raise not_found("Topic not found")
+
+
+def require_partitioned(broker: BrokerOperations, name: TopicName) -> int:
+    require_namespace(broker, name.namespace_name)
+    count = partition_count(broker, name)
+    if count == 0:
+        raise not_found(f"Partitioned topic does not exist: {name}")
+    return count
+
+
+def check_partition_limit(broker: BrokerOperations, partitions: int) -> None:
+    if partitions <= 0:
+        raise RestError(406, "Number of partitions should be more than 0")
+    limit = broker.config.maxNumPartitionsPerPartitionedTopic
+    if 0 < limit < partitions:
+        raise RestError(406, f"Number of partitions {partitions} exceeds maxNumPartitionsPerPartitionedTopic "
+                             f"({limit})")
+
+
+def message_id_json(pos: Position, partition: int, batch_index: int = -1) -> dict[str, int]:
+    message_id = {"ledgerId": pos.ledger_id, "entryId": pos.entry_id, "partitionIndex": partition}
+    if batch_index >= 0:
+        message_id["batchIndex"] = batch_index
+    return message_id
+
+
+def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
+    router = APIRouter(prefix=f"/admin/v2/{domain}", tags=[f"{domain} topics"])
+    mode = 0 if domain == "persistent" else 1
+
+    def name_of(tenant: str, namespace: str, topic: str) -> TopicName:
+        return topic_name(domain, tenant, namespace, topic)
+
+    @router.get("/{tenant}/{namespace}", summary="List the topics of a namespace (partitions included)")
+    async def list_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
+        name = namespace_name(tenant, namespace)
+        require_namespace(broker, name)
+        return broker.list_topics(name, mode)
+
+    @router.get("/{tenant}/{namespace}/partitioned", summary="List the partitioned topics of a namespace")
+    async def list_partitioned_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
+        name = namespace_name(tenant, namespace)
+        require_namespace(broker, name)
+        return sorted(t for t in broker.metadata.list_partitioned_topics(name) if t.startswith(f"{domain}://"))
+
+    @router.put("/{tenant}/{namespace}/{topic}", status_code=204, summary="Create a non-partitioned topic")
+    async def create_topic(broker: Broker, tenant: str, namespace: str, topic: str,
+                           properties: Annotated[dict[str, str] | None, Body()] = None) -> None:
+        name = name_of(tenant, namespace, topic)
+        require_namespace(broker, name.namespace_name)
+        if broker.partitions_of(name) is not None or str(name) in broker.topics:
+            raise conflict("This topic already exists")
+        broker.metadata.create_topic(str(name), properties or {})
+
+    @router.delete("/{tenant}/{namespace}/{topic}", status_code=204,
+                   summary="Delete a topic (refused while clients are connected unless forced)")
+    async def delete_topic(broker: Broker, tenant: str, namespace: str, topic: str, force: bool = False,
+                           deleteSchema: bool = False) -> None:
+        name = name_of(tenant, namespace, topic)
+        require_exists(broker, name)
+        if partition_count(broker, name) > 0:
+            raise conflict(f"Topic {name} is a partitioned topic: delete it with DELETE .../partitions")
+        live = broker.topics.get(str(name))
+        if live is not None and live.has_clients() and not force:
+            raise precondition_failed("Topic has active producers/subscriptions")
+        await broker.delete_topic(name)
+
+    @router.put("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
+                summary="Create a partitioned topic")
+    async def create_partitioned_topic(broker: Broker, tenant: str, namespace: str, topic: str,
+                                       partitions: Partitions, createLocalTopicOnly: bool = False) -> None:
+        name = name_of(tenant, namespace, topic)
+        require_namespace(broker, name.namespace_name)
+        check_partition_limit(broker, partitions)
+        if name.partition_index >= 0:
+            raise precondition_failed(f"Partitioned topic name must not end with -partition-<n>: {name}")
+        if broker.partitions_of(name) is not None or str(name) in broker.topics:
+            raise conflict("This topic already exists")
+        broker.create_partitioned_topic(name, partitions)
+
+    @router.post("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
+                 summary="Increase the partitions of a partitioned topic")
+    async def update_partitioned_topic(broker: Broker, tenant: str, namespace: str, topic: str,
+                                       partitions: Partitions, updateLocalTopicOnly: bool = False,
+                                       force: bool = False) -> None:
+        name = name_of(tenant, namespace, topic)
+        current = require_partitioned(broker, name)
+        check_partition_limit(broker, partitions)
+        if partitions <= current:
+            raise RestError(422, f"Desired partitions {partitions} must be more than the current {current}")
+        broker.metadata.update_partitioned_topic(str(name), partitions)
+
+    @router.get("/{tenant}/{namespace}/{topic}/partitions", summary="Get partitioned topic metadata")
+    async def get_partitioned_metadata(broker: Broker, tenant: str, namespace: str, topic: str,
+                                       checkAllowAutoCreation: bool = False) -> dict[str, Any]:
+        name = name_of(tenant, namespace, topic)
+        require_namespace(broker, name.namespace_name)
+        known = broker.partitions_of(name)
+        if known is None:
+            known = broker.partitioned_metadata(name) if checkAllowAutoCreation else 0
+        return {"partitions": known, "deleted": False}
+
+    @router.delete("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
+                   summary="Delete a partitioned topic and its partitions")
+    async def delete_partitioned(broker: Broker, tenant: str, namespace: str, topic: str,
+                                 force: bool = False, deleteSchema: bool = False) -> None:
+        name = name_of(tenant, namespace, topic)
+        count = require_partitioned(broker, name)
+        live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
+        if not force and any(t is not None and t.has_clients() for t in live):
+            raise precondition_failed("Topic has active producers/subscriptions")
+        await delete_partitioned_topic(broker, name, count)
+
+    @router.put("/{tenant}/{namespace}/{topic}/unload", status_code=204,
+                summary="Unload a topic: clients reconnect and it is loaded again")
+    async def unload_topic(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
+        name = name_of(tenant, namespace, topic)
+        require_exists(broker, name)
+        count = partition_count(broker, name)
+        for target in [name.partition(i) for i in range(count)] if count else [name]:
+            await broker.unload_topic(target)
+
+    @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get the stats of a topic")
+    async def get_stats(broker: Broker, tenant: str, namespace: str, topic: str,
+                        getPreciseBacklog: bool = False, subscriptionBacklogSize: bool = True,
+                        getEarliestTimeInBacklog: bool = False, excludePublishers: bool = False,
+                        excludeConsumers: bool = False) -> dict[str, Any]:
+        options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
+                                excludePublishers, excludeConsumers)
+        loaded = load_topic(broker, name_of(tenant, namespace, topic))
+        return stats.topic_stats(broker, loaded, now_ms(), options)
+
+    @router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
+                summary="Get the stats of a partitioned topic: aggregated and per partition")
+    async def get_partitioned_stats(broker: Broker, tenant: str, namespace: str, topic: str,
+                                    perPartition: bool = True, getPreciseBacklog: bool = False,
+                                    subscriptionBacklogSize: bool = True, getEarliestTimeInBacklog: bool = False,
+                                    excludePublishers: bool = False,
+                                    excludeConsumers: bool = False) -> dict[str, Any]:
+        name = name_of(tenant, namespace, topic)
+        count = require_partitioned(broker, name)
+        options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
+                                excludePublishers, excludeConsumers)
+        now = now_ms()
+        parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in topics_of(broker, name)}
+        return stats.partitioned_topic_stats(count, parts, perPartition)
+
+    @router.get("/{tenant}/{namespace}/{topic}/internalStats", summary="Get the internal stats of a topic")
+    async def get_internal_stats(broker: Broker, tenant: str, namespace: str, topic: str,
+                                 metadata: bool = False) -> dict[str, Any]:
+        return stats.internal_stats(load_topic(broker, name_of(tenant, namespace, topic)))
+
+    @router.get("/{tenant}/{namespace}/{topic}/partitioned-internalStats",
+                summary="Get the internal stats of every partition of a partitioned topic")
+    async def get_partitioned_internal_stats(broker: Broker, tenant: str, namespace: str,
+                                             topic: str) -> dict[str, Any]:
+        name = name_of(tenant, namespace, topic)
+        count = require_partitioned(broker, name)
+        return {"metadata": {"partitions": count},
+                "partitions": {str(t.name): stats.internal_stats(t) for t in topics_of(broker, name)}}
+
+    @router.get("/{tenant}/{namespace}/{topic}/lastMessageId", summary="Get the id of the last message")
+    async def get_last_message_id(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, int]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Get last message id")
+        loaded = load_topic(broker, name)
+        last, batch_index = broker.last_message_id(loaded)
+        if last.ledger_id < 0:
+            ledgers = loaded.ledger.ledgers()
+            last = Position(ledgers[-1].ledger_id if ledgers else -1, -1)
+        return message_id_json(last, loaded.partition_index, batch_index)
+
+    @router.get("/{tenant}/{namespace}/{topic}/messageid/{timestamp}",
+                summary="Get the id of the first message published at or after a time (ms)")
+    async def get_message_id_by_timestamp(broker: Broker, tenant: str, namespace: str, topic: str,
+                                          timestamp: Int64Path) -> dict[str, int]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Get message id by timestamp")
+        loaded = load_topic(broker, name)
+        before = broker.position_before_time(loaded, timestamp)
+        last = loaded.last_readable()
+        found = loaded.next_position(before)
+        if last is None or found > last:
+            raise not_found("Message ID not found")
+        return message_id_json(found, loaded.partition_index)
+
+    @router.get("/{tenant}/{namespace}/{topic}/examinemessage", responses=OCTET_STREAM,
+                response_class=Response,
+                summary="Examine the n-th message from the earliest or the latest")
+    async def examine_message(broker: Broker, tenant: str, namespace: str, topic: str,
+                              initialPosition: Literal["latest", "earliest"] = "latest",
+                              messagePosition: PositiveInt = 1) -> Response:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Examine messages")
+        if partition_count(broker, name) > 0:
+            raise not_allowed("Examine messages on a partitioned topic is not allowed; use a partition")
+        loaded = load_topic(broker, name)
+        return entry_response(loaded, nth_from(loaded, initialPosition, messagePosition))
+
+    @router.get("/{tenant}/{namespace}/{topic}/ledger/{ledgerId}/entry/{entryId}", responses=OCTET_STREAM,
+                response_class=Response, summary="Get a message by its ledger and entry id")
+    async def get_message_by_id(broker: Broker, tenant: str, namespace: str, topic: str,
+                                ledgerId: Int64Path, entryId: Int64Path) -> Response:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Get message by id")
+        loaded = load_topic(broker, name)
+        return entry_response(loaded, Position(ledgerId, entryId))
+
+    @router.post("/{tenant}/{namespace}/{topic}/all_subscription/expireMessages/{expireTimeInSeconds}",
+                 status_code=204, summary="Expire messages older than the given age on every subscription")
+    async def expire_all_subscriptions(broker: Broker, tenant: str, namespace: str, topic: str,
+                                       expireTimeInSeconds: Annotated[int, Path(ge=0, le=2**31 - 1)]) -> None:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Expire messages")
+        for loaded in topics_of(broker, name):
+            for sub in list(loaded.subscriptions.values()):
+                broker.expire_messages(sub, expireTimeInSeconds)
+            broker.persist_topic_cursors(loaded)
+
+    return router

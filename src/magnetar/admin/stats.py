@@ -1,0 +1,442 @@
+"""Topic stats as Pulsar's admin API returns them, computed from live core objects.
+
+Shapes and field names follow Pulsar's ``TopicStatsImpl``, ``PublisherStatsImpl``,
+``SubscriptionStatsImpl``, ``ConsumerStatsImpl``, ``PartitionedTopicStatsImpl`` and
+``PersistentTopicInternalStats`` (``ManagedLedgerInternalStats``), so scripts and
+dashboards written for Pulsar read them unchanged. Rates are per second over the
+rolling window of :mod:`magnetar.core.stats`.
+
+Extension points: a subscription type may add fields to its subscription and consumer
+stats (``register_subscription_stats`` / ``register_consumer_stats``); Key_Shared's
+draining-hashes stats come in this way from its dispatcher's ``subscription_stats()``
+and ``consumer_stats(consumer)``. Delayed-delivery counts come from
+``delayed_delivery_stats``, which reads the subscription's tracker; replace
+``DELAYED_DELIVERY_STATS`` to read another index.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.core.entry import EntryInfo
+from magnetar.core.positions import Position
+
+if TYPE_CHECKING:
+    from magnetar.core.consumer import Consumer
+    from magnetar.core.producer import Producer
+    from magnetar.core.subscription import Subscription
+    from magnetar.core.topic import Topic
+    from magnetar.server.broker import BrokerOperations
+
+Stats = dict[str, Any]
+SubscriptionStatsHook = Callable[["Subscription"], Stats]
+ConsumerStatsHook = Callable[["Subscription", "Consumer"], Stats]
+
+_SUBSCRIPTION_HOOKS: dict[str, SubscriptionStatsHook] = {}
+_CONSUMER_HOOKS: dict[str, ConsumerStatsHook] = {}
+
+
+def register_subscription_stats(sub_type: str, hook: SubscriptionStatsHook) -> None:
+    """Fields ``hook(sub)`` returns are merged into the stats of subscriptions of ``sub_type``."""
+    _SUBSCRIPTION_HOOKS[sub_type] = hook
+
+
+def register_consumer_stats(sub_type: str, hook: ConsumerStatsHook) -> None:
+    """Fields ``hook(sub, consumer)`` returns are merged into each consumer's stats."""
+    _CONSUMER_HOOKS[sub_type] = hook
+
+
+def _dispatcher_subscription_stats(sub: Subscription) -> Stats:
+    method = getattr(sub.dispatcher, "subscription_stats", None)
+    return dict(method()) if callable(method) else {}
+
+
+def _dispatcher_consumer_stats(sub: Subscription, consumer: Consumer) -> Stats:
+    method = getattr(sub.dispatcher, "consumer_stats", None)
+    return dict(method(consumer)) if callable(method) else {}
+
+
+register_subscription_stats("Key_Shared", _dispatcher_subscription_stats)
+register_consumer_stats("Key_Shared", _dispatcher_consumer_stats)
+
+
+@dataclass(frozen=True)
+class DelayedStats:
+    messages: int = 0
+    index_size_bytes: int = 0
+
+
+def delayed_delivery_stats(sub: Subscription) -> DelayedStats:
+    """``msgDelayed`` and ``delayedMessageIndexSizeInBytes`` from the subscription's tracker."""
+    tracker = sub.delayed_tracker
+    if tracker is None:
+        return DelayedStats()
+    return DelayedStats(int(getattr(tracker, "number_of_delayed_messages", 0)),
+                        int(getattr(tracker, "buffer_memory_bytes", 0)))
+
+
+DELAYED_DELIVERY_STATS: Callable[[Subscription], DelayedStats] = delayed_delivery_stats
+
+
+@dataclass(frozen=True)
+class StatsOptions:
+    """Query parameters of Pulsar's ``stats`` endpoint."""
+
+    get_precise_backlog: bool = False
+    subscription_backlog_size: bool = True
+    get_earliest_time_in_backlog: bool = False
+    exclude_publishers: bool = False
+    exclude_consumers: bool = False
+
+
+def iso_time(ms: int) -> str:
+    """Pulsar's ``lastAckedTime`` style: ISO-8601 with milliseconds and offset."""
+    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds")
+
+
+# -- publishers and consumers ------------------------------------------------------------------
+def publisher_stats(producer: Producer, now_ms: int) -> Stats:
+    rate, throughput = producer.msg_in.rate(now_ms)
+    return {
+        "accessMode": producer.access_mode.name,
+        "msgRateIn": rate,
+        "msgThroughputIn": throughput,
+        "averageMsgSize": throughput / rate if rate else 0.0,
+        "chunkedMessageRate": 0.0,
+        "producerId": producer.producer_id,
+        "supportsPartialProducer": False,
+        "producerName": producer.producer_name,
+        "address": producer.address,
+        "connectedSince": producer.connected_since,
+        "clientVersion": producer.client_version,
+        "metadata": dict(producer.metadata),
+    }
+
+
+def consumer_stats(sub: Subscription, consumer: Consumer, now_ms: int) -> Stats:
+    rate, throughput = consumer.msg_out.rate(now_ms)
+    out = consumer.msg_out
+    stats: Stats = {
+        "msgRateOut": rate,
+        "msgThroughputOut": throughput,
+        "bytesOutCounter": out.total_bytes,
+        "msgOutCounter": out.total_msgs,
+        "msgRateRedeliver": consumer.redeliver.rate(now_ms)[0],
+        "messageAckRate": consumer.acks.rate(now_ms)[0],
+        "chunkedMessageRate": 0.0,
+        "consumerName": consumer.consumer_name,
+        "availablePermits": max(consumer.permits, 0),
+        "unackedMessages": consumer.unacked_messages,
+        "avgMessagesPerEntry": round(out.total_msgs / out.total_events) if out.total_events else 0,
+        "blockedConsumerOnUnackedMsgs": consumer.blocked_on_unacked,
+        "address": consumer.address,
+        "connectedSince": consumer.connected_since,
+        "clientVersion": consumer.client_version,
+        "lastAckedTimestamp": consumer.acks.last_ms,
+        "lastConsumedTimestamp": out.last_ms,
+        "lastConsumedFlowTimestamp": 0,
+        "metadata": dict(consumer.metadata),
+    }
+    hook = _CONSUMER_HOOKS.get(sub.sub_type)
+    if hook is not None:
+        stats.update(hook(sub, consumer))
+    stats["lastAckedTime"] = iso_time(consumer.acks.last_ms)
+    stats["lastConsumedTime"] = iso_time(out.last_ms)
+    return stats
+
+
+# -- subscriptions ------------------------------------------------------------------------------
+def backlog_size_bytes(topic: Topic, mark_delete: Position) -> int:
+    """Estimated bytes after ``mark_delete``, pro rata within the ledger it falls in."""
+    total = 0
+    for info in topic.ledger.ledgers():
+        if info.entries <= 0 or info.ledger_id < mark_delete.ledger_id:
+            continue
+        if info.ledger_id > mark_delete.ledger_id:
+            total += info.size_bytes
+            continue
+        remaining = info.entries - (mark_delete.entry_id + 1)
+        if remaining > 0:
+            total += info.size_bytes * remaining // info.entries
+    return total
+
+
+def earliest_publish_time_in_backlog(sub: Subscription) -> int:
+    topic = sub.topic
+    last = topic.last_readable()
+    pos = sub.cursor.mark_delete
+    while last is not None and pos < last:
+        pos = topic.next_position(pos)
+        if pos > last:
+            break
+        if not sub.cursor.is_acked(pos):
+            try:
+                return EntryInfo.read(topic.read_entry(pos)).publish_time_ms
+            except (KeyError, ValueError):
+                return 0
+    return 0
+
+
+def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
+                       options: StatsOptions = StatsOptions()) -> Stats:
+    consumers = [consumer_stats(sub, c, now_ms) for c in sub.consumers]
+    backlog = sub.backlog()
+    delayed = DELAYED_DELIVERY_STATS(sub)
+    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
+    ranges = sub.cursor.deleted_ranges()
+    active = getattr(sub.dispatcher, "active", None)
+    stats: Stats = {
+        "msgRateOut": float(sum(c["msgRateOut"] for c in consumers)),
+        "msgThroughputOut": float(sum(c["msgThroughputOut"] for c in consumers)),
+        "bytesOutCounter": sum(c["bytesOutCounter"] for c in consumers),
+        "msgOutCounter": sum(c["msgOutCounter"] for c in consumers),
+        "msgRateRedeliver": float(sum(c["msgRateRedeliver"] for c in consumers)),
+        "messageAckRate": float(sum(c["messageAckRate"] for c in consumers)),
+        "chunkedMessageRate": 0,
+        "msgBacklog": backlog,
+        "backlogSize": backlog_size_bytes(sub.topic, sub.cursor.mark_delete)
+        if options.subscription_backlog_size else -1,
+        "earliestMsgPublishTimeInBacklog": earliest_publish_time_in_backlog(sub)
+        if options.get_earliest_time_in_backlog else 0,
+        "msgBacklogNoDelayed": max(0, backlog - delayed.messages),
+        "blockedSubscriptionOnUnackedMsgs": bool(getattr(sub.dispatcher, "blocked_on_unacked", False)),
+        "msgDelayed": delayed.messages,
+        "unackedMessages": sub.unacked_messages(),
+        "type": sub.sub_type,
+        "activeConsumerName": active.consumer_name if active is not None else None,
+        "msgRateExpired": expiry.expired.rate(now_ms)[0] if expiry else 0.0,
+        "totalMsgExpired": expiry.expired.total_msgs if expiry else 0,
+        "lastExpireTimestamp": expiry.last_expire_ms if expiry else 0,
+        "lastConsumedFlowTimestamp": 0,
+        "lastConsumedTimestamp": max((c["lastConsumedTimestamp"] for c in consumers), default=0),
+        "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumers), default=0),
+        "lastMarkDeleteAdvancedTimestamp": 0,
+        "consumers": [] if options.exclude_consumers else consumers,
+        "isDurable": sub.durable,
+        "isReplicated": False,
+        "allowOutOfOrderDelivery": False,
+        "consumersAfterMarkDeletePosition": {},
+        "nonContiguousDeletedMessagesRanges": len(ranges),
+        "nonContiguousDeletedMessagesRangesSerializedSize": 16 * len(ranges),
+        "delayedMessageIndexSizeInBytes": delayed.index_size_bytes,
+        "subscriptionProperties": dict(sub.properties),
+        "filterProcessedMsgCount": 0,
+        "filterAcceptedMsgCount": 0,
+        "filterRejectedMsgCount": 0,
+        "filterRescheduledMsgCount": 0,
+    }
+    if stats["activeConsumerName"] is None:
+        del stats["activeConsumerName"]
+    hook = _SUBSCRIPTION_HOOKS.get(sub.sub_type)
+    if hook is not None:
+        stats.update(hook(sub))
+    return stats
+
+
+# -- topics -------------------------------------------------------------------------------------------
+def deduplication_status(topic: Topic) -> str:
+    dedup = topic.dedup
+    if dedup is None:
+        return "Disabled"
+    return "Recovering" if getattr(dedup, "recovering", False) else "Enabled"
+
+
+def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
+                options: StatsOptions = StatsOptions()) -> Stats:
+    rate_in, throughput_in = topic.msg_in.rate(now_ms)
+    subscriptions = {name: subscription_stats(broker, sub, now_ms, options)
+                     for name, sub in sorted(topic.subscriptions.items())}
+    slowest = topic.slowest_mark_delete()
+    ranges = sum(s["nonContiguousDeletedMessagesRanges"] for s in subscriptions.values())
+    stats: Stats = {
+        "msgRateIn": rate_in,
+        "msgThroughputIn": throughput_in,
+        "msgRateOut": float(sum(s["msgRateOut"] for s in subscriptions.values())),
+        "msgThroughputOut": float(sum(s["msgThroughputOut"] for s in subscriptions.values())),
+        "bytesInCounter": topic.msg_in.total_bytes,
+        "msgInCounter": topic.msg_in.total_msgs,
+        "systemTopicBytesInCounter": 0,
+        "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
+        "msgOutCounter": sum(s["msgOutCounter"] for s in subscriptions.values()),
+        "bytesOutInternalCounter": 0,
+        "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
+        "msgChunkPublished": False,
+        "storageSize": topic.ledger.total_size_bytes(),
+        "backlogSize": backlog_size_bytes(topic, slowest) if slowest is not None else 0,
+        "publishRateLimitedTimes": 0,
+        "earliestMsgPublishTimeInBacklogs": min(
+            (s["earliestMsgPublishTimeInBacklog"] for s in subscriptions.values()
+             if s["earliestMsgPublishTimeInBacklog"] > 0), default=0),
+        "offloadedStorageSize": 0,
+        "lastOffloadLedgerId": 0,
+        "lastOffloadSuccessTimeStamp": 0,
+        "lastOffloadFailureTimeStamp": 0,
+        "ongoingTxnCount": 0,
+        "abortedTxnCount": 0,
+        "committedTxnCount": 0,
+        "publishers": [] if options.exclude_publishers else [
+            publisher_stats(p, now_ms) for p in sorted(topic.producers.values(), key=lambda p: p.producer_name)],
+        "waitingPublishers": len(topic.waiting_producers),
+        "subscriptions": subscriptions,
+        "replication": {},
+        "deduplicationStatus": deduplication_status(topic),
+        "topicEpoch": topic.topic_epoch if topic.topic_epoch else None,
+        "nonContiguousDeletedMessagesRanges": ranges,
+        "nonContiguousDeletedMessagesRangesSerializedSize": 16 * ranges,
+        "delayedMessageIndexSizeInBytes": sum(
+            s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()),
+        "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
+                       "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
+        "ownerBroker": f"{broker.config.advertisedAddress}:{broker.config.webServicePort}",
+    }
+    if stats["topicEpoch"] is None:
+        del stats["topicEpoch"]
+    if not topic.name.persistent:
+        stats["msgDropRate"] = 0.0
+    return stats
+
+
+# -- partitioned topics -----------------------------------------------------------------------------
+_SUMMED_TOPIC_FIELDS = (
+    "msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
+    "bytesOutCounter", "msgOutCounter", "storageSize", "backlogSize", "waitingPublishers",
+    "publishRateLimitedTimes", "offloadedStorageSize", "nonContiguousDeletedMessagesRanges",
+    "nonContiguousDeletedMessagesRangesSerializedSize", "delayedMessageIndexSizeInBytes",
+    "systemTopicBytesInCounter", "bytesOutInternalCounter")
+_SUMMED_SUBSCRIPTION_FIELDS = (
+    "msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgRateRedeliver",
+    "messageAckRate", "chunkedMessageRate", "msgBacklog", "backlogSize", "msgBacklogNoDelayed",
+    "msgDelayed", "unackedMessages", "msgRateExpired", "totalMsgExpired", "nonContiguousDeletedMessagesRanges",
+    "nonContiguousDeletedMessagesRangesSerializedSize", "delayedMessageIndexSizeInBytes")
+_SUMMED_CONSUMER_FIELDS = (
+    "msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgRateRedeliver",
+    "messageAckRate", "availablePermits", "unackedMessages")
+_SUMMED_PUBLISHER_FIELDS = ("msgRateIn", "msgThroughputIn")
+
+
+def _sum_into(total: Stats, part: Stats, fields: Iterable[str]) -> None:
+    for name in fields:
+        if name in part:
+            total[name] = total.get(name, 0) + part[name]
+
+
+def _merge_by_name(into: list[Stats], items: list[Stats], key: str, fields: Iterable[str]) -> None:
+    """Partitioned producers and consumers have one registration per partition, same name."""
+    index = {item.get(key): item for item in into}
+    for item in items:
+        existing = index.get(item.get(key))
+        if existing is None:
+            copy = dict(item)
+            into.append(copy)
+            index[item.get(key)] = copy
+        else:
+            _sum_into(existing, item, fields)
+
+
+def aggregate_topic_stats(parts: list[Stats]) -> Stats:
+    """Sum per-partition stats the way ``TopicStatsImpl.add`` does."""
+    total: Stats = {name: 0 for name in _SUMMED_TOPIC_FIELDS}
+    total.update(msgRateIn=0.0, msgThroughputIn=0.0, msgRateOut=0.0, msgThroughputOut=0.0)
+    publishers: list[Stats] = []
+    subscriptions: dict[str, Stats] = {}
+    for part in parts:
+        _sum_into(total, part, _SUMMED_TOPIC_FIELDS)
+        _merge_by_name(publishers, part["publishers"], "producerName", _SUMMED_PUBLISHER_FIELDS)
+        for name, sub in part["subscriptions"].items():
+            merged = subscriptions.get(name)
+            if merged is None:
+                subscriptions[name] = {**sub, "consumers": [dict(c) for c in sub["consumers"]]}
+                continue
+            _sum_into(merged, sub, _SUMMED_SUBSCRIPTION_FIELDS)
+            _merge_by_name(merged["consumers"], sub["consumers"], "consumerName", _SUMMED_CONSUMER_FIELDS)
+    rate = total["msgRateIn"]
+    total["averageMsgSize"] = total["msgThroughputIn"] / rate if rate else 0.0
+    total["msgChunkPublished"] = False
+    total["publishers"] = publishers
+    total["subscriptions"] = subscriptions
+    total["replication"] = {}
+    total["earliestMsgPublishTimeInBacklogs"] = min(
+        (p["earliestMsgPublishTimeInBacklogs"] for p in parts if p["earliestMsgPublishTimeInBacklogs"] > 0),
+        default=0)
+    if parts:
+        total["deduplicationStatus"] = parts[0]["deduplicationStatus"]
+    return total
+
+
+def partitioned_topic_stats(partitions: int, parts: dict[str, Stats], per_partition: bool) -> Stats:
+    stats = aggregate_topic_stats(list(parts.values()))
+    stats["metadata"] = {"partitions": partitions}
+    stats["partitions"] = parts if per_partition else {}
+    return stats
+
+
+# -- internal stats -----------------------------------------------------------------------------------
+def deleted_ranges_text(ranges: list[tuple[Position, Position]]) -> str:
+    """Pulsar prints acked ranges as a Guava RangeSet: ``[(3:4..3:6], (3:8..3:9]]``."""
+    parts = [f"({first.ledger_id}:{first.entry_id - 1}..{last}]" for first, last in ranges]
+    return "[" + ", ".join(parts) + "]"
+
+
+def cursor_internal_stats(topic: Topic, sub: Subscription, entries_added: int) -> Stats:
+    cursor = sub.cursor
+    last_read = sub.dispatcher.last_read
+    read_position = topic.next_position(last_read) if last_read >= cursor.mark_delete \
+        else topic.next_position(cursor.mark_delete)
+    first_unacked = topic.next_position(cursor.mark_delete)
+    since_first = topic.entries_between(first_unacked, last_read) if last_read >= first_unacked else 0
+    ranges = cursor.deleted_ranges()
+    return {
+        "markDeletePosition": str(cursor.mark_delete),
+        "readPosition": str(read_position),
+        "waitingReadOp": False,
+        "pendingReadOps": 0,
+        "messagesConsumedCounter": max(0, entries_added - sub.backlog()),
+        "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1,
+        "individuallyDeletedMessages": deleted_ranges_text(ranges),
+        "lastLedgerSwitchTimestamp": iso_time(0),
+        "state": "Open" if sub.durable else "NoLedger",
+        "active": bool(sub.consumers),
+        "numberOfEntriesSinceFirstNotAckedMessage": since_first + 1,
+        "totalNonContiguousDeletedMessagesRange": len(ranges),
+        "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False,
+        "properties": {k: v for k, v in cursor.properties.items() if isinstance(v, int)},
+    }
+
+
+def internal_stats(topic: Topic) -> Stats:
+    ledger = topic.ledger
+    ledgers = ledger.ledgers()
+    current = ledgers[-1] if ledgers else None
+    entries_added = topic.msg_in.total_events
+    if current is None:
+        last_confirmed = "-1:-1"
+    elif current.entries == 0:
+        last_confirmed = f"{current.ledger_id}:-1"
+    else:
+        last_confirmed = str(topic.last_readable() or ledger.last_position())
+    return {
+        "entriesAddedCounter": entries_added,
+        "numberOfEntries": sum(info.entries for info in ledgers),
+        "totalSize": ledger.total_size_bytes(),
+        "currentLedgerEntries": current.entries if current else 0,
+        "currentLedgerSize": current.size_bytes if current else 0,
+        "lastLedgerCreatedTimestamp": iso_time(current.timestamp_ms) if current else None,
+        "waitingCursorsCount": 0,
+        "pendingAddEntriesCount": len(topic.pending_receipts),
+        "lastConfirmedEntry": last_confirmed,
+        "state": "LedgerOpened",
+        "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes,
+                     "offloaded": False, "underReplicated": False, "timestamp": info.timestamp_ms}
+                    for info in ledgers],
+        "cursors": {name: cursor_internal_stats(topic, sub, entries_added)
+                    for name, sub in sorted(topic.subscriptions.items())},
+        "schemaLedgers": [],
+        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
+                            "underReplicated": False},
+    }

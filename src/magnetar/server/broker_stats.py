@@ -1,0 +1,121 @@
+"""Latency and expiry figures the broker records for stats and ``/metrics``.
+
+Publish latency is measured as Pulsar measures ``recordAddLatency``: from the append of
+an entry to the moment storage reports it durable (the send receipt goes out then).
+The group committer reports how long each ledger's fsync took from its worker thread,
+so everything fed from there is guarded by a lock. Everything else runs on the event
+loop thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from magnetar.core.positions import Position
+from magnetar.core.stats import RateCounter
+
+#: Pulsar's ``ENTRY_LATENCY_BUCKETS_USEC`` boundaries, in milliseconds, as its
+#: ``pulsar_storage_write_latency_le_*`` series name them.
+LATENCY_BOUNDS_MS: tuple[float, ...] = (0.5, 1, 5, 10, 20, 50, 100, 200, 1000)
+#: Label suffixes of those buckets, the last one for everything above 1 s.
+LATENCY_BUCKET_NAMES: tuple[str, ...] = (
+    "0_5", "1", "5", "10", "20", "50", "100", "200", "1000", "overflow")
+#: How many recent publish latencies quantiles are computed over.
+QUANTILE_SAMPLES_MAX = 8192
+QUANTILES: tuple[float, ...] = (0.0, 0.5, 0.95, 0.99, 0.999, 0.9999, 1.0)
+
+
+@dataclass
+class LatencyBuckets:
+    """Cumulative counts per Pulsar latency bucket, plus count and sum (ms)."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKET_NAMES))
+    count: int = 0
+    sum_ms: float = 0.0
+
+    def observe(self, latency_ms: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BOUNDS_MS, latency_ms)] += 1
+        self.count += 1
+        self.sum_ms += latency_ms
+
+
+class LatencyQuantiles:
+    """Quantiles over the most recent samples, with a running count and sum (seconds)."""
+
+    def __init__(self, samples_max: int = QUANTILE_SAMPLES_MAX) -> None:
+        self._samples: deque[float] = deque(maxlen=samples_max)
+        self.count = 0
+        self.sum_s = 0.0
+
+    def observe(self, latency_s: float) -> None:
+        self._samples.append(latency_s)
+        self.count += 1
+        self.sum_s += latency_s
+
+    def quantiles(self) -> list[tuple[float, float]]:
+        ordered = sorted(self._samples)
+        if not ordered:
+            return [(q, float("nan")) for q in QUANTILES]
+        last = len(ordered) - 1
+        return [(q, ordered[min(last, round(q * last))]) for q in QUANTILES]
+
+
+@dataclass
+class ExpiryStats:
+    """``msgRateExpired`` / ``totalMsgExpired`` / ``lastExpireTimestamp`` of a subscription."""
+
+    expired: RateCounter = field(default_factory=RateCounter)
+    last_expire_ms: int = 0
+
+
+class BrokerStatsRecorder:
+    def __init__(self) -> None:
+        self._appended: dict[str, deque[tuple[Position, float]]] = {}
+        self.write_latency: dict[str, LatencyBuckets] = {}
+        self.publish_latency = LatencyQuantiles()
+        self._lock = threading.Lock()
+        self._ledger_write_latency: dict[str, LatencyBuckets] = {}
+        self.expiry: dict[tuple[str, str], ExpiryStats] = {}
+
+    # -- publish latency (event loop) ---------------------------------------------
+    def appended(self, topic: str, pos: Position) -> None:
+        self._appended.setdefault(topic, deque()).append((pos, time.perf_counter()))
+
+    def persisted(self, topic: str, upto: Position) -> None:
+        pending = self._appended.get(topic)
+        if not pending:
+            return
+        now = time.perf_counter()
+        buckets = self.write_latency.setdefault(topic, LatencyBuckets())
+        while pending and pending[0][0] <= upto:
+            latency_s = now - pending.popleft()[1]
+            buckets.observe(latency_s * 1000)
+            self.publish_latency.observe(latency_s)
+
+    # -- fsync latency (group-commit worker thread) ---------------------------------
+    def ledger_synced(self, topic: str, seconds: float) -> None:
+        with self._lock:
+            self._ledger_write_latency.setdefault(topic, LatencyBuckets()).observe(seconds * 1000)
+
+    def ledger_write_latency(self) -> dict[str, LatencyBuckets]:
+        with self._lock:
+            return {name: LatencyBuckets(list(b.counts), b.count, b.sum_ms)
+                    for name, b in self._ledger_write_latency.items()}
+
+    # -- expiry ------------------------------------------------------------------------
+    def expired(self, topic: str, subscription: str, messages: int, now_ms: int) -> None:
+        stats = self.expiry.setdefault((topic, subscription), ExpiryStats())
+        stats.expired.add(now_ms, messages)
+        stats.last_expire_ms = now_ms
+
+    def forget_topic(self, topic: str) -> None:
+        self._appended.pop(topic, None)
+        self.write_latency.pop(topic, None)
+        with self._lock:
+            self._ledger_write_latency.pop(topic, None)
+        for key in [k for k in self.expiry if k[0] == topic]:
+            del self.expiry[key]

@@ -1,0 +1,19 @@
+"""Deterministic simulation of Key_Shared: the real core driven through random schedules.
+
+In the manner of TigerBeetle's VOPR: one seed derives every option (mode, selector,
+broker limits, traffic shape, fault weights) and the whole schedule; a run prints its
+seed first; a safety phase runs with faults on and checks invariants after every step,
+then a liveness phase turns faults off and requires everything to drain. Checkers
+(``checkers``) judge only what clients see; ``world`` holds the system under test.
+
+    python -m magnetar.testing.sim --seed 42            # one schedule
+    python -m magnetar.testing.sim --seed 1 --schedules 10000 --jobs 2
+    python -m magnetar.testing.sim --seed 42 --schedule failing.txt   # replay a printed schedule
+"""
+
+from magnetar.testing.sim.actions import Action, parse_schedule
+from magnetar.testing.sim.checkers import ContractChecker, Violation
+from magnetar.testing.sim.options import SimOptions
+from magnetar.testing.sim.runner import RunResult, run
+
+__all__ = ["Action", "ContractChecker", "RunResult", "SimOptions", "Violation", "parse_schedule", "run"]

@@ -1,0 +1,71 @@
+"""Command line: run schedules by seed, print failures as replayable schedules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from magnetar.testing.sim.actions import parse_schedule
+from magnetar.testing.sim.runner import RunResult, run
+
+
+def _run_one(args: tuple[int, int | None]) -> RunResult:
+    seed, steps = args
+    return run(seed, steps)
+
+
+def _results(first: int, count: int, steps: int | None, jobs: int) -> Iterator[RunResult]:
+    work = [(seed, steps) for seed in range(first, first + count)]
+    if jobs <= 1:
+        yield from map(_run_one, work)
+        return
+    with ProcessPoolExecutor(jobs) as pool:
+        yield from pool.map(_run_one, work, chunksize=64)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m magnetar.testing.sim", description=__doc__)
+    parser.add_argument("--seed", type=int, default=None, help="first seed (random when omitted)")
+    parser.add_argument("--schedules", type=int, default=1, help="how many seeds, from --seed on")
+    parser.add_argument("--steps", type=int, default=None, help="safety steps per schedule (default: from seed)")
+    parser.add_argument("--schedule", type=Path, default=None, help="replay a printed schedule under --seed")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--verbose", action="store_true", help="print every schedule, not only failures")
+    args = parser.parse_args(argv)
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
+    print(f"seed {seed}", flush=True)
+    if args.schedule is not None:
+        result = run(seed, schedule=parse_schedule(args.schedule.read_text()))
+        _report(result, verbose=True)
+        return 0 if result.ok else 1
+    started = time.monotonic()
+    failures = 0
+    deliveries = 0
+    for result in _results(seed, args.schedules, args.steps, args.jobs):
+        deliveries += result.deliveries
+        if not result.ok:
+            failures += 1
+        if not result.ok or args.verbose:
+            _report(result, verbose=True)
+    summary = {"first_seed": seed, "schedules": args.schedules, "violations": failures,
+               "deliveries": deliveries, "seconds": round(time.monotonic() - started, 1)}
+    print(json.dumps(summary), flush=True)
+    return 0 if failures == 0 else 1
+
+
+def _report(result: RunResult, verbose: bool) -> None:
+    status = "ok" if result.ok else f"VIOLATION at step {result.failed_step}: {result.violation}"
+    print(f"seed {result.options.seed}: {status} ({result.published} published, {result.deliveries} deliveries)")
+    if verbose:
+        print(result.schedule_text())
+        print(f"# replay: python -m magnetar.testing.sim --seed {result.options.seed}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

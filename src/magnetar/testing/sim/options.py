@@ -1,0 +1,113 @@
+"""Everything a schedule varies, derived from one seed (as TigerBeetle's VOPR does).
+
+The seed picks the subscription's mode and broker settings, the shape of the traffic
+(how many keys, how skewed, how often batched) and the weight of every kind of step.
+Printing the options with the seed tells a reader what kind of world failed.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+AUTO_SPLIT_CONSISTENT = "consistent-hashing"
+AUTO_SPLIT_RANGES = "auto-split"
+STICKY = "sticky"
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    seed: int
+    selector: str
+    classic: bool
+    allow_out_of_order: bool
+    #: broker settings
+    unblocking_interval_ms: int
+    look_ahead_per_consumer: int
+    look_ahead_per_subscription: int
+    max_unacked_per_consumer: int
+    max_unacked_per_subscription: int
+    replica_points: int
+    entries_per_ledger: int
+    #: traffic
+    keys: int
+    key_skew: float
+    batch_probability: float
+    ordering_key_probability: float
+    keyless_probability: float
+    #: consumers
+    max_consumers: int
+    queue_sizes: tuple[int, ...]
+    sticky_slots: tuple[tuple[int, int], ...]
+    #: schedule
+    steps: int
+    weights: tuple[tuple[str, float], ...]
+
+    @classmethod
+    def from_seed(cls, seed: int, steps: int | None = None) -> SimOptions:
+        rng = random.Random(seed)
+        roll = rng.random()
+        selector = AUTO_SPLIT_CONSISTENT if roll < 0.45 else AUTO_SPLIT_RANGES if roll < 0.85 else STICKY
+        classic = rng.random() < 0.25
+        allow_out_of_order = rng.random() < 0.05
+        steps_total = steps if steps is not None else rng.choice((60, 120, 200, 300))
+        return cls(
+            seed=seed,
+            selector=selector,
+            classic=classic,
+            allow_out_of_order=allow_out_of_order,
+            unblocking_interval_ms=rng.choice((0, 1, 10, 50)),
+            look_ahead_per_consumer=rng.choice((1, 3, 10, 2000)),
+            look_ahead_per_subscription=rng.choice((2, 8, 50, 20000)),
+            max_unacked_per_consumer=rng.choice((0, 0, 3, 10, 50000)),
+            max_unacked_per_subscription=rng.choice((0, 0, 8, 200000)),
+            replica_points=rng.choice((1, 3, 20, 100)),
+            entries_per_ledger=rng.choice((3, 10, 50000)),
+            keys=rng.choice((1, 3, 10, 40, 200)),
+            key_skew=rng.choice((0.0, 0.8, 1.5)),
+            batch_probability=rng.choice((0.0, 0.0, 0.2, 0.6)),
+            ordering_key_probability=rng.choice((0.0, 0.2)),
+            keyless_probability=rng.choice((0.0, 0.05, 0.3)),
+            max_consumers=rng.choice((1, 2, 3, 4, 6)),
+            queue_sizes=tuple(sorted(rng.sample((1, 2, 3, 5, 10, 100, 1000), k=rng.randint(1, 3)))),
+            sticky_slots=_sticky_slots(rng),
+            steps=steps_total,
+            weights=_weights(rng),
+        )
+
+    def describe(self) -> str:
+        fields = asdict(self)
+        fields.pop("weights")
+        fields.pop("sticky_slots")
+        return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def _sticky_slots(rng: random.Random) -> tuple[tuple[int, int], ...]:
+    """The hash space cut into a few slots; STICKY consumers claim whole slots."""
+    cuts = sorted(rng.sample(range(2, 65535), k=rng.randint(1, 5)))
+    starts = [1, *cuts]
+    ends = [c - 1 for c in cuts] + [65535]
+    return tuple(zip(starts, ends, strict=True))
+
+
+def _weights(rng: random.Random) -> tuple[tuple[str, float], ...]:
+    """How often each kind of step is picked; some worlds have many more faults than others."""
+    churn = rng.choice((0.2, 1.0, 3.0))
+    nacks = rng.choice((0.0, 0.5, 2.0))
+    return (
+        ("publish", rng.choice((4.0, 8.0, 15.0))),
+        ("persist", rng.choice((2.0, 6.0))),
+        ("join", 1.5 * churn),
+        ("join-bad", 0.2),
+        ("leave", 0.5 * churn),
+        ("crash", 0.5 * churn),
+        ("reconnect", 0.4 * churn),
+        ("receive", 8.0),
+        ("ack", rng.choice((3.0, 8.0))),
+        ("ack-part", 0.5),
+        ("nack", nacks),
+        ("nack-all", nacks / 4),
+        ("flow", 0.3),
+        ("behave", rng.choice((0.3, 1.0))),
+        ("tick", 2.0),
+    )

@@ -1,0 +1,181 @@
+"""One simulated run: a safety phase, then a liveness phase.
+
+Safety: the seed's schedule runs with every fault on (crashes, stalls, nacks, ack
+holes, joins that must be refused); after every step the checkers' verdicts stand and
+the broker's view of what is outstanding must equal the clients'. Liveness: faults
+stop, every application receives and acknowledges everything, missing STICKY ranges
+are claimed, timers fire; the backlog must drain to zero.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.testing.sim.actions import Action, act, format_ranges
+from magnetar.testing.sim.checkers import (
+    CLASSIC_CONTRACT,
+    OUT_OF_ORDER_CONTRACT,
+    PIP_379_CONTRACT,
+    Contract,
+    ContractChecker,
+    Violation,
+)
+from magnetar.testing.sim.generator import ScheduleGenerator, free_slots
+from magnetar.testing.sim.options import STICKY, SimOptions
+from magnetar.testing.sim.world import World
+
+LIVENESS_ROUNDS_MAX = 2_000
+
+
+@dataclass
+class RunResult:
+    options: SimOptions
+    steps: list[Action] = field(default_factory=list)
+    #: index in ``steps`` where the liveness phase starts
+    liveness_from: int = 0
+    violation: str | None = None
+    failed_step: int | None = None
+    published: int = 0
+    deliveries: int = 0
+    refused: int = 0
+    trace_digest: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.violation is None
+
+    def schedule_text(self) -> str:
+        lines = [f"# seed {self.options.seed}: {self.options.describe()}"]
+        for i, step in enumerate(self.steps):
+            if i == self.liveness_from:
+                lines.append("# liveness: faults off, everyone receives and acknowledges")
+            marker = "   # <- violation" if i == self.failed_step else ""
+            lines.append(f"{step}{marker}")
+        return "\n".join(lines)
+
+
+def contract_of(options: SimOptions) -> Contract:
+    if options.allow_out_of_order:
+        return OUT_OF_ORDER_CONTRACT
+    return CLASSIC_CONTRACT if options.classic else PIP_379_CONTRACT
+
+
+def run(seed: int, steps: int | None = None, schedule: list[Action] | None = None) -> RunResult:
+    """Run the seed's schedule (or ``schedule``, under the seed's options) and both phases."""
+    options = SimOptions.from_seed(seed, steps)
+    result = RunResult(options)
+    world = World(options, ContractChecker(contract_of(options)))
+    trace = hashlib.sha256()
+    try:
+        _safety(world, result, schedule, trace)
+        result.liveness_from = len(result.steps)
+        _liveness(world, result, trace)
+    except Violation as exc:
+        result.violation = str(exc)
+        result.failed_step = len(result.steps) - 1
+    except Exception as exc:  # the system under test raised: report it like a violation
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        result.violation = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
+        result.failed_step = len(result.steps) - 1
+    result.trace_digest = trace.hexdigest()
+    result.published = world.published_total
+    result.deliveries = world.checker.deliveries
+    result.refused = world.refused
+    return result
+
+
+def _step(world: World, result: RunResult, action: Action, trace: Any) -> None:
+    result.steps.append(action)
+    if not world.apply(action):
+        result.steps.pop()
+        return
+    trace.update(f"{action}|{world.checker.deliveries}|{world.now_ms}\n".encode())
+    check_agreement(world)
+
+
+def _safety(world: World, result: RunResult, schedule: list[Action] | None, trace: Any) -> None:
+    if schedule is not None:
+        for action in schedule:
+            _step(world, result, action, trace)
+        return
+    generator = ScheduleGenerator(world.options)
+    for _ in range(world.options.steps):
+        action = generator.next_action(world)
+        if action is not None:
+            _step(world, result, action, trace)
+
+
+def _liveness(world: World, result: RunResult, trace: Any) -> None:
+    for client in world.connected():
+        if client.behavior != "normal":
+            _step(world, result, act("behave", client.name, "normal"), trace)
+    _ensure_consumers(world, result, trace)
+    _step(world, result, act("persist"), trace)
+    for _ in range(LIVENESS_ROUNDS_MAX):
+        before = (world.checker.deliveries, len(world.checker.unacked()))
+        for client in world.connected():
+            if client.inbox:
+                _step(world, result, act("receive", client.name, len(client.inbox)), trace)
+            if client.received:
+                _step(world, result, act("ack", client.name, ",".join(map(str, range(len(client.received))))), trace)
+        deadline = world.next_deadline_ms()
+        if deadline is not None:
+            _step(world, result, act("tick", max(1, deadline - world.now_ms)), trace)
+            continue
+        if (world.checker.deliveries, len(world.checker.unacked())) == before:
+            break
+    world.checker.check_drained()
+    check_drained_system(world)
+
+
+def _ensure_consumers(world: World, result: RunResult, trace: Any) -> None:
+    queue = max(world.options.queue_sizes)
+    if world.options.selector == STICKY:
+        for i, slot in enumerate(free_slots(world)):
+            _step(world, result, act("join", f"live{i}", queue, format_ranges([slot])), trace)
+    elif not world.connected():
+        _step(world, result, act("join", "live0", queue), trace)
+
+
+def check_agreement(world: World) -> None:
+    """After every step: the broker and the clients agree on what is outstanding where,
+    and each draining hash counts exactly its consumer's pending entries of that hash."""
+    for client in world.connected():
+        assert client.core is not None
+        broker = set(client.core.pending)
+        clients = world.checker.outstanding.get(client.name, set())
+        if broker != clients:
+            only_broker = sorted(broker - clients)[:5]
+            only_client = sorted(clients - broker)[:5]
+            raise Violation(f"{client.name}: broker thinks {only_broker} pending, client holds {only_client}")
+    tracker = getattr(world.dispatcher, "tracker", None)
+    if tracker is None or not len(tracker):
+        return
+    for client in world.connected():
+        core = client.core
+        counts: dict[int, int] = {}
+        for entry in core.pending.values():  # type: ignore[union-attr]
+            counts[entry.sticky_hash] = counts.get(entry.sticky_hash, 0) + 1
+        for draining in tracker.draining_hashes_of(core):
+            if draining.unack_msgs != counts.get(draining.hash, 0):
+                raise Violation(f"hash {draining.hash} draining at {client.name} counts {draining.unack_msgs} "
+                                f"pending entries; {counts.get(draining.hash, 0)} are pending there")
+
+
+def check_drained_system(world: World) -> None:
+    sub = world.sub
+    if sub is None:
+        return
+    backlog = sub.backlog()
+    if backlog:
+        raise Violation(f"stuck: the subscription's backlog is {backlog} after everything was acknowledged")
+    dispatcher = world.dispatcher
+    replay = getattr(dispatcher, "replay", ())
+    if len(replay):
+        raise Violation(f"stuck: {len(replay)} entries left in the replay queue")
+    tracker = getattr(dispatcher, "tracker", None)
+    if tracker is not None and len(tracker):
+        raise Violation(f"stuck: {len(tracker)} hashes still draining with nothing pending")

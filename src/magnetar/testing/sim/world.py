@@ -1,0 +1,408 @@
+"""The simulated world: the real core (Topic, Subscription, Key_Shared dispatcher,
+in-memory ledger) and a model of the clients around it.
+
+Each simulated consumer is what the official client does, reduced to its effect on the
+broker: a receiver queue filled by the broker, an application that takes entries from
+it and hands permits back as it goes (half a queue at a time), acknowledges, nacks or
+asks for everything again. ``apply`` executes one schedule step; every delivery and
+every acknowledgement is reported to the checker as it happens.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.config import BrokerConfig
+from magnetar.core.consumer import Consumer
+from magnetar.core.dispatchers.base import Dispatcher
+from magnetar.core.errors import BrokerError
+from magnetar.core.names import TopicName
+from magnetar.core.positions import Position
+from magnetar.core.producer import Producer
+from magnetar.core.subscription import Subscription, default_dispatcher
+from magnetar.core.topic import Topic
+from magnetar.storage.interfaces import LedgerConfig
+from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.sim.actions import Action, parse_indexes, parse_ranges
+from magnetar.testing.sim.checkers import ContractChecker, Violation
+from magnetar.testing.sim.options import STICKY, SimOptions
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.frames import make_entry
+
+SUBSCRIPTION = "sub"
+KEY_SHARED_AUTO_SPLIT, KEY_SHARED_STICKY = 0, 1
+
+
+@dataclass(slots=True)
+class Delivery:
+    pos: Position
+    messages: int
+    ack_set: list[int] | None
+    redelivery_count: int
+
+
+@dataclass(eq=False)
+class SimClient:
+    """One consumer as its application sees it."""
+
+    name: str
+    queue_size: int
+    ranges: list[tuple[int, int]] | None
+    core: Consumer | None = None
+    inbox: deque[Delivery] = field(default_factory=deque)
+    #: received and not yet acknowledged or sent back, in the order received
+    received: list[Delivery] = field(default_factory=list)
+    #: messages taken from the queue since the last FLOW
+    consumed: int = 0
+    behavior: str = "normal"
+
+    def sink_send(self, world: World, pos: Position, entry: bytes, redelivery_count: int,
+                  ack_set: list[int] | None) -> None:
+        messages = world.published_messages(pos, ack_set)
+        world.checker.delivered(self.name, pos, messages)
+        if world.entries.get(pos) != entry:
+            raise Violation(f"{pos} sent to {self.name} with bytes other than those published")
+        self.inbox.append(Delivery(pos, messages, ack_set, redelivery_count))
+
+
+class _Sink:
+    def __init__(self, world: World, client: SimClient) -> None:
+        self.world = world
+        self.client = client
+
+    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
+                     redelivery_count: int, ack_set: list[int] | None) -> None:
+        self.client.sink_send(self.world, pos, entry, redelivery_count, ack_set)
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        pass
+
+    def close_consumer(self, consumer_id: int) -> None:
+        raise Violation(f"the broker closed {self.client.name} unasked")
+
+
+class _ProducerSink:
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
+        pass
+
+    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
+        raise Violation(f"publish {sequence_id} failed: {message}")
+
+    def close_producer(self, producer_id: int) -> None:
+        pass
+
+    def producer_ready(self, producer: Producer) -> None:
+        pass
+
+
+def broker_config(options: SimOptions) -> BrokerConfig:
+    return BrokerConfig(
+        subscriptionKeySharedUseConsistentHashing=options.selector != "auto-split",
+        subscriptionKeySharedConsistentHashingReplicaPoints=options.replica_points,
+        subscriptionKeySharedUseClassicPersistentImplementation=options.classic,
+        keySharedUnblockingIntervalMs=options.unblocking_interval_ms,
+        keySharedLookAheadMsgInReplayThresholdPerConsumer=options.look_ahead_per_consumer,
+        keySharedLookAheadMsgInReplayThresholdPerSubscription=options.look_ahead_per_subscription,
+        maxUnackedMessagesPerConsumer=options.max_unacked_per_consumer,
+        maxUnackedMessagesPerSubscription=options.max_unacked_per_subscription,
+    )
+
+
+def timer_driven_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
+    """The default dispatcher, told that someone calls ``on_timer`` when ``next_deadline_ms`` comes."""
+    dispatcher = default_dispatcher(sub, sub_type)
+    if hasattr(dispatcher, "timer_driven"):
+        dispatcher.timer_driven = True
+    return dispatcher
+
+
+class World:
+    def __init__(self, options: SimOptions, checker: ContractChecker) -> None:
+        self.options = options
+        self.checker = checker
+        self.now_ms = 1_000
+        self.config = broker_config(options)
+        self.ledger = MemoryLedger("sim", config=LedgerConfig(max_entries_per_ledger=options.entries_per_ledger),
+                                   clock_ms=lambda: self.now_ms)
+        self.topic = Topic(TopicName.parse("persistent://public/default/sim"), self.ledger, self.config,
+                           dispatcher_factory=timer_driven_dispatcher)
+        self.producer = Producer(1, "p", _ProducerSink())
+        self.topic.add_producer(self.producer)
+        self.sequence_id = 0
+        self.entries: dict[Position, bytes] = {}
+        self.messages: dict[Position, int] = {}
+        self.clients: dict[str, SimClient] = {}
+        self.next_consumer_id = 1
+        self.refused = 0
+        self.published_total = 0
+
+    # -- views ------------------------------------------------------------------
+    @property
+    def sub(self) -> Subscription | None:
+        return self.topic.subscriptions.get(SUBSCRIPTION)
+
+    @property
+    def dispatcher(self) -> Any:
+        sub = self.sub
+        return sub.dispatcher if sub is not None else None
+
+    def published_messages(self, pos: Position, ack_set: list[int] | None) -> int:
+        total = self.messages[pos]
+        if not ack_set:
+            return total
+        return sum(1 for i in range(total) if ack_set[i // 64] >> (i % 64) & 1)
+
+    def connected(self) -> list[SimClient]:
+        return [c for c in self.clients.values() if c.core is not None]
+
+    # -- steps ------------------------------------------------------------------
+    def apply(self, action: Action) -> bool:
+        """Run one step; False if it did not apply (a trimmed schedule may name what is gone)."""
+        handler = getattr(self, "_" + action.verb.replace("-", "_"))
+        applied = bool(handler(*action.args))
+        self._fire_timers()
+        return applied
+
+    def _client(self, name: str) -> SimClient | None:
+        client = self.clients.get(name)
+        return client if client is not None and client.core is not None else None
+
+    def _publish(self, key: str, count: str) -> bool:
+        n = int(count)
+        self.sequence_id += 1
+        metadata = pb.MessageMetadata(producer_name="p", sequence_id=self.sequence_id, publish_time=self.now_ms)
+        if key == "-":
+            checker_key = f"p-{self.sequence_id}"
+        elif key.endswith("@o"):
+            checker_key = key[:-2]
+            metadata.ordering_key = checker_key.encode()
+            metadata.partition_key = f"other-{self.sequence_id % 7}"
+        else:
+            checker_key = key
+            metadata.partition_key = key
+        if n > 1:
+            metadata.num_messages_in_batch = n
+        entry = make_entry(metadata, b"x" * 8)
+        pos = self.topic.publish(self.producer, self.sequence_id, self.sequence_id, n, entry, self.now_ms)
+        self.entries[pos] = entry
+        self.messages[pos] = n
+        self.published_total += 1
+        self.checker.published(pos, checker_key, n)
+        return True
+
+    def _persist(self) -> bool:
+        upto = self.ledger.sync()
+        if upto is not None:
+            self.topic.on_persisted(upto, self.now_ms)
+        return True
+
+    def _join(self, name: str, queue: str, ranges: str | None = None) -> bool:
+        old = self.clients.get(name)
+        if old is not None and old.core is not None:
+            return False
+        client = SimClient(name, int(queue), parse_ranges(ranges) if ranges else None)
+        core = self._new_consumer(client, self._meta(client.ranges))
+        self.checker.consumer_joined(name)
+        self.clients[name] = client
+        client.core = core
+        self.topic.subscribe(SUBSCRIPTION, core, self.now_ms, initial_earliest=True)
+        self._flow(name, str(client.queue_size))
+        return True
+
+    def _new_consumer(self, client: SimClient, meta: pb.KeySharedMeta) -> Consumer:
+        core = Consumer(self.next_consumer_id, client.name, _Sink(self, client), sub_type="Key_Shared",
+                        key_shared_meta=meta)
+        self.next_consumer_id += 1
+        return core
+
+    def _meta(self, ranges: list[tuple[int, int]] | None, mode: int | None = None,
+              out_of_order: bool | None = None) -> pb.KeySharedMeta:
+        sticky = ranges is not None
+        meta = pb.KeySharedMeta(
+            keySharedMode=mode if mode is not None else KEY_SHARED_STICKY if sticky else KEY_SHARED_AUTO_SPLIT,
+            allowOutOfOrderDelivery=self.options.allow_out_of_order if out_of_order is None else out_of_order)
+        for start, end in ranges or ():
+            meta.hashRanges.add(start=start, end=end)
+        return meta
+
+    def _join_bad(self, name: str, queue: str, kind: str, ranges: str | None = None) -> bool:
+        """A subscribe that must be refused and must change nothing."""
+        if name in self.clients and self.clients[name].core is not None:
+            return False
+        sticky = self.options.selector == STICKY
+        if kind in ("mode", "ooo") and not self.connected():
+            return False
+        if kind == "mode":
+            meta = self._meta(None if sticky else [(1, 10)], mode=KEY_SHARED_AUTO_SPLIT if sticky else KEY_SHARED_STICKY)
+        elif kind == "ooo":
+            meta = self._meta(parse_ranges(ranges) if ranges else None, out_of_order=not self.options.allow_out_of_order)
+        else:
+            meta = self._meta(parse_ranges(ranges) if ranges else [])
+        core = self._new_consumer(SimClient(name, int(queue), None), meta)
+        before = self._state_fingerprint()
+        try:
+            self.topic.subscribe(SUBSCRIPTION, core, self.now_ms, initial_earliest=True)
+        except BrokerError:
+            self.refused += 1
+        else:
+            raise Violation(f"subscribe {name} ({kind}) should have been refused")
+        if self._state_fingerprint() != before:
+            raise Violation(f"the refused subscribe of {name} ({kind}) changed the subscription")
+        return True
+
+    def _state_fingerprint(self) -> tuple[Any, ...]:
+        sub = self.sub
+        consumers = tuple(id(c) for c in sub.consumers) if sub is not None else ()
+        return consumers, self.checker.deliveries
+
+    def _close(self, client: SimClient) -> None:
+        core = client.core
+        assert core is not None and self.sub is not None
+        client.core = None
+        self.checker.consumer_left(client.name)
+        client.inbox.clear()
+        client.received.clear()
+        client.consumed = 0
+        self.topic.remove_consumer(self.sub, core, self.now_ms)
+
+    def _leave(self, name: str) -> bool:
+        client = self._client(name)
+        if client is None:
+            return False
+        self._receive(name, str(len(client.inbox)))
+        self._ack(name, ",".join(str(i) for i in range(len(client.received))))
+        self._close(client)
+        return True
+
+    def _crash(self, name: str) -> bool:
+        client = self._client(name)
+        if client is None:
+            return False
+        self._close(client)
+        return True
+
+    def _reconnect(self, name: str) -> bool:
+        client = self._client(name)
+        if client is None:
+            return False
+        self._close(client)
+        ranges = ",".join(f"{a}:{b}" for a, b in client.ranges) if client.ranges else None
+        return self._join(name, str(client.queue_size), ranges)
+
+    def _receive(self, name: str, count: str) -> bool:
+        client = self._client(name)
+        if client is None or client.core is None:
+            return False
+        for _ in range(min(int(count), len(client.inbox))):
+            delivery = client.inbox.popleft()
+            client.received.append(delivery)
+            client.consumed += delivery.messages
+        threshold = max(1, client.queue_size // 2)
+        if client.consumed >= threshold:
+            permits, client.consumed = client.consumed, 0
+            self._flow(name, str(permits))
+        return True
+
+    def _picked(self, client: SimClient, indexes: str) -> list[Delivery]:
+        return [client.received[i] for i in sorted(set(parse_indexes(indexes))) if i < len(client.received)]
+
+    def _ack(self, name: str, indexes: str = "") -> bool:
+        client = self._client(name)
+        if client is None or self.sub is None:
+            return False
+        picked = self._picked(client, indexes)
+        if not picked:
+            return False
+        for d in picked:
+            client.received.remove(d)
+            self.checker.acked(name, d.pos)
+        assert client.core is not None
+        self.sub.acknowledge(client.core, False, [(d.pos, None) for d in picked], self.now_ms)
+        return True
+
+    def _ack_part(self, name: str, index: str, batch_index: str) -> bool:
+        client = self._client(name)
+        if client is None or self.sub is None or int(index) >= len(client.received):
+            return False
+        d = client.received[int(index)]
+        total = self.messages[d.pos]
+        remaining = [i for i in range(total) if not d.ack_set or d.ack_set[i // 64] >> (i % 64) & 1]
+        bi = int(batch_index)
+        if total < 2 or bi not in remaining:
+            return False
+        left = [i for i in remaining if i != bi]
+        words = [0] * ((total + 63) // 64)
+        for i in left:
+            words[i // 64] |= 1 << (i % 64)
+        d.ack_set = words if left else None
+        self.checker.acked(name, d.pos, [bi])
+        if not left:
+            client.received.remove(d)
+        assert client.core is not None
+        self.sub.acknowledge(client.core, False, [(d.pos, words if left else None)], self.now_ms)
+        return True
+
+    def _nack(self, name: str, indexes: str) -> bool:
+        client = self._client(name)
+        if client is None or self.sub is None:
+            return False
+        picked = self._picked(client, indexes)
+        if not picked:
+            return False
+        for d in picked:
+            client.received.remove(d)
+            self.checker.sent_back(name, d.pos)
+        assert client.core is not None
+        self.sub.redeliver(client.core, [d.pos for d in picked], self.now_ms)
+        return True
+
+    def _nack_all(self, name: str) -> bool:
+        client = self._client(name)
+        if client is None or self.sub is None:
+            return False
+        dropped = sum(d.messages for d in client.inbox)
+        for d in [*client.received, *client.inbox]:
+            self.checker.sent_back(name, d.pos)
+        client.received.clear()
+        client.inbox.clear()
+        assert client.core is not None
+        self.sub.redeliver(client.core, None, self.now_ms)
+        if dropped:
+            self._flow(name, str(dropped))
+        return True
+
+    def _flow(self, name: str, count: str) -> bool:
+        client = self._client(name)
+        if client is None or self.sub is None or int(count) <= 0:
+            return False
+        self.checker.flow(name, int(count))
+        assert client.core is not None
+        self.sub.dispatcher.on_flow(client.core, int(count), self.now_ms)
+        return True
+
+    def _behave(self, name: str, behavior: str) -> bool:
+        client = self._client(name)
+        if client is None:
+            return False
+        client.behavior = behavior
+        return True
+
+    def _tick(self, ms: str) -> bool:
+        self.now_ms += int(ms)
+        return True
+
+    def _fire_timers(self) -> None:
+        dispatcher = self.dispatcher
+        deadline = getattr(dispatcher, "next_deadline_ms", None)
+        if deadline is None:
+            return
+        due = deadline()
+        if due is not None and due <= self.now_ms:
+            dispatcher.on_timer(self.now_ms)
+
+    def next_deadline_ms(self) -> int | None:
+        deadline = getattr(self.dispatcher, "next_deadline_ms", None)
+        return deadline() if deadline is not None else None
+

@@ -1,0 +1,82 @@
+"""Small helpers the end-to-end modules share: fresh names, receiving, polling."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pulsar
+
+V = TypeVar("V")
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+def quiet_logger() -> pulsar.ConsoleLogger:
+    """The C++ client logs every connection at INFO; warnings are what a failing test needs."""
+    return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
+
+
+def new_topic(prefix: str = "t", domain: str = "persistent") -> str:
+    return f"{domain}://public/default/{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def receive_n(consumer: pulsar.Consumer, n: int, timeout_ms: int = 5000) -> list[pulsar.Message]:
+    """Exactly ``n`` messages, each within the timeout."""
+    return [consumer.receive(timeout_millis=timeout_ms) for _ in range(n)]
+
+
+def drain(consumer: pulsar.Consumer, quiet_ms: int = 300) -> list[pulsar.Message]:
+    """Every message that arrives until the consumer stays quiet for ``quiet_ms``."""
+    got: list[pulsar.Message] = []
+    while True:
+        try:
+            got.append(consumer.receive(timeout_millis=quiet_ms))
+        except pulsar.Timeout:
+            return got
+
+
+def nothing_arrives(consumer: pulsar.Consumer, within_ms: int = 300) -> bool:
+    try:
+        consumer.receive(timeout_millis=within_ms)
+    except pulsar.Timeout:
+        return True
+    return False
+
+
+def wait_until(predicate: Callable[[], V], timeout_s: float = 10.0, what: str = "condition") -> V:
+    """Poll until ``predicate`` returns something truthy; fail after the timeout."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout_s}s")
+        time.sleep(0.02)
+
+
+def round_trip(service_url: str) -> None:
+    """A well-behaved official client produces and consumes on a fresh topic."""
+    client = pulsar.Client(service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        topic = new_topic("healthy")
+        consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+        producer = client.create_producer(topic)
+        sent = producer.send(b"still serving")
+        msg = consumer.receive(timeout_millis=5000)
+        assert msg.data() == b"still serving"
+        assert msg.message_id() == sent
+        consumer.acknowledge(msg)
+    finally:
+        client.close()
+
+
+def segment_files(data_dir: Path, topic: str) -> list[Path]:
+    """The segment files of a persistent topic, oldest first."""
+    from magnetar.storage.segment_ledger import topic_dir_name
+
+    directory = data_dir / "ledgers" / topic_dir_name(topic)
+    return sorted(directory.glob("*.seg")) if directory.is_dir() else []
