@@ -131,14 +131,18 @@ class DedupTopicMachine(RuleBasedStateMachine):
         del self.in_flight[:count]
 
     @precondition(lambda self: self.in_flight)
-    @rule()
-    def fail_oldest(self) -> None:
+    @rule(resend=st.booleans())
+    def fail_oldest(self, resend: bool) -> None:
         entry = self.in_flight.pop(0)
         self.dedup.on_write_failed(entry.producer)
+        if resend:  # the error makes the client reconnect and resend what has no receipt
+            self.reconnect_and_resend_unacked(entry.producer)
 
     @rule(elapsed_ms=st.integers(0, 2_000), stored=st.booleans())
     def snapshot(self, elapsed_ms: int, stored: bool) -> None:
         self.now_ms += elapsed_ms
+        # Everyone stays connected, so however long it has been, nobody is forgotten.
+        assert self.dedup.purge_inactive_producers(self.now_ms + 10**12, PRODUCERS) == []
         snapshot = self.dedup.maybe_snapshot(self.now_ms)
         if snapshot is None:
             return
@@ -148,11 +152,6 @@ class DedupTopicMachine(RuleBasedStateMachine):
             self.dedup.on_snapshot_stored(snapshot, self.now_ms)
         else:
             self.dedup.on_snapshot_failed(snapshot)
-
-    @rule()
-    def purge_with_everyone_connected(self) -> None:
-        self.now_ms += 10**9
-        assert self.dedup.purge_inactive_producers(self.now_ms, PRODUCERS) == []
 
     @rule(data=st.data())
     def crash_and_recover(self, data: st.DataObject) -> None:

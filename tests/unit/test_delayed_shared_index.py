@@ -133,6 +133,23 @@ def test_a_rewind_drops_queued_positions_the_subscription_will_read_again() -> N
     assert a.delivered == [Position(1, 0)]
 
 
+def test_a_queued_position_read_again_is_delivered_from_the_read() -> None:
+    index = bucket_index()
+    a, b = Sub("a"), Sub("b")
+    a.attach(index)
+    b.attach(index)
+    a.read_entry(Position(1, 0), 100, 0)
+    a.read_entry(Position(1, 1), 500, 0)
+    index.poll(10, 100)
+    # a rewinds and reads past 1:0 again before taking from its queue.
+    a.read = Position(1, 0)
+    a.read_entry(Position(1, 0), 100, 100)
+    a.read_entry(Position(1, 1), 500, 100)
+    assert a.delivered == [Position(1, 0)]
+    assert a.take(100) == []
+    assert a.take(500) == [Position(1, 1)]
+
+
 def test_the_index_forgets_what_every_subscription_acknowledged() -> None:
     index = bucket_index()
     a, b = Sub("a"), Sub("b")
@@ -152,22 +169,19 @@ def test_the_index_forgets_what_every_subscription_acknowledged() -> None:
     assert index.tracker.number_of_delayed_messages == 0
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    ops=st.lists(
-        st.one_of(
-            st.tuples(st.just("read"), st.integers(0, 2), st.integers(1, 4)),
-            st.tuples(st.just("publish"), st.integers(1, 4), st.integers(-20, 400)),
-            st.tuples(st.just("tick"), st.integers(1, 150)),
-            st.tuples(st.just("take"), st.integers(0, 2), st.integers(1, 5)),
-            st.tuples(st.just("rewind"), st.integers(0, 2)),
-            st.tuples(st.just("roll")),
-        ),
-        max_size=60,
-    ),
-    bucketed=st.booleans(),
+#: Operation weights out of 100.
+_OPCODES = ["publish"] * 25 + ["read"] * 25 + ["tick"] * 15 + ["take"] * 20 + ["rewind"] * 8 + ["roll"] * 7
+
+operations = st.lists(
+    st.builds(lambda code, a, b: (_OPCODES[code], a, b), st.integers(0, 99), st.integers(0, 4), st.integers(-20, 400)),
+    min_size=5,
+    max_size=80,
 )
-def test_every_subscription_gets_every_message_once(ops: list[tuple[object, ...]], bucketed: bool) -> None:
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=operations, bucketed=st.booleans())
+def test_every_subscription_gets_every_message_once(ops: list[tuple[str, int, int]], bucketed: bool) -> None:
     tracker: DelayedDeliveryTracker
     if bucketed:
         tracker = bucket_index().tracker
@@ -198,23 +212,22 @@ def test_every_subscription_gets_every_message_once(ops: list[tuple[object, ...]
                 sub.read_entry(position, at, now)
                 count -= 1
 
-    for op in ops:
-        if op[0] == "publish":
-            for _ in range(int(op[1])):  # type: ignore[call-overload]
-                log.append((Position(ledger, entry), now + int(op[2])))  # type: ignore[call-overload]
+    for op, a, b in ops:
+        sub = subs[a % len(subs)]
+        if op == "publish":
+            for _ in range(1 + a):
+                log.append((Position(ledger, entry), now + b))
                 entry += 1
-        elif op[0] == "roll":
+        elif op == "roll":
             ledger, entry = ledger + 1, 0
-        elif op[0] == "read":
-            read(subs[int(op[1])], int(op[2]))  # type: ignore[call-overload]
-        elif op[0] == "tick":
-            now += int(op[1])  # type: ignore[call-overload]
-        elif op[0] == "take":
-            sub = subs[int(op[1])]  # type: ignore[call-overload]
-            sub.take(now, int(op[2]))  # type: ignore[call-overload]
+        elif op == "read":
+            read(sub, 1 + b % 5)
+        elif op == "tick":
+            now += 1 + b % 150
+        elif op == "take":
+            sub.take(now, 1 + b % 5)
             acked(sub)
-        elif op[0] == "rewind":
-            sub = subs[int(op[1])]  # type: ignore[call-overload]
+        elif op == "rewind":
             # Unacknowledged deliveries come back after a rewind: forget them.
             sub.delivered = [p for p in sub.delivered if p <= sub.mark_delete]
             sub.read = Position(sub.mark_delete.ledger_id, sub.mark_delete.entry_id + 1)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.dispatchers.base import Dispatcher, EntrySource
+from magnetar.core.entry import with_earlier_chunks
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
 from magnetar.core.errors import ConsumerBusy, NotAllowed
@@ -110,6 +111,8 @@ class Subscription:
                 del self.redelivery_counts[p]
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None, now_ms: int) -> None:
+        if positions is not None:
+            positions = with_earlier_chunks(positions, consumer.pending, self.topic.read_entry)
         self.dispatcher.redeliver(consumer, positions, now_ms)
 
     # -- cursor moves ------------------------------------------------------

@@ -29,6 +29,10 @@ class PendingReceipt:
     producer: Producer
     sequence_id: int
     highest_sequence_id: int
+    #: set for a duplicate: the receipt carries this position (-1, -1) instead
+    duplicate_of: Position | None = None
+    #: the id deduplication judged the entry by (the batch's last message)
+    last_sequence_id: int = -1
 
 
 class Topic:
@@ -111,14 +115,24 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
     def publish(self, producer: Producer, sequence_id: int, highest_sequence_id: int,
-                num_messages: int, entry: bytes, now_ms: int) -> Position:
+                num_messages: int, entry: bytes, now_ms: int, last_sequence_id: int = -1) -> Position:
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
         pos = self.ledger.append(entry)
-        self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id))
+        self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id,
+                                                    last_sequence_id=last_sequence_id))
         producer.msg_in.add(now_ms, num_messages, len(entry))
         self.msg_in.add(now_ms, num_messages, len(entry))
         return pos
+
+    def answer_duplicate(self, producer: Producer, sequence_id: int, highest_sequence_id: int) -> None:
+        """A duplicate gets the receipt with ledger = entry = -1, in order after pending receipts."""
+        duplicate = Position(-1, -1)
+        if self.pending_receipts:
+            last = self.pending_receipts[-1].pos
+            self.pending_receipts.append(PendingReceipt(last, producer, sequence_id, highest_sequence_id, duplicate))
+        else:
+            producer.sink.send_receipt(producer.producer_id, sequence_id, highest_sequence_id, duplicate)
 
     def on_persisted(self, upto: Position, now_ms: int) -> None:
         """Storage made everything up to ``upto`` durable: receipts, then dispatch."""
@@ -127,8 +141,13 @@ class Topic:
         receipts = self.pending_receipts
         while receipts and receipts[0].pos <= upto:
             r = receipts.popleft()
+            if r.duplicate_of is not None:
+                if not r.producer.closed:
+                    r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id,
+                                                 r.duplicate_of)
+                continue
             if self.dedup is not None:
-                self.dedup.on_persisted(r.producer.producer_name, r.highest_sequence_id, r.pos, now_ms)
+                self.dedup.on_persisted(r.producer.producer_name, r.last_sequence_id, r.pos, now_ms)
             if not r.producer.closed:
                 r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id, r.pos)
         self.dispatch_all(now_ms)
@@ -203,6 +222,8 @@ class Topic:
     # -- retention -------------------------------------------------------------------
     def slowest_mark_delete(self) -> Position | None:
         marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        if self.dedup is not None:
+            marks.append(getattr(self, "dedup_snapshot_position", None) or BEFORE_START)
         return min(marks) if marks else None
 
     def trim_consumed_ledgers(self) -> list[int]:

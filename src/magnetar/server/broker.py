@@ -18,7 +18,9 @@ from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
 from magnetar.core.topic import Topic
 from magnetar.server.broker_stats import BrokerStatsRecorder
+from magnetar.server import deduplication
 from magnetar.server.clock import now_ms
+from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.schemas import SchemaVersion
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
@@ -161,12 +163,23 @@ class BrokerService:
         topic = Topic(name, ledger, self.config)
         topic.delayed = self.delayed_delivery_for(name)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
+            if cursor_name == DEDUP_CURSOR:
+                topic.dedup_snapshot_position = record.mark_delete  # type: ignore[attr-defined]
+                continue
             sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
                                             mark_delete=record.mark_delete, properties=record.properties)
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
             sub.persisted_version = 0  # type: ignore[attr-defined]
+        deduplication.refresh(self, topic, now_ms())
         return topic
+
+    def refresh_deduplication(self) -> None:
+        """Apply run-time policy changes and store due dedup snapshots."""
+        now = now_ms()
+        for topic in list(self.topics.values()):
+            deduplication.refresh(self, topic, now)
+        deduplication.store_snapshots(self, now)
 
     def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
         namespace = name.namespace_name
@@ -318,9 +331,20 @@ class BrokerOperations(BrokerService):
 
     def publish(self, topic: Topic, producer: object, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, send: object) -> None:
+        from magnetar.core.dedup.message_deduplication import DedupOutcome
         from magnetar.core.producer import Producer
         assert isinstance(producer, Producer)
-        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms())
+        now = now_ms()
+        outcome, last_id = deduplication.judge(topic, producer.producer_name, sequence_id, entry, now)
+        if outcome is DedupOutcome.DUP:
+            topic.answer_duplicate(producer, sequence_id, highest)
+            return
+        if outcome is not DedupOutcome.NOT_DUP:
+            from magnetar.core.errors import PersistenceError
+            raise PersistenceError(
+                f"Cannot determine whether message {sequence_id} of {producer.producer_name} is a duplicate "
+                f"({outcome.value}); retry")
+        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id)
         self.recorder.appended(topic.ledger.name, pos)
         if topic.name.persistent:
             self.append_done(topic)

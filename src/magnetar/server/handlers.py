@@ -231,7 +231,6 @@ def redeliver(conn: ServerConnection, frame: Frame) -> None:
         return
     consumer, sub = found
     positions = [Position(to_signed64(m.ledgerId), to_signed64(m.entryId)) for m in req.message_ids] or None
-    print("REDELIVER", positions, flush=True)
     sub.redeliver(consumer, positions, now_ms())
 
 

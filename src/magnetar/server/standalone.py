@@ -64,6 +64,7 @@ class Standalone:
             await asyncio.sleep(period)
             try:
                 self.broker.persist_cursors()
+                self.broker.refresh_deduplication()
             except Exception:
                 log.exception("persisting cursors failed")
 

@@ -13,7 +13,8 @@ and held it back). A subscription that has not read that far will read the messa
 find it due and no longer in the index, and deliver it directly; so each subscription gets
 each message once, also when subscriptions read at different speeds or rewind. The filter
 is applied again when a subscription takes from its queue, since its positions may have
-moved meanwhile.
+moved meanwhile, and a queued position the subscription reads again (its cursor rewound)
+leaves the queue and is delivered from that read.
 
 A view's ``add_message`` answers True (hold it) for any position in the index, due or not:
 the fan-out delivers it, and un-indexing it for one subscription would lose it for the
@@ -28,7 +29,7 @@ everything the index held only in memory.
 from __future__ import annotations
 
 import sys
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Callable
 
 from magnetar.core.delayed.tracker import DelayedDeliveryTracker
@@ -113,13 +114,14 @@ class SubscriptionDelayedDeliveryView:
         self.mark_delete_position = mark_delete_position
         self.read_position = read_position
         self._index = index
-        self._queue: deque[int] = deque()
+        # An ordered set: due positions in fan-out order, with membership for re-reads.
+        self._queue: OrderedDict[int, None] = OrderedDict()
         self._oldest_enqueued_at_ms: int | None = None
 
     def enqueue(self, packed_position: int, now_ms: int) -> None:
         if not self._queue:
             self._oldest_enqueued_at_ms = now_ms
-        self._queue.append(packed_position)
+        self._queue[packed_position] = None
 
     @property
     def pending(self) -> int:
@@ -129,6 +131,12 @@ class SubscriptionDelayedDeliveryView:
     # -- the tracker interface ----------------------------------------------------------
 
     def add_message(self, ledger_id: int, entry_id: int, deliver_at_ms: int, now_ms: int) -> bool:
+        packed = (ledger_id << _ENTRY_BITS) | entry_id
+        if packed in self._queue:
+            # Fanned out to us, and now read again (the cursor rewound): it is due, deliver it
+            # from this read rather than from the queue as well.
+            del self._queue[packed]
+            return False
         return self._index.add_message(ledger_id, entry_id, deliver_at_ms, now_ms)
 
     def has_message_available(self, now_ms: int) -> bool:
@@ -142,7 +150,7 @@ class SubscriptionDelayedDeliveryView:
         positions: list[Position] = []
         queue = self._queue
         while queue and len(positions) < max_messages:
-            packed = queue.popleft()
+            packed, _ = queue.popitem(last=False)
             position = Position(packed >> _ENTRY_BITS, packed & _ENTRY_MASK)
             if mark_delete < position < read:
                 positions.append(position)
@@ -166,8 +174,7 @@ class SubscriptionDelayedDeliveryView:
 
     @property
     def buffer_memory_bytes(self) -> int:
-        queue = self._queue
-        return sys.getsizeof(queue) + (len(queue) * sys.getsizeof(queue[0]) if queue else 0)
+        return sys.getsizeof(self._queue) + 32 * len(self._queue)
 
     def should_pause_all_deliveries(self, now_ms: int) -> bool:
         return False
