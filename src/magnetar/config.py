@@ -66,7 +66,7 @@ class BrokerConfig:
     delayedDeliveryMinIndexCountPerBucket: int = 50000
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
     delayedDeliveryMaxIndexesPerBucketSnapshotSegment: int = 5000
-    delayedDeliveryMaxNumBuckets: int = 50
+    delayedDeliveryMaxNumBuckets: int = -1
     delayedDeliverySharedIndexEnabled: bool = False
     # deduplication
     brokerDeduplicationEnabled: bool = False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import uuid
 import zlib
 from collections import Counter
 from collections.abc import Iterator
@@ -134,3 +136,16 @@ def test_batched_messages_on_a_partitioned_topic(client: pulsar.Client) -> None:
     producer.flush()
     got = receive_n(consumer, 200)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(200))
+
+
+def test_pattern_subscription_covers_every_partition(client: pulsar.Client) -> None:
+    tag = uuid.uuid4().hex[:8]
+    name = f"persistent://public/default/pattern-{tag}"
+    producer = client.create_producer(name)
+    ids = [producer.send(f"m{i}".encode()) for i in range(2 * PARTITIONS)]
+    assert {i.partition() for i in ids} == set(range(PARTITIONS))
+    consumer = client.subscribe(re.compile(f"persistent://public/default/pattern-{tag}.*"), "s",
+                                initial_position=EARLIEST)
+    got = receive_n(consumer, 2 * PARTITIONS)
+    assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(2 * PARTITIONS))
+    assert nothing_arrives(consumer)

@@ -37,6 +37,46 @@ def uses_buckets(config: BrokerConfig) -> bool:
     return config.delayedDeliveryTrackerFactoryClassName.endswith(BUCKET_FACTORY_SUFFIX)
 
 
+def bucket_factory(config: BrokerConfig, storage: Any) -> TrackerFactory:
+    """PIP-195 trackers whose snapshots go to ``storage``; they see the cursor's acks."""
+    from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
+
+    def make(sub: Subscription) -> Any:
+        cursor = sub.cursor
+        return BucketDelayedDeliveryTracker(
+            storage,
+            tick_time_ms=config.delayedDeliveryTickTimeMillis,
+            is_delayed_delivery_deliver_at_time_strict=config.isDelayedDeliveryDeliverAtTimeStrict,
+            min_index_count_per_bucket=config.delayedDeliveryMinIndexCountPerBucket,
+            max_time_step_per_bucket_snapshot_segment_ms=(
+                config.delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds * 1000),
+            max_indexes_per_bucket_snapshot_segment=config.delayedDeliveryMaxIndexesPerBucketSnapshotSegment,
+            max_num_buckets=config.delayedDeliveryMaxNumBuckets,
+            topic_name=str(sub.topic.name), cursor_name=sub.name,
+            is_acknowledged=lambda ledger, entry: cursor.is_acked(Position(ledger, entry)))
+    return make
+
+
+def sync_properties(sub: Subscription, tracker: Any) -> None:
+    """Bucket trackers keep their bucket list in the cursor's properties (persisted with it)."""
+    take = getattr(tracker, "take_property_changes", None)
+    if take is None:
+        return
+    changes = take()
+    for key, value in changes:
+        if value is None:
+            sub.cursor.properties.pop(key, None)
+        else:
+            sub.cursor.properties[key] = value
+    if changes:
+        sub.cursor.version += 1
+
+
+def has_bucket_properties(properties: dict[str, int | str]) -> bool:
+    from magnetar.core.delayed.bucket import is_bucket_key
+    return any(is_bucket_key(key) for key in properties)
+
+
 class DelayedDelivery:
     def __init__(self, config: BrokerConfig, factory: TrackerFactory | None = None,
                  enabled: Callable[[], bool] | None = None) -> None:
@@ -61,7 +101,17 @@ class DelayedDelivery:
             return False
         if tracker is None:
             tracker = sub.delayed_tracker = self.factory(sub)
-        return bool(tracker.add_message(pos.ledger_id, pos.entry_id, info.deliver_at_ms, now_ms))
+        held = bool(tracker.add_message(pos.ledger_id, pos.entry_id, info.deliver_at_ms, now_ms))
+        sync_properties(sub, tracker)
+        return held
+
+    def recover(self, sub: Subscription, now_ms: int) -> None:
+        """After a restart: rebuild the tracker from the bucket list in the cursor's properties."""
+        if not has_bucket_properties(sub.cursor.properties):
+            return
+        tracker = sub.delayed_tracker = self.factory(sub)
+        tracker.recover(dict(sub.cursor.properties), now_ms, sub.cursor.mark_delete)
+        sync_properties(sub, tracker)
 
 
 def take_due(sub: Subscription, now_ms: int, max_messages: int = 1000) -> list[Position]:
@@ -69,7 +119,9 @@ def take_due(sub: Subscription, now_ms: int, max_messages: int = 1000) -> list[P
     tracker = sub.delayed_tracker
     if tracker is None or not tracker.has_message_available(now_ms):
         return []
-    return [Position(*p) for p in tracker.get_scheduled_messages(max_messages, now_ms)]
+    due = [Position(*p) for p in tracker.get_scheduled_messages(max_messages, now_ms)]
+    sync_properties(sub, tracker)
+    return due
 
 
 def next_delivery_ms(sub: Subscription) -> int | None:

@@ -30,6 +30,9 @@ def default_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
     if sub_type in ("Exclusive", "Failover"):
         return SingleActiveConsumerDispatcher(sub, failover=sub_type == "Failover")
     if sub_type == "Key_Shared":
+        if sub.topic.config.subscriptionKeySharedUseClassicPersistentImplementation:
+            from magnetar.core.dispatchers.key_shared_classic import KeySharedClassicDispatcher
+            return KeySharedClassicDispatcher(sub)
         from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
         return KeySharedDispatcher(sub)
     return MultipleConsumersDispatcher(sub)

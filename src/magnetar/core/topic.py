@@ -151,6 +151,8 @@ class Topic:
             if not r.producer.closed:
                 r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id, r.pos)
         self.dispatch_all(now_ms)
+        if not self.name.persistent:
+            self._drop_what_was_not_taken(upto)
 
     def dispatch_all(self, now_ms: int) -> None:
         for sub in list(self.subscriptions.values()):
@@ -178,7 +180,20 @@ class Topic:
         self.subscriptions[name] = sub
         return sub
 
+    def _drop_what_was_not_taken(self, upto: Position) -> None:
+        """Non-persistent: an entry goes to the consumers connected and ready when it arrives.
+
+        What none of them could take is dropped, as Pulsar does, and entries are released
+        ledger by ledger (the ledger of a non-persistent topic is small and in memory), so
+        a slow or absent consumer never makes the broker hold messages.
+        """
+        for sub in self.subscriptions.values():
+            sub.dispatcher.seek(max(sub.dispatcher.last_read, upto))
+        self.ledger.trim_before(upto)
+
     def _initial_mark_delete(self, earliest: bool, start: Position | None) -> Position:
+        if not self.name.persistent:
+            return self.last_durable if self.last_durable is not None else BEFORE_START
         if start is not None:
             return self.position_before(start)
         if earliest:
@@ -196,7 +211,7 @@ class Topic:
 
     def remove_consumer(self, sub: Subscription, consumer: Consumer, now_ms: int) -> None:
         sub.remove_consumer(consumer, now_ms)
-        if not sub.durable and not sub.consumers:
+        if (not sub.durable or not self.name.persistent) and not sub.consumers:
             self.subscriptions.pop(sub.name, None)
 
     def unsubscribe(self, name: str, force: bool = False) -> Subscription:

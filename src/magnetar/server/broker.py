@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from magnetar.config import BrokerConfig
-from magnetar.core.delayed_delivery import DelayedDelivery
+from magnetar.core.delayed_delivery import DelayedDelivery, bucket_factory, uses_buckets
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
@@ -25,10 +25,15 @@ from magnetar.server.schemas import SchemaVersion
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.metadata_store import CursorRecord, MetadataStore
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
 log = logging.getLogger("magnetar.broker")
+
+#: A non-persistent topic keeps at most one small in-memory ledger of recent entries
+#: (Topic drops the older ones as soon as they have been dispatched).
+NON_PERSISTENT_LEDGER = LedgerConfig(max_entries_per_ledger=1000, max_size_per_ledger_bytes=16 * 1024 * 1024)
 
 
 class BrokerService:
@@ -159,7 +164,7 @@ class BrokerService:
         if name.persistent:
             ledger = self.ledger_factory.open(str(name))
         else:
-            ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, self.ledger_config)
+            ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config)
         topic.delayed = self.delayed_delivery_for(name)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
@@ -172,6 +177,8 @@ class BrokerService:
             sub.cursor.version = 0
             sub.persisted_version = 0  # type: ignore[attr-defined]
         deduplication.refresh(self, topic, now_ms())
+        for sub in topic.subscriptions.values():
+            topic.delayed.recover(sub, now_ms())
         return topic
 
     def refresh_deduplication(self) -> None:
@@ -190,7 +197,17 @@ class BrokerService:
             if isinstance(policy, dict) and "active" in policy:
                 return bool(policy["active"])
             return self.config.delayedDeliveryEnabled
-        return DelayedDelivery(self.config, enabled=enabled)
+        factory = None
+        if uses_buckets(self.config):
+            factory = bucket_factory(self.config, self.bucket_snapshot_storage)
+        return DelayedDelivery(self.config, factory, enabled=enabled)
+
+    @property
+    def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
+        storage = getattr(self, "_bucket_storage", None)
+        if storage is None:
+            storage = self._bucket_storage = LedgerBucketSnapshotStorage(self.data_dir / "buckets", self.metadata)
+        return storage
 
     def max_delay_ms(self, name: TopicName) -> int:
         policies = self.metadata.get_namespace_policies(name.namespace_name) or {}
@@ -358,6 +375,7 @@ class BrokerOperations(BrokerService):
         if name not in topic.subscriptions:
             from magnetar.core.positions import BEFORE_START
             topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
+            self.persist_topic_cursors(topic)
 
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)

@@ -1,4 +1,4 @@
-"""Key_Shared with draining hashes (PIP-379).
+"""Key_Shared with draining hashes (PIP-379; Pulsar 4.x ``PersistentStickyKeyDispatcherMultipleConsumers``).
 
 The contract: messages with the same key are delivered, and may be unacknowledged,
 at only one consumer at a time. A hash moves to another consumer only after every
@@ -14,6 +14,16 @@ How order is kept here:
 - replayed entries go out in position order per hash; the first that cannot go
   holds back the rest of its hash for that round.
 Look-ahead limits cap how much the replay queue may grow before new reads stop.
+
+Acknowledgements re-run dispatch only when they can let something out: a consumer or
+the subscription leaves its unacked-messages block, the replay queue is full (an
+acknowledged entry there frees room), or a draining hash that blocked a delivery
+clears. Clears are retried together: at once, or, when ``timer_driven`` (the shell
+calls ``on_timer`` when ``next_deadline_ms()`` comes), once per
+``keySharedUnblockingIntervalMs``, as Pulsar batches them.
+
+Subclasses change the ordering rule through four hooks: ``_consumer_added``,
+``_consumer_removed``, ``_may_send`` and ``_sent`` (see ``key_shared_classic``).
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.consumer import Consumer, PendingEntry
+from magnetar.core.dispatchers.key_shared_replay import KeyedReplayQueue
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.errors import ConsumerAssignError, ConsumerBusy
 from magnetar.core.key_shared.consistent_hashing import ConsistentHashingStickyKeyConsumerSelector
@@ -35,6 +46,7 @@ if TYPE_CHECKING:
 
 AUTO_SPLIT, STICKY = 0, 1
 MODE_NAMES = {AUTO_SPLIT: "AUTO_SPLIT", STICKY: "STICKY"}
+Loaded = Any
 
 
 def key_shared_mode(meta: Any) -> tuple[int, bool]:
@@ -45,17 +57,19 @@ def key_shared_mode(meta: Any) -> tuple[int, bool]:
 
 
 class KeySharedDispatcher(MultipleConsumersDispatcher):
-    def __init__(self, sub: Subscription) -> None:
+    def __init__(self, sub: Subscription, timer_driven: bool = False) -> None:
         super().__init__(sub)
         config = sub.topic.config
         self.mode: int | None = None
         self.allow_out_of_order = False
         self.selector: Any = None
         self.tracker: DrainingHashesTracker[Consumer] = DrainingHashesTracker(config.keySharedUnblockingIntervalMs)
-        self.replay_hashes: dict[Position, int] = {}
-        self.replay_hash_counts: dict[int, int] = {}
+        self.replay: KeyedReplayQueue = KeyedReplayQueue()  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
+        #: whether the shell calls ``on_timer`` at ``next_deadline_ms()``; if not, clears are retried at once
+        self.timer_driven = timer_driven
+        self._now_ms = 0
 
     # -- consumers -------------------------------------------------------
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
@@ -69,7 +83,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.selector, self.mode, self.allow_out_of_order = selector, mode, out_of_order
         consumer.on_pending_removed = self._pending_removed
         super().add_consumer(consumer, now_ms)
-        self._drain_impacted(impacted, consumer)
+        self._consumer_added(consumer, impacted)
 
     def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
         if consumer not in self.consumers or self.selector is None:
@@ -77,10 +91,10 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         impacted = self.selector.remove_consumer(consumer)
         self.consumers.remove(consumer)
         for pos, entry in consumer.take_all_pending().items():
-            self._to_replay(pos, entry.sticky_hash)
+            self.replay.add(pos, entry.sticky_hash)
         self.tracker.consumer_removed(consumer)
         consumer.on_pending_removed = None
-        self._drain_impacted(impacted, consumer)
+        self._consumer_removed(consumer, impacted)
         if not self.consumers:
             self.selector, self.mode = None, None
         self.dispatch(now_ms)
@@ -92,20 +106,27 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             if entry is None:
                 continue
             self.sub.redelivery_counts[pos] = self.sub.redelivery_counts.get(pos, 0) + 1
-            self._to_replay(pos, entry.sticky_hash)
+            self.replay.add(pos, entry.sticky_hash)
         consumer.redeliver.add(now_ms, len(targets))
         self._update_blocking(consumer)
         self.dispatch(now_ms)
 
+    def on_acked(self, consumer: Consumer, now_ms: int) -> None:
+        self._now_ms = now_ms
+        before = consumer.blocked_on_unacked, self.blocked_on_unacked
+        self._update_blocking(consumer)
+        self._subscription_blocked()
+        freed = before != (consumer.blocked_on_unacked, self.blocked_on_unacked)
+        if freed or self._read_ahead_limited() or self._unblocked_now(now_ms):
+            self.dispatch(now_ms)
+
     def rewind(self) -> None:
         super().rewind()
-        self.replay_hashes.clear()
-        self.replay_hash_counts.clear()
+        self.replay.clear()
 
     def seek(self, last_read: Position) -> None:
         super().seek(last_read)
-        self.replay_hashes.clear()
-        self.replay_hash_counts.clear()
+        self.replay.clear()
 
     def _check_mode(self, mode: int, out_of_order: bool) -> None:
         if self.mode is None:
@@ -128,50 +149,87 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
                 config.subscriptionKeySharedConsistentHashingReplicaPoints)
         return HashRangeAutoSplitStickyKeyConsumerSelector()
 
-    def _drain_impacted(self, impacted: Any, changed: Consumer) -> None:
+    # -- the ordering rule (hooks) -------------------------------------------
+    def _consumer_added(self, consumer: Consumer, impacted: Any) -> None:
         """Hashes that moved away from a consumer drain there until their messages are acked."""
         if not impacted or self.allow_out_of_order:
             return
         for other, removed in impacted.items():
-            if other is changed or other not in self.consumers:
+            if other is consumer or other not in self.consumers:
                 continue
             hashes = [p.sticky_hash for p in other.pending.values() if p.sticky_hash in removed]
             if hashes:
                 self.tracker.register_pending_hashes(other, hashes)
 
+    def _consumer_removed(self, consumer: Consumer, impacted: Any) -> None:
+        """A leave only hands the leaver's hashes to others: nothing pending elsewhere moves."""
+        self._consumer_added(consumer, impacted)
+
+    def _may_send(self, consumer: Consumer, pos: Position, sticky_hash: int, from_replay: bool) -> bool:
+        if self.allow_out_of_order:
+            return True
+        if self.tracker.should_block_sticky_key_hash(consumer, sticky_hash):
+            return False
+        # PIP-379 step 7: the pending-acks add hook has the last word
+        return self.tracker.handle_adding_pending_ack(consumer, sticky_hash)
+
+    def _sent(self, consumer: Consumer, pos: Position) -> None:
+        """Told of every entry handed to a consumer."""
+
     def _pending_removed(self, consumer: Consumer, entry: PendingEntry, closing: bool) -> None:
         self.tracker.reduce_ref_count(consumer, entry.sticky_hash, closing)
 
-    # -- dispatch --------------------------------------------------------
-    def _to_replay(self, pos: Position, sticky_hash: int) -> None:
-        if pos in self.replay_hashes:
-            return
-        self.replay.add(pos)
-        self.replay_hashes[pos] = sticky_hash
-        self.replay_hash_counts[sticky_hash] = self.replay_hash_counts.get(sticky_hash, 0) + 1
+    # -- unblocking ---------------------------------------------------------
+    def _defers_unblocking(self) -> bool:
+        return self.timer_driven and self.tracker.unblocking_interval_ms > 0
 
+    def _unblocked_now(self, now_ms: int) -> bool:
+        """Whether a cleared hash should be retried right now (else the timer will)."""
+        deadline = self.tracker.next_unblock_deadline_ms(now_ms)
+        if deadline is None:
+            return False
+        return not self._defers_unblocking()
+
+    def _forget_unblocked(self, now_ms: int) -> None:
+        """A dispatch round retries every blocked hash: any pending retry is served."""
+        deadline = self.tracker.next_unblock_deadline_ms(now_ms)
+        if deadline is not None:
+            self.tracker.poll_unblocked(max(now_ms, deadline))
+
+    def next_deadline_ms(self) -> int | None:
+        """When the shell should call ``on_timer`` (only when ``timer_driven``), or None."""
+        if not self.timer_driven:
+            return None
+        return self.tracker.next_unblock_deadline_ms(self._now_ms)
+
+    def on_timer(self, now_ms: int) -> None:
+        self._now_ms = now_ms
+        if self.tracker.poll_unblocked(now_ms):
+            self.dispatch(now_ms)
+
+    # -- dispatch --------------------------------------------------------
     def dispatch(self, now_ms: int) -> None:
+        self._now_ms = now_ms
         if self.selector is None or self._subscription_blocked():
             return
-        held: set[int] = set()
+        self._forget_unblocked(now_ms)
         self.add_due_delayed(now_ms)
         if len(self.replay):
-            self._dispatch_replay(held, now_ms)
-        self._dispatch_new(held, now_ms)
+            self._dispatch_replay(now_ms)
+        self._dispatch_new(now_ms)
 
-    def _dispatch_replay(self, held: set[int], now_ms: int) -> None:
+    def _dispatch_replay(self, now_ms: int) -> None:
+        """Each waiting hash sends from the head of its line until one entry cannot go."""
         cursor = self.sub.cursor
-        for pos in list(self.replay):
-            sticky_hash = self.replay_hashes.get(pos, 0)
-            if cursor.is_acked(pos):
-                self._drop_replay(pos)
-                continue
-            if sticky_hash in held:
-                continue
-            if not self._try_send(pos, sticky_hash, now_ms, from_replay=True):
-                held.add(sticky_hash)
+        replay = self.replay
+        for _, sticky_hash in replay.heads():
+            while (pos := replay.head(sticky_hash)) is not None:
+                if cursor.is_acked(pos):
+                    replay.discard(pos)
+                elif not self._try_send(pos, sticky_hash, now_ms, from_replay=True):
+                    break
 
-    def _dispatch_new(self, held: set[int], now_ms: int) -> None:
+    def _dispatch_new(self, now_ms: int) -> None:
         while self._may_read_ahead():
             pos = self.next_unread()
             if pos is None:
@@ -182,58 +240,45 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             if loaded is None:
                 continue
             sticky_hash = sticky_key_hash(sticky_key(loaded[1].metadata))
-            if sticky_hash in held or self._waits_in_replay(sticky_hash):
-                self._to_replay(pos, sticky_hash)
-                held.add(sticky_hash)
-                continue
-            if not self._try_send(pos, sticky_hash, now_ms, from_replay=False, loaded=loaded):
-                self._to_replay(pos, sticky_hash)
-                held.add(sticky_hash)
+            if self.replay.contains_hash(sticky_hash) or \
+                    not self._try_send(pos, sticky_hash, now_ms, from_replay=False, loaded=loaded):
+                self.replay.add(pos, sticky_hash)
 
     def _try_send(self, pos: Position, sticky_hash: int, now_ms: int, from_replay: bool,
-                  loaded: Any = None) -> bool:
+                  loaded: Loaded = None) -> bool:
+        """Send the entry to its hash's consumer if allowed; True if it left the queue."""
         consumer = self.selector.select(sticky_hash)
         if consumer is None or consumer.permits <= 0 or consumer.blocked_on_unacked:
             return False
-        if not self.allow_out_of_order and self.tracker.should_block_sticky_key_hash(consumer, sticky_hash):
+        if not self._may_send(consumer, pos, sticky_hash, from_replay):
             return False
         loaded = loaded or self.load(pos)
-        if loaded is None:
-            if from_replay:
-                self._drop_replay(pos)
-            return True
-        if not self.allow_out_of_order and not self.tracker.handle_adding_pending_ack(consumer, sticky_hash):
-            return False
         if from_replay:
-            self._drop_replay(pos)
+            self.replay.discard(pos)
+        if loaded is None:
+            return True
         self.send(consumer, pos, loaded, now_ms, sticky_hash)
         self._update_blocking(consumer)
+        self._sent(consumer, pos)
         return True
 
     def replay_due(self, pos: Position) -> None:
+        """A delayed entry came due: it waits in line with its hash like any other."""
         loaded = self.load(pos)
         if loaded is not None:
-            self._to_replay(pos, sticky_key_hash(sticky_key(loaded[1].metadata)))
-
-    def _drop_replay(self, pos: Position) -> None:
-        self.replay.discard(pos)
-        sticky_hash = self.replay_hashes.pop(pos, None)
-        if sticky_hash is not None:
-            left = self.replay_hash_counts[sticky_hash] - 1
-            if left:
-                self.replay_hash_counts[sticky_hash] = left
-            else:
-                del self.replay_hash_counts[sticky_hash]
-
-    def _waits_in_replay(self, sticky_hash: int) -> bool:
-        return sticky_hash in self.replay_hash_counts
+            self.replay.add(pos, sticky_key_hash(sticky_key(loaded[1].metadata)))
 
     def _may_read_ahead(self) -> bool:
         if not any(c.permits > 0 and not c.blocked_on_unacked for c in self.consumers):
             return False
-        if len(self.replay) >= self.look_ahead_per_subscription:
-            return False
-        return len(self.replay) < self.look_ahead_per_consumer * max(1, len(self.consumers))
+        return not self._read_ahead_limited()
+
+    def _read_ahead_limited(self) -> bool:
+        """The replay queue holds as much as the look-ahead limits allow."""
+        waiting = len(self.replay)
+        if waiting >= self.look_ahead_per_subscription:
+            return True
+        return waiting >= self.look_ahead_per_consumer * max(1, len(self.consumers))
 
     # -- stats -------------------------------------------------------------
     def consumer_stats(self, consumer: Consumer) -> dict[str, Any]:

@@ -15,13 +15,14 @@ from magnetar.testing.sim.actions import parse_schedule
 from magnetar.testing.sim.runner import RunResult, run
 
 
-def _run_one(args: tuple[int, int | None]) -> RunResult:
-    seed, steps = args
-    return run(seed, steps)
+def _run_one(args: tuple[int, int | None, dict[str, str]]) -> RunResult:
+    seed, steps, overrides = args
+    return run(seed, steps, overrides=overrides)
 
 
-def _results(first: int, count: int, steps: int | None, jobs: int) -> Iterator[RunResult]:
-    work = [(seed, steps) for seed in range(first, first + count)]
+def _results(first: int, count: int, steps: int | None, jobs: int,
+             overrides: dict[str, str]) -> Iterator[RunResult]:
+    work = [(seed, steps, overrides) for seed in range(first, first + count)]
     if jobs <= 1:
         yield from map(_run_one, work)
         return
@@ -37,17 +38,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedule", type=Path, default=None, help="replay a printed schedule under --seed")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--verbose", action="store_true", help="print every schedule, not only failures")
+    parser.add_argument("--trace", action="store_true", help="show each step's deliveries (one schedule)")
+    parser.add_argument("--set", action="append", default=[], metavar="OPTION=VALUE",
+                        help="force an option in every schedule, e.g. --set classic=true")
     args = parser.parse_args(argv)
+    overrides = dict(item.split("=", 1) for item in args.set)
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
-    print(f"seed {seed}", flush=True)
-    if args.schedule is not None:
-        result = run(seed, schedule=parse_schedule(args.schedule.read_text()))
+    print(f"seed {seed}" + "".join(f" --set {item}" for item in args.set), flush=True)
+    if args.schedule is not None or args.trace:
+        schedule = parse_schedule(args.schedule.read_text()) if args.schedule is not None else None
+        result = run(seed, args.steps, schedule=schedule, trace_events=args.trace, overrides=overrides)
         _report(result, verbose=True)
         return 0 if result.ok else 1
     started = time.monotonic()
     failures = 0
     deliveries = 0
-    for result in _results(seed, args.schedules, args.steps, args.jobs):
+    for result in _results(seed, args.schedules, args.steps, args.jobs, overrides):
         deliveries += result.deliveries
         if not result.ok:
             failures += 1

@@ -13,9 +13,10 @@ back. From that alone they check the Key_Shared contract of PIP-379:
 
 Flow control is checked as well: an entry goes only to a consumer with permits left.
 
-The classic mode promises less than PIP-379 (``ClassicContract``): keys may overlap
-between consumers when the application sends messages back, and entries that come
-back because their consumer left may arrive after newer ones.
+The classic mode promises less than PIP-379 (``CLASSIC_CONTRACT``): an entry sent back
+(by a nack, or because its consumer left) may, when it comes again, reach a new owner
+while older entries of its key are still pending elsewhere, or arrive after newer ones.
+First deliveries are held to the full contract in both modes.
 """
 
 from __future__ import annotations
@@ -28,16 +29,15 @@ from magnetar.core.positions import Position
 
 @dataclass(frozen=True)
 class Contract:
-    #: an application's nack lets the entry go to another consumer while the key is held
-    nack_may_share_key: bool = False
-    #: entries sent back because their consumer left may overtake newer ones
-    left_may_reorder: bool = False
+    #: entries sent back (by a nack, or because their consumer left) are exempt when they
+    #: come again, and do not hold newer entries back: the classic mode's weaker promise
+    redeliveries_exempt: bool = False
     #: keys may be anywhere at any time (allowOutOfOrderDelivery): only loss is checked
     unordered: bool = False
 
 
 PIP_379_CONTRACT = Contract()
-CLASSIC_CONTRACT = Contract(nack_may_share_key=True, left_may_reorder=True)
+CLASSIC_CONTRACT = Contract(redeliveries_exempt=True)
 OUT_OF_ORDER_CONTRACT = Contract(unordered=True)
 
 
@@ -107,7 +107,8 @@ class ContractChecker:
         if entry.holder is not None:
             raise Violation(f"{pos} (key {entry.key}) sent to {consumer} while outstanding at {entry.holder}")
         ks = self.keys[entry.key]
-        if not self.contract.unordered:
+        exempt = self.contract.redeliveries_exempt and (entry.nacked or entry.returned)
+        if not self.contract.unordered and not exempt:
             self._check_ownership(consumer, entry, ks)
             self._check_order(consumer, entry, ks)
         entry.holder = consumer
@@ -121,8 +122,6 @@ class ContractChecker:
         others = [c for c, n in ks.holders.items() if n and c != consumer]
         if not others:
             return
-        if self.contract.nack_may_share_key and (entry.nacked or entry.returned):
-            return
         held = [e.pos for e in ks.entries[ks.first_open:] if e.holder in others]
         raise Violation(
             f"key {entry.key}: {entry.pos} sent to {consumer} while {others[0]} holds {_fmt(held)} of that key")
@@ -131,7 +130,7 @@ class ContractChecker:
         for earlier in ks.entries[ks.first_open:entry.index]:
             if earlier.acked or earlier.holder == consumer or earlier.nacked:
                 continue
-            if earlier.returned and self.contract.left_may_reorder:
+            if earlier.returned and self.contract.redeliveries_exempt:
                 continue
             where = (f"outstanding at {earlier.holder}" if earlier.holder else
                      "sent back when its consumer left" if earlier.returned else

@@ -8,7 +8,7 @@ Printing the options with the seed tells a reader what kind of world failed.
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 AUTO_SPLIT_CONSISTENT = "consistent-hashing"
 AUTO_SPLIT_RANGES = "auto-split"
@@ -74,6 +74,21 @@ class SimOptions:
             steps=steps_total,
             weights=_weights(rng),
         )
+
+    def with_overrides(self, overrides: dict[str, str]) -> SimOptions:
+        """A copy with some options forced (``--set classic=true``), to explore one kind of world."""
+        values: dict[str, object] = {}
+        for key, text in overrides.items():
+            current = getattr(self, key)
+            if isinstance(current, bool):
+                values[key] = text.lower() in ("1", "true", "yes")
+            elif isinstance(current, (int, float)):
+                values[key] = type(current)(text)
+            elif isinstance(current, str):
+                values[key] = text
+            else:
+                raise ValueError(f"option {key} cannot be set from the command line")
+        return replace(self, **values)  # type: ignore[arg-type]
 
     def describe(self) -> str:
         fields = asdict(self)

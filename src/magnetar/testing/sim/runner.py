@@ -34,8 +34,10 @@ LIVENESS_ROUNDS_MAX = 2_000
 class RunResult:
     options: SimOptions
     steps: list[Action] = field(default_factory=list)
-    #: index in ``steps`` where the liveness phase starts
-    liveness_from: int = 0
+    #: index in ``steps`` where the liveness phase starts (None: it did not)
+    liveness_from: int | None = None
+    #: deliveries after each step, when traced
+    events: list[list[str]] | None = None
     violation: str | None = None
     failed_step: int | None = None
     published: int = 0
@@ -54,6 +56,8 @@ class RunResult:
                 lines.append("# liveness: faults off, everyone receives and acknowledges")
             marker = "   # <- violation" if i == self.failed_step else ""
             lines.append(f"{step}{marker}")
+            if self.events is not None and i < len(self.events):
+                lines.extend(f"#{e}" for e in self.events[i])
         return "\n".join(lines)
 
 
@@ -63,11 +67,17 @@ def contract_of(options: SimOptions) -> Contract:
     return CLASSIC_CONTRACT if options.classic else PIP_379_CONTRACT
 
 
-def run(seed: int, steps: int | None = None, schedule: list[Action] | None = None) -> RunResult:
+def run(seed: int, steps: int | None = None, schedule: list[Action] | None = None,
+        trace_events: bool = False, overrides: dict[str, str] | None = None) -> RunResult:
     """Run the seed's schedule (or ``schedule``, under the seed's options) and both phases."""
     options = SimOptions.from_seed(seed, steps)
+    if overrides:
+        options = options.with_overrides(overrides)
     result = RunResult(options)
     world = World(options, ContractChecker(contract_of(options)))
+    if trace_events:
+        world.events = []
+        result.events = []
     trace = hashlib.sha256()
     try:
         _safety(world, result, schedule, trace)
@@ -89,8 +99,17 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
 
 def _step(world: World, result: RunResult, action: Action, trace: Any) -> None:
     result.steps.append(action)
-    if not world.apply(action):
+    applied = False
+    try:
+        applied = world.apply(action)
+    finally:
+        if world.events is not None and result.events is not None and applied is not None:
+            result.events.append(world.events[:])
+            world.events.clear()
+    if not applied:
         result.steps.pop()
+        if result.events:
+            result.events.pop()
         return
     trace.update(f"{action}|{world.checker.deliveries}|{world.now_ms}\n".encode())
     check_agreement(world)

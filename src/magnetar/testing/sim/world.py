@@ -61,6 +61,10 @@ class SimClient:
     def sink_send(self, world: World, pos: Position, entry: bytes, redelivery_count: int,
                   ack_set: list[int] | None) -> None:
         messages = world.published_messages(pos, ack_set)
+        if world.events is not None:
+            key = world.checker.entries[pos].key if pos in world.checker.entries else "?"
+            world.events.append(f"    {pos} ({key}) -> {self.name}" + (f" redelivery {redelivery_count}"
+                                                                       if redelivery_count else ""))
         world.checker.delivered(self.name, pos, messages)
         if world.entries.get(pos) != entry:
             raise Violation(f"{pos} sent to {self.name} with bytes other than those published")
@@ -137,6 +141,8 @@ class World:
         self.next_consumer_id = 1
         self.refused = 0
         self.published_total = 0
+        #: when a list, deliveries are written here as they happen (``--trace``)
+        self.events: list[str] | None = None
 
     # -- views ------------------------------------------------------------------
     @property

@@ -1,0 +1,203 @@
+"""Source offsets: per topic partition, the last message id a query has included.
+
+An offset is Spark's unit of progress. Ours is a JSON document with sorted keys and
+a version field, so the same progress always serialises to the same text::
+
+    {"topics": {"persistent://public/default/t-partition-0":
+                    {"batchIndex": -1, "entryId": 41, "ledgerId": 7}},
+     "version": 1}
+
+Each value is the **last message included** (exclusive start of the next range,
+inclusive end of this one), in Pulsar's message id layout without the partition
+(it is in the topic name). ``batchIndex`` -1 means the whole entry: every message
+of a batch entry. ``(-1, -1, -1)`` is Pulsar's ``MessageId.earliest``: nothing
+included yet. Ordering follows storage order, so offsets compare as tuples once the
+batch index -1 is read as "after every batch index of that entry".
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+OFFSET_VERSION = 1
+#: Reads ``batchIndex`` -1 ("the whole entry") as later than any real batch index.
+_WHOLE_ENTRY = 1 << 31
+
+
+class OffsetError(ValueError):
+    """An offset document or message id that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True, order=False)
+class MessagePosition:
+    """A message id without its partition: ledger, entry and batch index (-1: whole entry)."""
+
+    ledger_id: int
+    entry_id: int
+    batch_index: int = -1
+
+    @property
+    def is_earliest(self) -> bool:
+        return self.ledger_id < 0
+
+    @property
+    def sort_key(self) -> tuple[int, int, int]:
+        batch = self.batch_index if self.batch_index >= 0 else _WHOLE_ENTRY
+        return (self.ledger_id, self.entry_id, batch)
+
+    def __lt__(self, other: MessagePosition) -> bool:
+        return self.sort_key < other.sort_key
+
+    def __le__(self, other: MessagePosition) -> bool:
+        return self.sort_key <= other.sort_key
+
+    def __gt__(self, other: MessagePosition) -> bool:
+        return self.sort_key > other.sort_key
+
+    def __ge__(self, other: MessagePosition) -> bool:
+        return self.sort_key >= other.sort_key
+
+    def same_entry(self, other: MessagePosition) -> bool:
+        return self.ledger_id == other.ledger_id and self.entry_id == other.entry_id
+
+    def follows(self, previous: MessagePosition) -> bool:
+        """True when no message can exist strictly between ``previous`` and this one."""
+        if previous.is_earliest:
+            return True
+        if self.same_entry(previous):
+            return previous.batch_index >= 0 and self.batch_index == previous.batch_index + 1
+        return (self.ledger_id == previous.ledger_id and self.entry_id == previous.entry_id + 1
+                and self.batch_index <= 0)
+
+    def to_json(self) -> dict[str, int]:
+        return {"batchIndex": self.batch_index, "entryId": self.entry_id, "ledgerId": self.ledger_id}
+
+    def __str__(self) -> str:
+        if self.is_earliest:
+            return "earliest"
+        if self.batch_index >= 0:
+            return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
+        return f"{self.ledger_id}:{self.entry_id}"
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> MessagePosition:
+        """Parse one partition's value: a position dict, ``"L:E[:B]"``, ``"earliest"`` or
+        pulsar-spark's serialised message id (a list of byte values)."""
+        if isinstance(value, Mapping):
+            try:
+                ledger, entry = int(value["ledgerId"]), int(value["entryId"])
+                batch = int(value.get("batchIndex", -1))
+            except (KeyError, TypeError, ValueError):
+                raise OffsetError(f"{where}: expected {{'ledgerId', 'entryId'[, 'batchIndex']}}, "
+                                  f"got {value!r}") from None
+            return cls.normalised(ledger, entry, batch)
+        if isinstance(value, str):
+            return cls.parse(value, where)
+        if isinstance(value, list) and all(isinstance(b, int) and -128 <= b <= 255 for b in value):
+            return cls.from_serialized(bytes(b & 0xFF for b in value), where)
+        raise OffsetError(f"{where}: cannot read {value!r} as a message id")
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> MessagePosition:
+        if text.strip().lower() == "earliest":
+            return EARLIEST
+        parts = text.strip().split(":")
+        try:
+            numbers = [int(p) for p in parts]
+        except ValueError:
+            numbers = []
+        if len(numbers) not in (2, 3):
+            raise OffsetError(f"{where}: {text!r} is not 'ledgerId:entryId[:batchIndex]'")
+        return cls.normalised(numbers[0], numbers[1], numbers[2] if len(numbers) == 3 else -1)
+
+    @classmethod
+    def from_serialized(cls, data: bytes, where: str) -> MessagePosition:
+        """Read a serialised ``MessageIdData`` (what ``MessageId.serialize()`` returns)."""
+        try:
+            fields = _decode_message_id_data(data)
+        except (IndexError, ValueError):
+            raise OffsetError(f"{where}: not a serialised Pulsar message id") from None
+        return cls.normalised(fields.get(1, -1), fields.get(2, -1), fields.get(4, -1))
+
+    @classmethod
+    def normalised(cls, ledger_id: int, entry_id: int, batch_index: int = -1) -> MessagePosition:
+        if ledger_id < 0:
+            return EARLIEST
+        return cls(ledger_id, entry_id, batch_index if batch_index >= 0 else -1)
+
+
+EARLIEST = MessagePosition(-1, -1, -1)
+
+
+def _decode_message_id_data(data: bytes) -> dict[int, int]:
+    """The varint fields of a ``MessageIdData`` protobuf, read as signed 64-bit values."""
+    fields: dict[int, int] = {}
+    i = 0
+    while i < len(data):
+        key, i = _varint(data, i)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, i = _varint(data, i)
+            fields[number] = value - (1 << 64) if value >= (1 << 63) else value
+        elif wire_type == 2:
+            length, i = _varint(data, i)
+            i += length
+        else:
+            raise ValueError("unexpected wire type")
+    return fields
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        byte = data[i]
+        i += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, i
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+@dataclass(frozen=True)
+class SourceOffset:
+    """Progress of a query: the last message included, per topic partition."""
+
+    positions: Mapping[str, MessagePosition]
+
+    def to_json(self) -> dict[str, Any]:
+        """A dict whose ``json.dumps`` is deterministic: keys inserted in sorted order."""
+        topics = {name: self.positions[name].to_json() for name in sorted(self.positions)}
+        return {"topics": topics, "version": OFFSET_VERSION}
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, doc: Any) -> SourceOffset:
+        if isinstance(doc, str):
+            try:
+                doc = json.loads(doc)
+            except json.JSONDecodeError as exc:
+                raise OffsetError(f"offset is not JSON: {exc}") from None
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("topics"), Mapping):
+            raise OffsetError(f"offset must be {{'topics': {{...}}, 'version': {OFFSET_VERSION}}}, got {doc!r}")
+        version = doc.get("version")
+        if version != OFFSET_VERSION:
+            raise OffsetError(f"offset version {version!r} is not supported (this build reads version "
+                              f"{OFFSET_VERSION}); the checkpoint was written by another Magnetar release")
+        return cls({str(name): MessagePosition.from_json(value, f"offset of {name}")
+                    for name, value in doc["topics"].items()})
+
+    def get(self, topic: str) -> MessagePosition:
+        return self.positions.get(topic, EARLIEST)
+
+
+def message_id_bytes_to_b64(data: bytes) -> str:
+    """Base64 form of a serialised message id, as printed in logs and errors."""
+    return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,330 @@
+"""The effectively-once sink: retried tasks and restarted queries add no duplicates.
+
+It leans on the broker's producer deduplication (Pulsar's, by producer name and
+sequence id), so every choice that could differ between two attempts at the same
+rows is made deterministic:
+
+* **Producer names** — ``<prefix>-<query id or write id>-<Spark partition id>``: a
+  retried task or a replayed micro-batch publishes under the name the first attempt
+  used, and the broker remembers how far that name got.
+* **Sequence ids** — ``(epoch << 32) + row``, where the epoch is the micro-batch id
+  (0 for a batch write) and ``row`` the 1-based position in the Spark partition. Ids
+  grow across micro-batches, and a replay repeats them exactly.
+* **Routing** — a keyed row goes to ``murmur3_32(key) % partitions`` (Pulsar's
+  ``Murmur3_32Hash``), a keyless one to ``(row + partition id) % partitions``; no
+  random round-robin start, so a replayed row lands on the same partition.
+* **Batch boundaries** — the broker judges a batch by its last sequence id (the
+  official Python client does not send ``highest_sequence_id``), so a batch of a
+  replay must never straddle what the first attempt persisted. Batches therefore
+  close on message count and size only: the publish delay is set beyond any task's
+  life and the final partial batch is sent by ``flush()`` at the end of the data.
+  Closing a producer discards its unsent batch (it is not flushed), so a failed
+  attempt leaves only whole batches behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+
+from magnetar.spark.options import SinkOptions, normalise_topic
+from magnetar.spark.rest import AdminClient, base_topic
+from magnetar.spark.schema import EVENT_TIME, KEY, MESSAGE_PROPERTIES, TOPIC, VALUE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+log = logging.getLogger("magnetar.spark")
+
+ROW_BITS = 32
+MAX_ROWS_PER_EPOCH = (1 << ROW_BITS) - 1
+MAX_EPOCH = (1 << (63 - ROW_BITS)) - 1
+#: Batches close by count and size only; this delay outlives any task.
+BATCH_DELAY_NEVER_MS = 24 * 3600 * 1000
+DEFAULT_BATCH_MESSAGES = 1000
+#: How long a retry waits for the previous attempt's producer to be released.
+PRODUCER_BUSY_WAIT_S = 90.0
+STREAMING_QUERY_ID = "sql.streaming.queryId"
+STREAMING_BATCH_ID = "streaming.sql.batchId"
+
+
+class MagnetarSinkError(RuntimeError):
+    """The sink cannot deliver its effectively-once promise, or a send failed."""
+
+
+@dataclass
+class MagnetarCommitMessage(WriterCommitMessage):
+    partition_id: int
+    producer_name: str
+    epoch: int
+    rows: int
+    duplicates: int
+    per_topic: dict[str, int] = field(default_factory=dict)
+
+
+def sequence_id(epoch: int, row: int) -> int:
+    """The sequence id of the ``row``-th row (1-based) of a Spark partition in an epoch."""
+    if not 0 <= epoch <= MAX_EPOCH:
+        raise MagnetarSinkError(f"epoch {epoch} out of range 0..{MAX_EPOCH}")
+    if not 1 <= row <= MAX_ROWS_PER_EPOCH:
+        raise MagnetarSinkError(f"a Spark partition may write at most {MAX_ROWS_PER_EPOCH} rows per batch")
+    return (epoch << ROW_BITS) + row
+
+
+def producer_name(prefix: str, run_id: str, partition_id: int) -> str:
+    return f"{prefix}-{run_id}-{partition_id}"
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """Pulsar's Murmur3_32Hash routing: the same key always reaches the same partition."""
+    import mmh3
+    return (mmh3.hash(key.encode("utf-8"), 0) & 0x7FFFFFFF) % partitions
+
+
+def check_deduplication(options: SinkOptions, topic: str) -> None:
+    """Refuse to write where the broker would not drop replayed messages."""
+    if not options.require_deduplication:
+        return
+    with AdminClient(options.connection) as admin:
+        setting = admin.deduplication(topic)
+    if not setting.enabled:
+        tenant, namespace = topic.partition("://")[2].split("/")[:2]
+        raise MagnetarSinkError(
+            f"deduplication is disabled for {base_topic(topic)} ({setting.decided_by}), so retried tasks "
+            f"would publish duplicates. Enable it: POST {options.connection.admin_url}/admin/v2/namespaces/"
+            f"{tenant}/{namespace}/deduplication with body true (magnetar admin namespaces "
+            f"set-deduplication {tenant}/{namespace} --enable), or set brokerDeduplicationEnabled=true on the "
+            "broker; or pass requireDeduplication=false to write at-least-once")
+
+
+# -- Spark-facing writers -----------------------------------------------------------------------
+
+class MagnetarBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("magnetar")``; ``writeId`` makes a re-run of the same job add nothing."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        self.run_id = options.write_id or uuid.uuid4().hex[:16]
+        if options.topic is not None:
+            check_deduplication(options, options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        assert ctx is not None, "write() runs in a Spark task"
+        name = producer_name(self.options.producer_name_prefix, self.run_id, ctx.partitionId())
+        return PartitionWriter(self.options, name, epoch=0, partition_id=ctx.partitionId()).write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        _log_commit(f"write {self.run_id}", messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:  # type: ignore[override]
+        log.warning("write %s aborted; the messages already published stay, and re-running it with "
+                    "writeId=%s publishes only what is missing", self.run_id, self.run_id)
+
+
+class MagnetarStreamWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("magnetar")``: producer names from the checkpointed query id, epochs from batch ids."""
+
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+        if options.topic is not None:
+            check_deduplication(options, options.topic)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
+        from pyspark import TaskContext
+        ctx = TaskContext.get()
+        assert ctx is not None, "write() runs in a Spark task"
+        query_id = ctx.getLocalProperty(STREAMING_QUERY_ID)
+        batch_id = ctx.getLocalProperty(STREAMING_BATCH_ID)
+        if not query_id or batch_id is None:
+            raise MagnetarSinkError("the streaming sink found no query id / batch id in the task context; "
+                                    "it runs only under Structured Streaming micro-batches")
+        name = producer_name(self.options.producer_name_prefix, query_id, ctx.partitionId())
+        return PartitionWriter(self.options, name, epoch=int(batch_id),
+                               partition_id=ctx.partitionId()).write(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        _log_commit(f"micro-batch {batchId}", messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # type: ignore[override]
+        log.warning("micro-batch %d aborted; its replay publishes only what is missing", batchId)
+
+
+def _log_commit(what: str, messages: list[WriterCommitMessage | None]) -> None:
+    done = [m for m in messages if isinstance(m, MagnetarCommitMessage)]
+    log.info("%s: %d rows published, %d dropped by the broker as duplicates, %d partitions", what,
+             sum(m.rows - m.duplicates for m in done), sum(m.duplicates for m in done), len(done))
+
+
+# -- executor side ------------------------------------------------------------------------------
+
+class PartitionWriter:
+    """Publishes one Spark partition's rows; independent of Spark so it can be tested alone."""
+
+    def __init__(self, options: SinkOptions, name: str, *, epoch: int, partition_id: int) -> None:
+        self.options = options
+        self.name = name
+        self.epoch = epoch
+        self.partition_id = partition_id
+        self._lock = threading.Lock()
+        self._failures: list[str] = []
+        self._duplicates = 0
+        self._per_topic: dict[str, int] = {}
+
+    def write(self, batches: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
+        import pulsar
+        client = pulsar.Client(self.options.connection.service_url, **self.options.connection.client_kwargs())
+        try:
+            targets = _Targets(client, self.options, self.name)
+            rows = self._send_all(batches, targets)
+            targets.flush()
+            self._raise_failures()
+            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, rows, self._duplicates,
+                                         dict(self._per_topic))
+        finally:
+            client.close()  # closing never flushes: a failed attempt leaves whole batches only
+
+    def _send_all(self, batches: Iterator[pa.RecordBatch], targets: _Targets) -> int:
+        row = 0
+        base = sequence_id(self.epoch, 1) - 1
+        callback = self._on_sent
+        for batch in batches:
+            columns = _columns(batch)
+            values, keys, props, events, topics = columns
+            for i in range(batch.num_rows):
+                row += 1
+                if row > MAX_ROWS_PER_EPOCH:
+                    sequence_id(self.epoch, row)
+                key = keys[i] if keys is not None else None
+                topic = topics[i] if topics is not None and topics[i] else self.options.topic
+                if topic is None:
+                    raise MagnetarSinkError(f"row {row} of Spark partition {self.partition_id} has no "
+                                            f"{TOPIC} and the 'topic' option is not set")
+                producer = targets.route(topic, key, row + self.partition_id)
+                producer.send_async(values[i], callback, properties=props[i] if props is not None else None,
+                                    partition_key=key, sequence_id=base + row,
+                                    event_timestamp=events[i] if events is not None else None)
+            if self._failures:
+                self._raise_failures()
+        self._per_topic = targets.counts
+        return row
+
+    def _on_sent(self, result: Any, message_id: Any) -> None:
+        import pulsar
+        if result != pulsar.Result.Ok:
+            with self._lock:
+                self._failures.append(str(result))
+        elif message_id.ledger_id() < 0:
+            with self._lock:
+                self._duplicates += 1
+
+    def _raise_failures(self) -> None:
+        if self._failures:
+            raise MagnetarSinkError(f"producer {self.name}: {len(self._failures)} sends failed "
+                                    f"(first: {self._failures[0]}); Spark retries the task and the broker "
+                                    "drops what was already stored")
+
+
+def _columns(batch: pa.RecordBatch) -> tuple[list[Any], list[Any] | None, list[Any] | None,
+                                            list[Any] | None, list[Any] | None]:
+    """The sink's columns as Python lists, converted once per Arrow batch."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    names = batch.schema.names
+
+    def col(name: str) -> pa.Array | None:
+        return batch.column(names.index(name)) if name in names else None
+
+    value = col(VALUE)
+    assert value is not None
+    if pa.types.is_string(value.type) or pa.types.is_large_string(value.type):
+        value = pc.cast(value, pa.binary())
+    values = value.to_pylist()
+    key_col = col(KEY)
+    keys = None
+    if key_col is not None:
+        if pa.types.is_binary(key_col.type) or pa.types.is_large_binary(key_col.type):
+            keys = [k.decode("utf-8") if k is not None else None for k in key_col.to_pylist()]
+        else:
+            keys = key_col.to_pylist()
+    prop_col = col(MESSAGE_PROPERTIES)
+    props = [dict(p) if p else None for p in prop_col.to_pylist()] if prop_col is not None else None
+    event_col = col(EVENT_TIME)
+    events = None
+    if event_col is not None:
+        micros = pc.cast(event_col, pa.timestamp("us")).cast(pa.int64()).to_pylist()
+        events = [m // 1000 if m is not None else None for m in micros]
+    topic_col = col(TOPIC)
+    topics = [normalise_topic(t) if t else None for t in topic_col.to_pylist()] if topic_col is not None else None
+    return values, keys, props, events, topics
+
+
+class _Targets:
+    """Producers per target topic partition, all under the task's one producer name."""
+
+    def __init__(self, client: Any, options: SinkOptions, name: str) -> None:
+        self.client = client
+        self.options = options
+        self.name = name
+        self._producers: dict[str, list[tuple[Any, str]]] = {}
+        self.counts: dict[str, int] = {}
+
+    def route(self, topic: str, key: str | None, spread: int) -> Any:
+        producers = self._producers.get(topic)
+        if producers is None:
+            producers = self._open(topic)
+        n = len(producers)
+        producer, target = producers[0 if n == 1 else key_partition(key, n) if key else spread % n]
+        self.counts[target] = self.counts.get(target, 0) + 1
+        return producer
+
+    def _open(self, topic: str) -> list[tuple[Any, str]]:
+        if topic != self.options.topic:
+            check_deduplication(self.options, topic)
+        partitions = self.client.get_topic_partitions(topic)
+        producers = [(self._create(p), p) for p in partitions]
+        self._producers[topic] = producers
+        return producers
+
+    def _create(self, topic: str) -> Any:
+        import pulsar
+        kwargs: dict[str, Any] = {
+            "batching_enabled": True,
+            "batching_max_messages": DEFAULT_BATCH_MESSAGES,
+            "block_if_queue_full": True,
+        }
+        kwargs.update(self.options.producer_kwargs())
+        kwargs["batching_max_publish_delay_ms"] = BATCH_DELAY_NEVER_MS
+        batch = int(kwargs["batching_max_messages"])
+        kwargs["max_pending_messages"] = max(int(kwargs.get("max_pending_messages", 0)), 4 * batch)
+        deadline = time.monotonic() + PRODUCER_BUSY_WAIT_S
+        delay_s = 0.1
+        while True:
+            try:
+                return self.client.create_producer(topic, producer_name=self.name, **kwargs)
+            except pulsar.ProducerBusy:
+                # The previous attempt of this task still holds the name until the broker notices it left.
+                if time.monotonic() > deadline:
+                    raise MagnetarSinkError(
+                        f"producer name {self.name} is still in use on {topic} after "
+                        f"{PRODUCER_BUSY_WAIT_S:.0f}s; another attempt of this task is still writing") from None
+                time.sleep(delay_s)
+                delay_s = min(delay_s * 2, 2.0)
+
+    def flush(self) -> None:
+        for producers in self._producers.values():
+            for producer, _ in producers:
+                producer.flush()
+
