@@ -74,6 +74,11 @@ class BrokerConfig:
     brokerDeduplicationSnapshotIntervalSeconds: int = 120
     brokerDeduplicationMaxNumberOfProducers: int = 10000
     brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
+    # deduplication by a message property (Magnetar extension)
+    brokerPropertyDeduplicationEnabled: bool = False
+    brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
+    brokerPropertyDeduplicationWindowSeconds: int = 600
+    brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
     # metrics
     exposeTopicLevelMetricsInPrometheus: bool = True
     exposeConsumerLevelMetricsInPrometheus: bool = False

@@ -33,6 +33,8 @@ class PendingReceipt:
     duplicate_of: Position | None = None
     #: the id deduplication judged the entry by (the batch's last message)
     last_sequence_id: int = -1
+    #: the business id the property deduplication window recorded for it
+    dedup_id: str | None = None
 
 
 class Topic:
@@ -52,6 +54,7 @@ class Topic:
         self.dispatcher_factory = dispatcher_factory
         self.delayed: Any = None
         self.dedup: Any = None
+        self.property_dedup: Any = None
         self.fenced = False
 
     def __str__(self) -> str:
@@ -115,12 +118,13 @@ class Topic:
 
     # -- publishing ----------------------------------------------------------------
     def publish(self, producer: Producer, sequence_id: int, highest_sequence_id: int,
-                num_messages: int, entry: bytes, now_ms: int, last_sequence_id: int = -1) -> Position:
+                num_messages: int, entry: bytes, now_ms: int, last_sequence_id: int = -1,
+                dedup_id: str | None = None) -> Position:
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
         pos = self.ledger.append(entry)
         self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id,
-                                                    last_sequence_id=last_sequence_id))
+                                                    last_sequence_id=last_sequence_id, dedup_id=dedup_id))
         producer.msg_in.add(now_ms, num_messages, len(entry))
         self.msg_in.add(now_ms, num_messages, len(entry))
         return pos
@@ -148,6 +152,8 @@ class Topic:
                 continue
             if self.dedup is not None:
                 self.dedup.on_persisted(r.producer.producer_name, r.last_sequence_id, r.pos, now_ms)
+            if r.dedup_id is not None and self.property_dedup is not None:
+                self.property_dedup.on_persisted(r.dedup_id)
             if not r.producer.closed:
                 r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id, r.pos)
         self.dispatch_all(now_ms)

@@ -18,7 +18,7 @@ from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
 from magnetar.core.topic import Topic
 from magnetar.server.broker_stats import BrokerStatsRecorder
-from magnetar.server import deduplication
+from magnetar.server import deduplication, property_dedup
 from magnetar.server.clock import now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.schemas import SchemaVersion
@@ -177,6 +177,7 @@ class BrokerService:
             sub.cursor.version = 0
             sub.persisted_version = 0  # type: ignore[attr-defined]
         deduplication.refresh(self, topic, now_ms())
+        property_dedup.refresh(self, topic)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         return topic
@@ -186,7 +187,9 @@ class BrokerService:
         now = now_ms()
         for topic in list(self.topics.values()):
             deduplication.refresh(self, topic, now)
+            property_dedup.refresh(self, topic)
         deduplication.store_snapshots(self, now)
+        property_dedup.store_snapshots(self)
 
     def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
         namespace = name.namespace_name
@@ -293,6 +296,7 @@ class BrokerService:
             self._on_synced([(t.ledger, t.ledger.last_position()) for t in self.topics.values()
                              if t.ledger.last_position() is not None])  # type: ignore[misc]
         self.persist_cursors(force=True)
+        property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
             topic.ledger.close()
@@ -361,7 +365,11 @@ class BrokerOperations(BrokerService):
             raise PersistenceError(
                 f"Cannot determine whether message {sequence_id} of {producer.producer_name} is a duplicate "
                 f"({outcome.value}); retry")
-        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id)
+        dedup_id = self._judge_property(topic, producer, sequence_id, highest, entry, now)
+        if dedup_id is False:
+            return
+        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id,
+                            dedup_id if isinstance(dedup_id, str) else None)
         self.recorder.appended(topic.ledger.name, pos)
         if topic.name.persistent:
             self.append_done(topic)
@@ -370,6 +378,23 @@ class BrokerOperations(BrokerService):
             if last is not None:
                 self.recorder.persisted(topic.ledger.name, last)
                 topic.on_persisted(last, now_ms())
+
+    def _judge_property(self, topic: Topic, producer: object, sequence_id: int, highest: int,
+                        entry: bytes, now: int) -> str | bool | None:
+        """The business id to record, or False when the message is a duplicate (already answered)."""
+        window = topic.property_dedup
+        if window is None:
+            return None
+        dedup_id, _ = property_dedup.dedup_id_of(window, entry)
+        if dedup_id is None:
+            return None
+        if window.check_and_record(dedup_id, now):
+            if window.is_pending(dedup_id):
+                from magnetar.core.errors import PersistenceError
+                raise PersistenceError(f"A message with {window.property_name}={dedup_id} is being stored; retry")
+            topic.answer_duplicate(producer, sequence_id, highest)  # type: ignore[arg-type]
+            return False
+        return dedup_id
 
     def ensure_subscription(self, topic: Topic, name: str) -> None:
         if name not in topic.subscriptions:

@@ -1,0 +1,101 @@
+"""Deduplication by a message property within a time window (a Magnetar extension).
+
+For producers whose retries carry the same business id (``__dedup_id`` by default)
+but not the same sequence id, such as non-replayable sources. Enabled per namespace
+by the ``propertyDeduplication`` policy (``propertyName``, ``windowSeconds``,
+``maxIds``) or broker-wide by ``brokerPropertyDeduplicationEnabled``. It applies to
+non-batched messages: a batch is one entry and cannot be stored in part.
+
+State survives restarts: a snapshot of the window (durable ids and first-seen times)
+is kept in the metadata store with the position it covers, and the entries written
+after it are replayed when the topic loads.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import TYPE_CHECKING, Any
+
+from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
+from magnetar.core.entry import EntryInfo
+from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.topic import Topic
+
+if TYPE_CHECKING:
+    from magnetar.server.broker import BrokerService
+
+SNAPSHOT_PREFIX = "property-dedup/"
+
+
+def policy(broker: BrokerService, topic: Topic) -> dict[str, Any] | None:
+    if not topic.name.persistent:
+        return None
+    policies = broker.metadata.get_namespace_policies(topic.name.namespace_name) or {}
+    configured = policies.get("propertyDeduplication")
+    if isinstance(configured, dict):
+        return configured if configured.get("enabled", True) else None
+    c = broker.config
+    if not c.brokerPropertyDeduplicationEnabled:
+        return None
+    return {"propertyName": c.brokerPropertyDeduplicationPropertyName,
+            "windowSeconds": c.brokerPropertyDeduplicationWindowSeconds,
+            "maxIds": c.brokerPropertyDeduplicationMaxIdsPerTopic}
+
+
+def dedup_id_of(window: PropertyDedupWindow, entry: bytes) -> tuple[str | None, int]:
+    """The entry's business id (None for batches or messages without it) and publish time."""
+    info = EntryInfo.read(entry)
+    if info.metadata.HasField("num_messages_in_batch"):
+        return None, info.publish_time_ms
+    for kv in info.metadata.properties:
+        if kv.key == window.property_name:
+            return kv.value, info.publish_time_ms
+    return None, info.publish_time_ms
+
+
+def refresh(broker: BrokerService, topic: Topic) -> None:
+    wanted = policy(broker, topic)
+    if wanted is None:
+        topic.property_dedup = None
+        return
+    window_ms = int(wanted.get("windowSeconds", 600)) * 1000
+    max_ids = int(wanted.get("maxIds", 100_000))
+    name = str(wanted.get("propertyName") or "__dedup_id")
+    current = topic.property_dedup
+    if current is not None and (current.window_ms, current.max_ids, current.property_name) == (window_ms, max_ids, name):
+        return
+    window = PropertyDedupWindow(window_ms, max_ids, name)
+    recover(broker, topic, window)
+    topic.property_dedup = window
+
+
+def recover(broker: BrokerService, topic: Topic, window: PropertyDedupWindow) -> None:
+    stored = broker.metadata.get_json(SNAPSHOT_PREFIX + str(topic.name))
+    pos = BEFORE_START
+    if isinstance(stored, dict):
+        window.restore(base64.b64decode(stored["snapshot"]))
+        pos = Position.parse(stored["position"])
+    last = topic.ledger.last_position()
+    while last is not None and pos < last:
+        pos = topic.ledger.next_position(pos)
+        if pos > last:
+            break
+        dedup_id, published_ms = dedup_id_of(window, topic.ledger.read(pos))
+        if dedup_id is not None:
+            window.record_persisted(dedup_id, published_ms)
+
+
+def store_snapshots(broker: BrokerService) -> None:
+    for topic in list(broker.topics.values()):
+        window = topic.property_dedup
+        if window is None or topic.last_durable is None:
+            continue
+        broker.metadata.put_json(SNAPSHOT_PREFIX + str(topic.name), {
+            "position": str(topic.last_durable), "snapshot": base64.b64encode(window.snapshot()).decode()})
+
+
+def stats(window: PropertyDedupWindow | None) -> dict[str, Any] | None:
+    if window is None:
+        return None
+    s = window.stats()
+    return {name: getattr(s, name) for name in s.__dataclass_fields__}
