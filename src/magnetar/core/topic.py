@@ -207,13 +207,16 @@ class Topic:
         return self.last_durable if self.last_durable is not None else BEFORE_START
 
     def position_before(self, start: Position) -> Position:
-        """The mark-delete position that makes ``start`` the next entry read."""
-        from magnetar.core.positions import LATEST_ID
+        """The mark-delete position that makes ``start`` the next entry read.
+
+        A start beyond the last entry (``latest``, or an id that does not exist yet) means
+        "what is published next": a mark-delete position past the end would silently
+        swallow the entries appended below it.
+        """
         if start.ledger_id < 0 or start.entry_id < 0:
             return BEFORE_START
-        if start.ledger_id == LATEST_ID:
-            return self.last_durable if self.last_durable is not None else BEFORE_START
-        return Position(start.ledger_id, start.entry_id - 1)
+        last = self.last_durable if self.last_durable is not None else BEFORE_START
+        return min(Position(start.ledger_id, start.entry_id - 1), last)
 
     def remove_consumer(self, sub: Subscription, consumer: Consumer, now_ms: int) -> None:
         sub.remove_consumer(consumer, now_ms)
@@ -243,7 +246,8 @@ class Topic:
     # -- retention -------------------------------------------------------------------
     def slowest_mark_delete(self) -> Position | None:
         marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
-        if self.dedup is not None:
+        if marks and self.dedup is not None:
+            # deduplication replays from its snapshot after a restart: keep what it needs
             marks.append(getattr(self, "dedup_snapshot_position", None) or BEFORE_START)
         return min(marks) if marks else None
 

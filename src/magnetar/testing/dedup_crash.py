@@ -19,6 +19,10 @@ import pulsar
 from magnetar.testing.broker_process import BrokerProcess
 
 
+def quiet_logger() -> pulsar.ConsoleLogger:
+    return pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+
+
 @dataclass
 class CrashTrialResult:
     messages: int
@@ -35,7 +39,7 @@ def run_trial(data_dir: Path, messages: int, kills: int, seed: int, batching: bo
     broker = BrokerProcess(data_dir, {"brokerDeduplicationEnabled": "true"})
     broker.start()
     start = time.monotonic()
-    client = pulsar.Client(broker.service_url, operation_timeout_seconds=60)
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=60, logger=quiet_logger())
     producer = client.create_producer("dedup-crash", producer_name="crash-producer", send_timeout_millis=0,
                                       batching_enabled=batching, max_pending_messages=5000,
                                       block_if_queue_full=True)
@@ -70,7 +74,7 @@ def run_trial(data_dir: Path, messages: int, kills: int, seed: int, batching: bo
 
 
 def read_sequence(broker: BrokerProcess) -> list[int]:
-    client = pulsar.Client(broker.service_url, operation_timeout_seconds=30)
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=quiet_logger())
     reader = client.create_reader("dedup-crash", pulsar.MessageId.earliest)
     out = []
     while reader.has_message_available():

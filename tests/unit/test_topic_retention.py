@@ -1,0 +1,51 @@
+"""Which ledgers a topic may delete: only those every durable subscription consumed."""
+
+from __future__ import annotations
+
+from magnetar.config import BrokerConfig
+from magnetar.core.names import TopicName
+from magnetar.core.positions import BEFORE_START
+from magnetar.core.producer import Producer
+from magnetar.core.topic import Topic
+from magnetar.storage.interfaces import LedgerConfig
+from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.frames import make_entry
+
+
+class NullSink:
+    def send_receipt(self, *args: object) -> None: ...
+    def send_error(self, *args: object) -> None: ...
+    def close_producer(self, *args: object) -> None: ...
+    def producer_ready(self, *args: object) -> None: ...
+
+
+def topic_with_entries(n: int) -> Topic:
+    ledger = MemoryLedger("t", config=LedgerConfig(max_entries_per_ledger=3))
+    topic = Topic(TopicName.parse("t"), ledger, BrokerConfig())
+    producer = Producer(0, "p", NullSink())  # type: ignore[arg-type]
+    for i in range(n):
+        entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1), b"x")
+        pos = topic.publish(producer, i, i, 1, entry, 0)
+    topic.on_persisted(pos, 0)
+    return topic
+
+
+def test_no_subscription_keeps_everything_even_with_a_dedup_snapshot() -> None:
+    topic = topic_with_entries(10)
+    topic.dedup = object()
+    topic.dedup_snapshot_position = topic.last_durable  # type: ignore[attr-defined]
+    assert topic.trim_consumed_ledgers() == []
+    assert topic.ledger.first_position() is not None and topic.ledger.first_position().entry_id == 0
+
+
+def test_consumed_ledgers_are_deleted_but_not_past_the_dedup_snapshot() -> None:
+    topic = topic_with_entries(10)
+    sub = topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
+    sub.cursor.ack_cumulative(topic.last_durable)  # type: ignore[arg-type]
+    topic.dedup = object()
+    first = topic.ledger.first_position()
+    topic.dedup_snapshot_position = first  # type: ignore[attr-defined]
+    assert topic.trim_consumed_ledgers() == []
+    topic.dedup = None
+    assert topic.trim_consumed_ledgers() != []
