@@ -162,6 +162,7 @@ class Topic:
 
     def dispatch_all(self, now_ms: int) -> None:
         for sub in list(self.subscriptions.values()):
+            sub.dispatcher.begin_round()
             sub.dispatcher.dispatch(now_ms)
 
     # -- subscriptions -------------------------------------------------------------

@@ -17,15 +17,15 @@ from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
 from magnetar.core.topic import Topic
-from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server import deduplication, property_dedup
+from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.clock import now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.schemas import SchemaVersion
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
-from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
+from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.storage.metadata_store import CursorRecord, MetadataStore
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
@@ -105,11 +105,20 @@ class BrokerService:
         known = self.partitions_of(name)
         if known is not None:
             return known
-        if self.auto_create_allowed(name) and name.partition_index < 0 \
-                and self.config.allowAutoTopicCreationType == "partitioned":
-            self.create_partitioned_topic(name, self.config.defaultNumPartitions)
-            return self.config.defaultNumPartitions
+        topic_type, partitions = self.auto_topic_type(name)
+        if self.auto_create_allowed(name) and name.partition_index < 0 and topic_type == "partitioned":
+            self.create_partitioned_topic(name, partitions)
+            return partitions
         return 0
+
+    def auto_topic_type(self, name: TopicName) -> tuple[str, int]:
+        """The topic type and partition count auto-creation uses: the namespace's override, else config."""
+        policies = self.metadata.get_namespace_policies(name.namespace_name) or {}
+        override = policies.get("autoTopicCreationOverride")
+        if isinstance(override, dict) and override.get("allowAutoTopicCreation") and override.get("topicType"):
+            partitions = override.get("defaultNumPartitions") or self.config.defaultNumPartitions
+            return str(override["topicType"]), int(partitions)
+        return self.config.allowAutoTopicCreationType, self.config.defaultNumPartitions
 
     def auto_create_allowed(self, name: TopicName) -> bool:
         policies = self.metadata.get_namespace_policies(name.namespace_name)
@@ -229,8 +238,11 @@ class BrokerService:
                 tracker = sub.delayed_tracker
                 if tracker is None:
                     continue
-                if tracker.has_message_available(now):
+                if sub.dispatcher.read_more or tracker.has_message_available(now):
+                    sub.dispatcher.begin_round()
                     sub.dispatcher.dispatch(now)
+                if sub.dispatcher.read_more:
+                    soonest = now
                 due = next_delivery_ms(sub)
                 if due is not None and (soonest is None or due < soonest):
                     soonest = due

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from magnetar.core.subscription import Subscription
 
 
+MAX_HELD_PER_ROUND = 2000
+
+
 class EntrySource(Protocol):
     """The topic as a dispatcher sees it."""
 
@@ -37,6 +40,11 @@ class Dispatcher(ABC):
         self.source: EntrySource = sub.source
         self.consumers: list[Consumer] = []
         self.last_read: Position = sub.cursor.mark_delete
+        #: delayed entries passed over in this round; reading stops at the budget so one
+        #: dispatch call never walks a whole backlog of delayed messages
+        self.held_this_round = 0
+        #: the budget ran out with entries left to read: the shell should dispatch again soon
+        self.read_more = False
 
     # -- consumers -------------------------------------------------------
     @abstractmethod
@@ -51,12 +59,18 @@ class Dispatcher(ABC):
     @abstractmethod
     def dispatch(self, now_ms: int) -> None: ...
 
+    def begin_round(self) -> None:
+        self.held_this_round = 0
+        self.read_more = False
+
     def on_flow(self, consumer: Consumer, permits: int, now_ms: int) -> None:
         consumer.permits += permits
+        self.begin_round()
         self.dispatch(now_ms)
 
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
         """Acks may unblock a consumer or the subscription; subclasses add more."""
+        self.begin_round()
         self.dispatch(now_ms)
 
     def rewind(self) -> None:
@@ -71,6 +85,9 @@ class Dispatcher(ABC):
         """The next entry after ``last_read`` that is readable and not yet acknowledged."""
         last = self.source.last_readable()
         cursor = self.sub.cursor
+        if self.held_this_round >= MAX_HELD_PER_ROUND:
+            self.read_more = last is not None and self.last_read < last
+            return None
         while last is not None and self.last_read < last:
             pos = self.source.next_position(self.last_read)
             if pos > last:

@@ -142,7 +142,10 @@ class MultipleConsumersDispatcher(Dispatcher):
 
     def hold_back(self, pos: Position, now_ms: int) -> bool:
         """True when the entry must not go out now (delayed delivery takes it)."""
-        return self.sub.delayed_holds(pos, now_ms)
+        held = self.sub.delayed_holds(pos, now_ms)
+        if held:
+            self.held_this_round += 1
+        return held
 
     def next_consumer(self) -> Consumer | None:
         """Whose turn it is: round robin among available consumers of the best priority level.
