@@ -7,7 +7,6 @@ from pathlib import Path
 import httpx
 import pulsar
 import pytest
-
 from e2e_helpers import quiet_logger
 
 from magnetar.testing.broker_process import BrokerProcess

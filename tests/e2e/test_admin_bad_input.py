@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from e2e_helpers import round_trip
+
 from magnetar.testing.broker_process import BrokerProcess
 
 LIMIT_BYTES = 4096

@@ -7,8 +7,8 @@ import uuid
 import httpx
 import pulsar
 import pytest
-
 from e2e_helpers import quiet_logger
+
 from magnetar.testing.broker_process import BrokerProcess
 
 
@@ -206,6 +206,10 @@ def test_policies_take_effect(admin: httpx.Client, broker: BrokerProcess) -> Non
         with pytest.raises(pulsar.PulsarException):
             client.subscribe(topic, "excl", consumer_type=pulsar.ConsumerType.Exclusive)
         client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared)
+        admin.post(f"/admin/v2/namespaces/{namespace}/autoTopicCreation",
+                   json={"allowAutoTopicCreation": True, "topicType": "partitioned", "defaultNumPartitions": 2})
+        client.create_producer(f"persistent://{namespace}/auto")
+        assert admin.get(f"/admin/v2/persistent/{namespace}/auto/partitions").json()["partitions"] == 2
         admin.post(f"/admin/v2/namespaces/{namespace}/autoTopicCreation", json={"allowAutoTopicCreation": False})
         with pytest.raises(pulsar.PulsarException):
             client.create_producer(f"persistent://{namespace}/never-created")

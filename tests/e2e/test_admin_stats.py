@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pulsar
 import pytest
-
 from e2e_helpers import EARLIEST, quiet_logger, receive_n, wait_until
+
 from magnetar.testing.broker_process import BrokerProcess
 
 SEED_CONSUMER_FIELDS = {

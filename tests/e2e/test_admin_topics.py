@@ -9,8 +9,8 @@ import uuid
 import httpx
 import pulsar
 import pytest
-
 from e2e_helpers import EARLIEST, quiet_logger, receive_n, wait_until
+
 from magnetar.testing.broker_process import BrokerProcess
 
 
@@ -320,3 +320,21 @@ def test_official_client_over_http_service_url(broker: BrokerProcess, admin: htt
     finally:
         client.close()
     assert admin.get(url(f"{name}-plain", "/partitions")).json()["partitions"] == 0
+
+
+def test_topic_deduplication_policy(admin: httpx.Client, name: str) -> None:
+    admin.put(url(name, "/partitions"), json=2)
+    path = url(name, "/deduplicationEnabled")
+    assert admin.get(path).json() is None
+    assert admin.get(path, params={"applied": "true"}).json() is False
+    assert admin.post(path, json=True).status_code == 204
+    assert admin.get(path).json() is True
+    assert admin.post(path, json="yes").status_code == 400
+    assert admin.post("/admin/v2/namespaces/public/default/deduplication", json=False).status_code == 204
+    try:
+        assert admin.get(path, params={"applied": "true"}).json() is True
+        assert admin.delete(path).status_code == 204
+        assert admin.get(path, params={"applied": "true"}).json() is False
+    finally:
+        admin.delete("/admin/v2/namespaces/public/default/deduplication")
+    assert admin.get(url("missing-topic", "/deduplicationEnabled")).status_code == 404

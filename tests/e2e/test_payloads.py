@@ -6,7 +6,6 @@ import os
 import struct
 
 import _pulsar
-
 import pulsar
 import pytest
 from e2e_helpers import EARLIEST, receive_n
@@ -95,3 +94,21 @@ def test_empty_and_null_payloads(client: pulsar.Client, topic: str) -> None:
     producer.send(b"after")
     got = receive_n(consumer, 2)
     assert [m.data() for m in got] == [b"", b"after"]
+
+
+@pytest.mark.parametrize("receiver_queue_size", [7, 50, 1000])
+def test_batches_larger_than_the_receiver_queue_flow_through(
+        client: pulsar.Client, topic: str, receiver_queue_size: int) -> None:
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                receiver_queue_size=receiver_queue_size)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=37,
+                                      batching_max_publish_delay_ms=5, max_pending_messages=5000)
+    for i in range(3000):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    got = []
+    for _ in range(3000):
+        msg = consumer.receive(timeout_millis=5000)
+        consumer.acknowledge(msg)
+        got.append(msg.data())
+    assert got == [f"m{i}".encode() for i in range(3000)]

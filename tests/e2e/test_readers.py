@@ -139,3 +139,17 @@ def test_reader_closing_drops_its_subscription(client: pulsar.Client, topic: str
     consumer = client.subscribe(topic, "s")
     client.create_producer(topic).send(b"after")
     assert consumer.receive(timeout_millis=5000).data() == b"after"
+
+
+def test_seek_beyond_the_last_message_keeps_what_comes_next(client: pulsar.Client, topic: str) -> None:
+    ids, _ = produce(client, topic, 2)
+    consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+    for m in receive_n(consumer, 2):
+        consumer.acknowledge(m)
+    future = pulsar.MessageId(-1, ids[-1].ledger_id() + 1000, 7, -1)
+    consumer.seek(future)
+    consumer.close()
+    client.create_producer(topic).send(b"published after the seek")
+    # A subscription moved past the end must not swallow what is appended below that id.
+    again = client.subscribe(topic, "s")
+    assert again.receive(timeout_millis=5000).data() == b"published after the seek"

@@ -11,6 +11,7 @@ import pytest
 from e2e_helpers import EARLIEST, drain, nothing_arrives, receive_n
 
 from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.raw_client import RawConnection, T, flow, pb
 
 SHARED = pulsar.ConsumerType.Shared
 FAILOVER = pulsar.ConsumerType.Failover
@@ -258,3 +259,53 @@ def test_batch_index_acks_survive_a_reconnect(client: pulsar.Client, topic: str)
     again = client.subscribe(topic, "s", consumer_type=SHARED, batch_index_ack_enabled=True)
     rest = drain(again, 500)
     assert sorted(m.data() for m in rest) == [b"b6", b"b7", b"b8", b"b9"]
+
+
+# -- the same rules seen on the wire ----------------------------------------------------------
+def _active_flags(conn: RawConnection) -> dict[int, bool]:
+    """The last ACTIVE_CONSUMER_CHANGE each consumer id on the connection was told."""
+    flags: dict[int, bool] = {}
+    for frame in conn.frames_for(0.3):
+        if frame.command.type == T.ACTIVE_CONSUMER_CHANGE:
+            change = frame.command.active_consumer_change
+            flags[change.consumer_id] = change.is_active
+    return flags
+
+
+def test_failover_active_consumer_by_priority_then_name(broker: BrokerProcess, topic: str) -> None:
+    with RawConnection.to_service(broker.service_url) as conn:
+        conn.handshake()
+        for consumer_id, (name, priority) in enumerate([("a", 1), ("c", 0), ("b", 0)]):
+            conn.subscribe(topic, "s", consumer_id=consumer_id, request_id=consumer_id,
+                           subType=pb.CommandSubscribe.Failover, consumer_name=name, priority_level=priority)
+        # "a" sorts first by name but has the worse priority level: "b" is active.
+        assert _active_flags(conn) == {0: False, 1: False, 2: True}
+        conn.send_command(pb.BaseCommand(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
+            consumer_id=2, request_id=10)))
+        conn.expect_reply(10, T.SUCCESS)
+        assert _active_flags(conn) == {0: False, 1: True}
+
+
+def test_cumulative_ack_on_shared_is_refused_by_the_broker(broker: BrokerProcess, topic: str) -> None:
+    with RawConnection.to_service(broker.service_url) as conn:
+        conn.handshake()
+        conn.create_producer(topic)
+        conn.send_message(0, 0, b"x")
+        conn.expect(T.SEND_RECEIPT)
+        conn.subscribe(topic, "s", consumer_id=0, request_id=2, subType=pb.CommandSubscribe.Shared,
+                       initialPosition=pb.CommandSubscribe.Earliest)
+        conn.send_command(flow(0, 10))
+        msg_id = conn.expect(T.MESSAGE).command.message.message_id
+        conn.send_command(pb.BaseCommand(type=T.ACK, ack=pb.CommandAck(
+            consumer_id=0, ack_type=pb.CommandAck.Cumulative, message_id=[msg_id], request_id=3)))
+        response = conn.expect(T.ACK_RESPONSE).command.ackResponse
+        assert response.HasField("error") and response.error == pb.NotAllowedError
+        assert "Cumulative" in response.message
+        # Not acknowledged: a redelivery brings it back.
+        conn.send_command(pb.BaseCommand(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+                                         redeliverUnacknowledgedMessages=pb.CommandRedeliverUnacknowledgedMessages(
+                                             consumer_id=0)))
+        again = conn.expect(T.MESSAGE).command.message
+        assert (again.message_id.ledgerId, again.message_id.entryId) == (msg_id.ledgerId, msg_id.entryId)
+        assert again.redelivery_count == 1
+

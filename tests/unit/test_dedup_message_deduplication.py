@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from magnetar.core.dedup import (
     CONFIG_KEYS,
     DedupAction,
+    DeduplicationConfig,
     DedupOutcome,
     DedupStateError,
     DedupStatus,
-    DeduplicationConfig,
     MessageDeduplication,
     classify_send,
 )

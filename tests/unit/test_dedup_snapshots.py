@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from magnetar.core.dedup import (
     DEDUPLICATION_CURSOR_NAME,
+    DeduplicationConfig,
     DedupOutcome,
     DedupSnapshot,
-    DeduplicationConfig,
     MessageDeduplication,
 )
 from magnetar.core.dedup.dedup_snapshot import select_producers

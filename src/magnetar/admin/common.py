@@ -14,7 +14,7 @@ from magnetar.core.topic import Topic
 from magnetar.server.broker import BrokerOperations
 
 
-def broker_of(request: Request) -> BrokerOperations:
+async def broker_of(request: Request) -> BrokerOperations:
     broker: BrokerOperations = request.app.state.broker
     return broker
 

@@ -1,4 +1,4 @@
-"""The ``magnetar`` command: ``standalone`` now; ``admin``, ``client`` and ``perf`` groups join it."""
+"""The ``magnetar`` command: ``standalone``, and the ``admin``, ``client`` and ``perf`` groups."""
 
 from __future__ import annotations
 
@@ -8,10 +8,16 @@ from typing import Annotated
 
 import typer
 
+from magnetar.cli.admin import admin_app
+from magnetar.cli.client import client_app
+from magnetar.cli.perf import perf_app
 from magnetar.config import ConfigError, load_config
 
 app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_is_help=True,
                   add_completion=False)
+app.add_typer(admin_app, name="admin")
+app.add_typer(client_app, name="client")
+app.add_typer(perf_app, name="perf")
 
 
 @app.callback()

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.dispatchers.base import Dispatcher, EntrySource
-from magnetar.core.entry import with_earlier_chunks
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
+from magnetar.core.entry import with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
 
@@ -83,6 +83,7 @@ class Subscription:
     # -- acknowledgements -------------------------------------------------
     def acknowledge(self, consumer: Consumer, cumulative: bool,
                     acks: list[tuple[Position, list[int] | None]], now_ms: int) -> None:
+        self._check_not_beyond_the_end(acks)
         if cumulative:
             if self.sub_type in ("Shared", "Key_Shared"):
                 raise NotAllowed(f"Cumulative ack is not allowed on a {self.sub_type} subscription")
@@ -90,21 +91,38 @@ class Subscription:
             self.cursor.ack_cumulative(pos, ack_set)
             consumer.remove_pending_up_to(pos if not ack_set else Position(pos.ledger_id, pos.entry_id - 1))
         else:
+            # dispatch only once every ack of the command is applied: an entry acked later in
+            # this same list must not be sent out again in between
+            others: list[Consumer] = []
             for pos, ack_set in acks:
                 self.cursor.ack(pos, ack_set)
                 if self.cursor.is_acked(pos):
-                    self._forget(consumer, pos)
+                    other = self._forget(consumer, pos)
+                    if other is not None and other not in others:
+                        others.append(other)
+            for other in others:
+                self.dispatcher.on_acked(other, now_ms)
         consumer.acks.add(now_ms, len(acks))
         self._drop_acked_counts()
         self.dispatcher.on_acked(consumer, now_ms)
 
-    def _forget(self, consumer: Consumer, pos: Position) -> None:
+    def _check_not_beyond_the_end(self, acks: list[tuple[Position, list[int] | None]]) -> None:
+        """An ack for a message that does not exist yet is refused, not stored: a
+        mark-delete position past the end would silently swallow what is published next."""
+        last = self.topic.last_readable()
+        for pos, _ in acks:
+            if last is None or pos > last:
+                raise NotAllowed(f"Cannot acknowledge {pos} on {self.topic.name}: "
+                                 f"its last message is {last if last is not None else 'none'}")
+
+    def _forget(self, consumer: Consumer, pos: Position) -> Consumer | None:
+        """Drop an acknowledged entry from the pending entries; the other consumer that held it, if any."""
+        self.redelivery_counts.pop(pos, None)
         if consumer.remove_pending(pos) is None:
             for other in self.consumers:
                 if other.remove_pending(pos) is not None:
-                    self.dispatcher.on_acked(other, 0)
-                    break
-        self.redelivery_counts.pop(pos, None)
+                    return other
+        return None
 
     def _drop_acked_counts(self) -> None:
         if self.redelivery_counts:

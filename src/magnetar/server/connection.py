@@ -67,9 +67,14 @@ class ServerConnection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
+            # The frames before the bad one arrived whole: serve them, then give up.
+            self._handle_all(exc.frames_before)
             log.warning("closing %s: %s", self.address, exc)
             self._fail_connection(str(exc))
             return
+        self._handle_all(frames)
+
+    def _handle_all(self, frames: list[Frame]) -> None:
         for frame in frames:
             if self.closed:
                 return
@@ -190,7 +195,9 @@ class ServerConnection(asyncio.Protocol):
             log.exception("error handling %s from %s", T.Type.Name(cmd.type), self.address)
             self._reply_error(cmd, ServerError.UnknownError, f"internal error: {exc}")
 
-    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
+    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str, always: bool = False) -> None:
+        """Answer a failed command the way its client expects; ``always`` answers even a
+        command without a request id (an ERROR whose id no client knows is ignored)."""
         request_id = handlers.request_id_of(cmd)
         if cmd.type == T.SEND:
             self.send_error(cmd.send.producer_id, cmd.send.sequence_id, code, message)
@@ -202,12 +209,15 @@ class ServerConnection(asyncio.Protocol):
             self.write_command(commands.ack_response(cmd.ack.consumer_id, cmd.ack.request_id, code, message))
         elif request_id is not None:
             self.write_command(commands.error(request_id, code, message))
+        elif always or cmd.type == T.CONNECT:
+            self.write_command(commands.error(to_u64(-1), code, message))
         else:
             log.info("%s from %s failed: %s", T.Type.Name(cmd.type), self.address, message)
 
     def _unsupported(self, cmd: pb.BaseCommand) -> None:
         name = T.Type.Name(cmd.type) if cmd.type in T.Type.values() else str(cmd.type)
-        self._reply_error(cmd, ServerError.NotAllowedError, f"Command {name} is not supported by Magnetar")
+        self._reply_error(cmd, ServerError.NotAllowedError, f"Command {name} is not supported by Magnetar",
+                          always=True)
 
     def _drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)

@@ -16,6 +16,7 @@ from magnetar.core.errors import (
     MetadataError,
     NotAllowed,
     ProducerBusy,
+    ServerError,
     ServiceNotReady,
 )
 from magnetar.core.names import TopicName
@@ -25,7 +26,7 @@ from magnetar.core.topic import Topic
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, verify_entry_checksum
+from magnetar.wire.frames import Frame, ProtocolError, peek_metadata, verify_entry_checksum
 
 if TYPE_CHECKING:
     from magnetar.server.connection import ServerConnection
@@ -127,16 +128,28 @@ def send(conn: ServerConnection, frame: Frame) -> None:
     if prod is None:
         raise NotAllowed(f"Producer id {req.producer_id} is not registered on this connection")
     entry = frame.entry or b""
-    if verify_entry_checksum(entry) is False:
-        from magnetar.core.errors import ServerError
-        conn.send_error(req.producer_id, req.sequence_id, ServerError.ChecksumError,
-                        "Checksum of the message does not match its content")
+    problem = _entry_problem(entry)
+    if problem is not None:
+        code, message = problem
+        conn.send_error(req.producer_id, req.sequence_id, code, message)
         return
     topic: Topic = conn.producer_topics[req.producer_id]
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
     num_messages = req.num_messages if req.HasField("num_messages") else 1
     conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, frame.command.send)
+
+
+def _entry_problem(entry: bytes) -> tuple[ServerError, str] | None:
+    """Why an entry must not be stored, if it must not: a stored entry is replayed to every
+    consumer, and one whose metadata cannot be read would stop its subscriptions for good."""
+    try:
+        if verify_entry_checksum(entry) is False:
+            return ServerError.ChecksumError, "Checksum of the message does not match its content"
+        peek_metadata(entry)
+    except ProtocolError as exc:
+        return ServerError.NotAllowedError, f"Malformed message: {exc}"
+    return None
 
 
 def close_producer(conn: ServerConnection, frame: Frame) -> None:

@@ -24,13 +24,12 @@ class BacklogWalker:
     def advance(self, starts: Mapping[str, MessagePosition], latest: Mapping[str, MessagePosition],
                 max_rows: int) -> dict[str, MessagePosition]:
         """End positions at most ``max_rows`` messages after ``starts`` in total, never past ``latest``."""
-        import pulsar
 
         ends = {tp: starts.get(tp, EARLIEST) for tp in latest}
         active = sorted(tp for tp in latest if latest[tp] > ends[tp])
         if not active:
             return ends
-        client = pulsar.Client(self.options.connection.service_url, **self.options.connection.client_kwargs())
+        client = self.options.connection.new_client()
         try:
             walks = {tp: _PartitionWalk(client, tp, ends[tp], latest[tp], max_rows) for tp in active}
             budget = max_rows

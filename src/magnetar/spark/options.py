@@ -128,17 +128,17 @@ PRODUCER_KEYS: dict[str, tuple[str, Converter]] = {
     "batchingEnabled": ("batching_enabled", _bool),
     "batchingMaxMessages": ("batching_max_messages", lambda n, r: _int(n, r, 1)),
     "batchingMaxBytes": ("batching_max_allowed_size_in_bytes", lambda n, r: _int(n, r, 1)),
+    "batchingMaxPublishDelayMicros": ("batching_max_publish_delay_ms", lambda n, r: max(1, _int(n, r, 0) // 1000)),
     "compressionType": ("compression_type", _compression),
 }
 
 #: Producer settings the sink decides itself, and why a user may not change them.
 PRODUCER_FIXED: dict[str, str] = {
     "producerName": "the sink names producers after the query and Spark partition so retries deduplicate",
-    "batchingMaxPublishDelayMicros": "batches must close at the same messages on a retry, so the sink "
-                                     "closes them by count and size only, never by time",
     "blockIfQueueFull": "the sink always waits for room instead of failing sends",
     "chunkingEnabled": "chunked messages cannot be batched; the sink batches",
     "initialSequenceId": "the sink derives every sequence id from the batch id and row position",
+    "accessMode": "producers of one task share the topic with the other tasks' producers",
 }
 
 
@@ -151,6 +151,12 @@ class ConnectionOptions:
     service_url: str
     admin_url: str | None
     client_settings: Mapping[str, str] = field(default_factory=dict)
+
+    def new_client(self) -> Any:
+        """An official ``pulsar.Client`` that logs warnings and errors only."""
+        import pulsar
+        kwargs = {"logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn), **self.client_kwargs()}
+        return pulsar.Client(self.service_url, **kwargs)
 
     def client_kwargs(self) -> dict[str, Any]:
         kwargs: dict[str, Any] = {}

@@ -58,9 +58,8 @@ class MagnetarInputPartition(InputPartition):
 
 def read_range(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     """The messages of ``part`` as Arrow record batches in the source schema."""
-    import pulsar
 
-    client = pulsar.Client(options.connection.service_url, **options.connection.client_kwargs())
+    client = options.connection.new_client()
     try:
         reader = client.create_reader(part.topic, _reader_start(part.start), start_message_id_inclusive=True,
                                       **_reader_kwargs(options))

@@ -113,13 +113,31 @@ class AdminClient:
 
     def last_message_id(self, topic: str) -> MessagePosition:
         """The last message of a topic partition; EARLIEST when it has none."""
-        doc = self._call("GET", f"{topic_path(topic)}/lastMessageId")
+        try:
+            doc = self._call("GET", f"{topic_path(topic)}/lastMessageId")
+        except MagnetarAdminError as exc:
+            if exc.status != 404:
+                raise
+            # A broker may fail to describe a last entry that retention already deleted;
+            # the ledger's last confirmed entry still says where the topic ends.
+            confirmed = self._last_confirmed_entry(topic)
+            if confirmed is None:
+                raise
+            return confirmed
         if not isinstance(doc, dict):
             raise MagnetarAdminError(f"lastMessageId of {topic}: unexpected answer {doc!r}")
         entry_id = int(doc.get("entryId", -1))
         if entry_id < 0:
             return EARLIEST
         return MessagePosition.normalised(int(doc["ledgerId"]), entry_id, int(doc.get("batchIndex", -1)))
+
+    def _last_confirmed_entry(self, topic: str) -> MessagePosition | None:
+        doc = self._call("GET", f"{topic_path(topic)}/internalStats", ok_missing=True)
+        text = doc.get("lastConfirmedEntry") if isinstance(doc, dict) else None
+        if not isinstance(text, str) or ":" not in text:
+            return None
+        ledger, entry = (int(x) for x in text.split(":", 1))
+        return EARLIEST if entry < 0 else MessagePosition.normalised(ledger, entry)
 
     def first_message_at(self, topic: str, timestamp_ms: int) -> MessagePosition | None:
         """The first entry published at or after the time; None when there is none."""

@@ -1,8 +1,8 @@
 """The effectively-once sink: retried tasks and restarted queries add no duplicates.
 
 It leans on the broker's producer deduplication (Pulsar's, by producer name and
-sequence id), so every choice that could differ between two attempts at the same
-rows is made deterministic:
+sequence id) and makes every choice that could differ between two attempts at the
+same rows deterministic:
 
 * **Producer names** — ``<prefix>-<query id or write id>-<Spark partition id>``: a
   retried task or a replayed micro-batch publishes under the name the first attempt
@@ -13,13 +13,17 @@ rows is made deterministic:
 * **Routing** — a keyed row goes to ``murmur3_32(key) % partitions`` (Pulsar's
   ``Murmur3_32Hash``), a keyless one to ``(row + partition id) % partitions``; no
   random round-robin start, so a replayed row lands on the same partition.
-* **Batch boundaries** — the broker judges a batch by its last sequence id (the
-  official Python client does not send ``highest_sequence_id``), so a batch of a
-  replay must never straddle what the first attempt persisted. Batches therefore
-  close on message count and size only: the publish delay is set beyond any task's
-  life and the final partial batch is sent by ``flush()`` at the end of the data.
-  Closing a producer discards its unsent batch (it is not flushed), so a failed
-  attempt leaves only whole batches behind.
+
+A replay must also never send a batch that *straddles* what an earlier attempt
+stored: the broker judges a batch by its last sequence id (the official Python
+client does not send ``highest_sequence_id``), so such a batch would be stored
+whole, its first messages a second time. Spark makes that case common: when an
+upstream stage fails, the writer sees its input end early but cleanly and flushes
+a partial batch at an arbitrary row. So each producer, once connected, learns from
+the broker the last sequence id stored under its name (``last_sequence_id``, which
+PRODUCER_SUCCESS carries) and skips the rows at or below it. What it sends then
+starts after everything already stored, and broker deduplication remains the
+backstop for what the client itself re-sends after a reconnection.
 """
 
 from __future__ import annotations
@@ -50,9 +54,8 @@ log = logging.getLogger("magnetar.spark")
 ROW_BITS = 32
 MAX_ROWS_PER_EPOCH = (1 << ROW_BITS) - 1
 MAX_EPOCH = (1 << (63 - ROW_BITS)) - 1
-#: Batches close by count and size only; this delay outlives any task.
-BATCH_DELAY_NEVER_MS = 24 * 3600 * 1000
 DEFAULT_BATCH_MESSAGES = 1000
+DEFAULT_MAX_PENDING_MESSAGES = 4000
 #: How long a retry waits for the previous attempt's producer to be released.
 PRODUCER_BUSY_WAIT_S = 90.0
 STREAMING_QUERY_ID = "sql.streaming.queryId"
@@ -65,12 +68,15 @@ class MagnetarSinkError(RuntimeError):
 
 @dataclass
 class MagnetarCommitMessage(WriterCommitMessage):
+    """What one task did: ``rows`` seen, of which ``duplicates`` were already stored by an
+    earlier attempt (skipped, or dropped by the broker); ``sent`` per topic partition."""
+
     partition_id: int
     producer_name: str
     epoch: int
     rows: int
     duplicates: int
-    per_topic: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
 
 
 def sequence_id(epoch: int, row: int) -> int:
@@ -164,7 +170,7 @@ class MagnetarStreamWriter(DataSourceStreamArrowWriter):
 
 def _log_commit(what: str, messages: list[WriterCommitMessage | None]) -> None:
     done = [m for m in messages if isinstance(m, MagnetarCommitMessage)]
-    log.info("%s: %d rows published, %d dropped by the broker as duplicates, %d partitions", what,
+    log.info("%s: %d rows published, %d already stored by an earlier attempt, %d partitions", what,
              sum(m.rows - m.duplicates for m in done), sum(m.duplicates for m in done), len(done))
 
 
@@ -181,28 +187,28 @@ class PartitionWriter:
         self._lock = threading.Lock()
         self._failures: list[str] = []
         self._duplicates = 0
-        self._per_topic: dict[str, int] = {}
+        self._already_stored = 0
+        import pulsar
+        self._ok = pulsar.Result.Ok
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
-        import pulsar
-        client = pulsar.Client(self.options.connection.service_url, **self.options.connection.client_kwargs())
+        client = self.options.connection.new_client()
         try:
             targets = _Targets(client, self.options, self.name)
             rows = self._send_all(batches, targets)
             targets.flush()
             self._raise_failures()
-            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, rows, self._duplicates,
-                                         dict(self._per_topic))
+            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, rows,
+                                         self._already_stored + self._duplicates, targets.sent_counts())
         finally:
-            client.close()  # closing never flushes: a failed attempt leaves whole batches only
+            client.close()
 
     def _send_all(self, batches: Iterator[pa.RecordBatch], targets: _Targets) -> int:
         row = 0
         base = sequence_id(self.epoch, 1) - 1
         callback = self._on_sent
         for batch in batches:
-            columns = _columns(batch)
-            values, keys, props, events, topics = columns
+            values, keys, props, events, topics = _columns(batch)
             for i in range(batch.num_rows):
                 row += 1
                 if row > MAX_ROWS_PER_EPOCH:
@@ -212,18 +218,22 @@ class PartitionWriter:
                 if topic is None:
                     raise MagnetarSinkError(f"row {row} of Spark partition {self.partition_id} has no "
                                             f"{TOPIC} and the 'topic' option is not set")
-                producer = targets.route(topic, key, row + self.partition_id)
-                producer.send_async(values[i], callback, properties=props[i] if props is not None else None,
-                                    partition_key=key, sequence_id=base + row,
-                                    event_timestamp=events[i] if events is not None else None)
+                target = targets.route(topic, key, row + self.partition_id)
+                seq = base + row
+                if seq <= target.stored_up_to:
+                    self._already_stored += 1
+                    continue
+                target.producer.send_async(values[i], callback,
+                                           properties=props[i] if props is not None else None,
+                                           partition_key=key, sequence_id=seq,
+                                           event_timestamp=events[i] if events is not None else None)
+                target.sent += 1
             if self._failures:
                 self._raise_failures()
-        self._per_topic = targets.counts
         return row
 
     def _on_sent(self, result: Any, message_id: Any) -> None:
-        import pulsar
-        if result != pulsar.Result.Ok:
+        if result != self._ok:
             with self._lock:
                 self._failures.append(str(result))
         elif message_id.ledger_id() < 0:
@@ -271,6 +281,16 @@ def _columns(batch: pa.RecordBatch) -> tuple[list[Any], list[Any] | None, list[A
     return values, keys, props, events, topics
 
 
+@dataclass
+class _Target:
+    """One topic partition's producer and the last sequence id the broker had stored under its name."""
+
+    producer: Any
+    topic: str
+    stored_up_to: int
+    sent: int = 0
+
+
 class _Targets:
     """Producers per target topic partition, all under the task's one producer name."""
 
@@ -278,37 +298,34 @@ class _Targets:
         self.client = client
         self.options = options
         self.name = name
-        self._producers: dict[str, list[tuple[Any, str]]] = {}
-        self.counts: dict[str, int] = {}
+        self._by_topic: dict[str, list[_Target]] = {}
 
-    def route(self, topic: str, key: str | None, spread: int) -> Any:
-        producers = self._producers.get(topic)
-        if producers is None:
-            producers = self._open(topic)
-        n = len(producers)
-        producer, target = producers[0 if n == 1 else key_partition(key, n) if key else spread % n]
-        self.counts[target] = self.counts.get(target, 0) + 1
-        return producer
+    def route(self, topic: str, key: str | None, spread: int) -> _Target:
+        targets = self._by_topic.get(topic)
+        if targets is None:
+            targets = self._open(topic)
+        n = len(targets)
+        return targets[0 if n == 1 else key_partition(key, n) if key else spread % n]
 
-    def _open(self, topic: str) -> list[tuple[Any, str]]:
+    def _open(self, topic: str) -> list[_Target]:
         if topic != self.options.topic:
             check_deduplication(self.options, topic)
-        partitions = self.client.get_topic_partitions(topic)
-        producers = [(self._create(p), p) for p in partitions]
-        self._producers[topic] = producers
-        return producers
+        targets = []
+        for partition in self.client.get_topic_partitions(topic):
+            producer = self._create(partition)
+            targets.append(_Target(producer, partition, producer.last_sequence_id()))
+        self._by_topic[topic] = targets
+        return targets
 
     def _create(self, topic: str) -> Any:
         import pulsar
         kwargs: dict[str, Any] = {
             "batching_enabled": True,
             "batching_max_messages": DEFAULT_BATCH_MESSAGES,
+            "max_pending_messages": DEFAULT_MAX_PENDING_MESSAGES,
             "block_if_queue_full": True,
         }
         kwargs.update(self.options.producer_kwargs())
-        kwargs["batching_max_publish_delay_ms"] = BATCH_DELAY_NEVER_MS
-        batch = int(kwargs["batching_max_messages"])
-        kwargs["max_pending_messages"] = max(int(kwargs.get("max_pending_messages", 0)), 4 * batch)
         deadline = time.monotonic() + PRODUCER_BUSY_WAIT_S
         delay_s = 0.1
         while True:
@@ -324,7 +341,9 @@ class _Targets:
                 delay_s = min(delay_s * 2, 2.0)
 
     def flush(self) -> None:
-        for producers in self._producers.values():
-            for producer, _ in producers:
-                producer.flush()
+        for targets in self._by_topic.values():
+            for target in targets:
+                target.producer.flush()
 
+    def sent_counts(self) -> dict[str, int]:
+        return {t.topic: t.sent for targets in self._by_topic.values() for t in targets if t.sent}

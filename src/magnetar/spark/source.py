@@ -69,6 +69,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._target: dict[str, MessagePosition] | None = None
         self._latest_seen: SourceOffset | None = None
+        self._subscription_at: dict[str, MessagePosition] = {}
 
     # -- offsets ----------------------------------------------------------------------------
     def initialOffset(self) -> dict[str, Any]:
@@ -87,6 +88,10 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = SourceOffset.from_json(start)
+        # ``start`` is the end of a batch Spark has already committed: Spark calls commit()
+        # only when it constructs another batch, so a query that stops (Trigger.AvailableNow,
+        # or no new data) would otherwise leave the subscription one batch behind.
+        self._move_subscription(begin)
         with AdminClient(self.options.connection) as admin:
             topics = resolve_partitions(admin, self.options.selection)
             latest = latest_positions(admin, topics) if self._target is None else \
@@ -125,14 +130,20 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Move the progress subscription to the committed offsets (see ``subscriptionName``)."""
+        self._move_subscription(SourceOffset.from_json(end))
+
+    def _move_subscription(self, done: SourceOffset) -> None:
         name = self.options.subscription_name
         if not name:
             return
-        done = SourceOffset.from_json(end)
+        moved = {tp: p for tp, p in done.positions.items()
+                 if not p.is_earliest and self._subscription_at.get(tp) != p}
+        if not moved:
+            return
         with AdminClient(self.options.connection) as admin:
-            for tp, position in sorted(done.positions.items()):
-                if not position.is_earliest:
-                    admin.reset_cursor(tp, name, position)
+            for tp, position in sorted(moved.items()):
+                admin.reset_cursor(tp, name, position)
+                self._subscription_at[tp] = position
 
     def stop(self) -> None:
         pass

@@ -121,10 +121,10 @@ class RawConnection:
     def read_until(self, match: Callable[[RawFrame], bool], timeout_s: float | None = None,
                    answer_pings: bool = True, what: str = "a matching frame") -> RawFrame:
         """The first frame ``match`` accepts; the frames before it stay queued for later reads."""
-        for index, frame in enumerate(self._queued):
-            if match(frame):
+        for index, queued in enumerate(self._queued):
+            if match(queued):
                 del self._queued[index]
-                return frame
+                return queued
         deadline = time.monotonic() + (self.timeout_s if timeout_s is None else timeout_s)
         while (remaining := deadline - time.monotonic()) > 0:
             frame = self._read_fresh(remaining)

@@ -25,6 +25,7 @@ from magnetar.core.dedup.message_deduplication import (
 )
 from magnetar.core.dedup.property_dedup_window import (
     BYTES_PER_ID_MAX,
+    BYTES_PER_PENDING_ID_MAX,
     DEFAULT_PROPERTY_NAME,
     PropertyDedupStats,
     PropertyDedupWindow,
@@ -32,6 +33,7 @@ from magnetar.core.dedup.property_dedup_window import (
 
 __all__ = [
     "BYTES_PER_ID_MAX",
+    "BYTES_PER_PENDING_ID_MAX",
     "CONFIG_KEYS",
     "DEDUPLICATION_CURSOR_NAME",
     "DEFAULT_PROPERTY_NAME",

@@ -7,13 +7,14 @@ of one message property (``__dedup_id`` unless configured otherwise) per topic a
 drops a message whose value was already stored within ``window_ms``.
 
 Memory is bounded by ``max_ids``: each remembered id is held as a 16-byte BLAKE2b
-digest of its value plus its first-seen time in an insertion-ordered dict, about
-200 bytes in CPython 3.11 whatever the id's length, and never more than
-:data:`BYTES_PER_ID_MAX` (256) bytes, so a window costs at most ``256 * max_ids``
-bytes (25.6 MB for 100,000 ids). When the bound is reached the oldest id is
-forgotten early, which shortens the effective window; ``evicted_over_bound`` counts
-it. Two different ids share a digest with negligible probability (2**-64 for a
-billion ids).
+digest of its value plus its first-seen time in an insertion-ordered dict, whatever
+the id's length. In CPython 3.11 that costs about 200 bytes per id and never more
+than :data:`BYTES_PER_ID_MAX` (320, just after the dict grows), plus up to
+:data:`BYTES_PER_PENDING_ID_MAX` (128) for each id whose write is still in flight.
+So a window costs at most ``320 * max_ids`` bytes plus ``128`` per write in flight
+(32 MB for 100,000 ids). When the bound is reached the oldest id is forgotten
+early, which shortens the effective window; ``evicted_over_bound`` counts it. Two
+different ids share a digest with negligible probability (2**-64 for a billion ids).
 
 An id is *pending* from :meth:`PropertyDedupWindow.check_and_record` until the
 shell reports the write durable (:meth:`PropertyDedupWindow.on_persisted`) or
@@ -32,8 +33,10 @@ from dataclasses import dataclass
 
 #: The message property read by default.
 DEFAULT_PROPERTY_NAME = "__dedup_id"
-#: Upper bound on the memory one remembered id costs, in bytes.
-BYTES_PER_ID_MAX = 256
+#: Upper bound on the memory one remembered id costs, in bytes (CPython 3.11, measured).
+BYTES_PER_ID_MAX = 320
+#: Extra bytes for an id whose write is still in flight.
+BYTES_PER_PENDING_ID_MAX = 128
 
 _DIGEST_SIZE = 16
 _MAGIC = b"MGDW"

@@ -28,6 +28,7 @@ Subclasses change the ordering rule through four hooks: ``_consumer_added``,
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.consumer import Consumer, PendingEntry
@@ -64,7 +65,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.allow_out_of_order = False
         self.selector: Any = None
         self.tracker: DrainingHashesTracker[Consumer] = DrainingHashesTracker(config.keySharedUnblockingIntervalMs)
-        self.replay: KeyedReplayQueue = KeyedReplayQueue()  # type: ignore[assignment]
+        self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
         #: whether the shell calls ``on_timer`` at ``next_deadline_ms()``; if not, clears are retried at once
@@ -81,6 +82,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         except ValueError as exc:
             raise ConsumerAssignError(str(exc)) from None
         self.selector, self.mode, self.allow_out_of_order = selector, mode, out_of_order
+        self.replay.owners_changed()
         consumer.on_pending_removed = self._pending_removed
         super().add_consumer(consumer, now_ms)
         self._consumer_added(consumer, impacted)
@@ -89,6 +91,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if consumer not in self.consumers or self.selector is None:
             return
         impacted = self.selector.remove_consumer(consumer)
+        self.replay.owners_changed()
         self.consumers.remove(consumer)
         for pos, entry in consumer.take_all_pending().items():
             self.replay.add(pos, entry.sticky_hash)
@@ -219,15 +222,34 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self._dispatch_new(now_ms)
 
     def _dispatch_replay(self, now_ms: int) -> None:
-        """Each waiting hash sends from the head of its line until one entry cannot go."""
+        """Each consumer that can take entries gets its waiting hashes' entries in position
+        order; the first of a hash that cannot go holds back the rest of its line."""
         cursor = self.sub.cursor
         replay = self.replay
-        for _, sticky_hash in replay.heads():
-            while (pos := replay.head(sticky_hash)) is not None:
+        for consumer in list(self.consumers):
+            if not self._can_take(consumer):
+                continue
+            heads = [(pos, h) for h in replay.hashes_of(consumer) if (pos := replay.head(h)) is not None]
+            heapq.heapify(heads)
+            while heads and self._can_take(consumer):
+                pos, sticky_hash = heads[0]
                 if cursor.is_acked(pos):
                     replay.discard(pos)
                 elif not self._try_send(pos, sticky_hash, now_ms, from_replay=True):
-                    break
+                    heapq.heappop(heads)
+                    continue
+                following = replay.head(sticky_hash)
+                if following is None:
+                    heapq.heappop(heads)
+                else:
+                    heapq.heapreplace(heads, (following, sticky_hash))
+
+    @staticmethod
+    def _can_take(consumer: Consumer) -> bool:
+        return consumer.permits > 0 and not consumer.blocked_on_unacked
+
+    def _owner_of(self, sticky_hash: int) -> Consumer | None:
+        return self.selector.select(sticky_hash) if self.selector is not None else None
 
     def _dispatch_new(self, now_ms: int) -> None:
         while self._may_read_ahead():
@@ -271,7 +293,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def _may_read_ahead(self) -> bool:
         if not any(c.permits > 0 and not c.blocked_on_unacked for c in self.consumers):
             return False
-        return not self._read_ahead_limited()
+        return not self._read_ahead_limited() and not self._subscription_blocked()
 
     def _read_ahead_limited(self) -> bool:
         """The replay queue holds as much as the look-ahead limits allow."""

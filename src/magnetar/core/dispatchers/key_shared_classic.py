@@ -14,10 +14,17 @@ entries of a waiting hash behind it, look-ahead limits, unacked limits) is share
 the PIP-379 dispatcher. STICKY and ``allowOutOfOrderDelivery`` need no gating here,
 as in Pulsar.
 
-The classic mode promises less than PIP-379: a recently joined consumer is held back
-by position, not by key, so one stuck message stalls it entirely (Pulsar's #21199
-trade-off), and entries sent back by a nack may reach a new owner while older ones of
-the key are still pending elsewhere.
+One hole of PIP-282 is closed here: entries sent *beyond* the last sent position
+(out of order, while an earlier entry waited) were not covered, so once the mark-delete
+position passed the joining position a newcomer could receive a key whose entry beyond
+it was still pending at its old owner (found by the simulator). Such entries, pending
+at other consumers when it joins and of keys it now owns, hold it back too until they
+are acknowledged; if one comes back (its consumer left) the newcomer may take it.
+
+The classic mode still promises less than PIP-379: a recently joined consumer is held
+back by position, not by key, so one stuck message stalls it entirely (Pulsar's #21199
+trade-off), and entries sent back (a nack, or their consumer leaving) may reach a new
+owner while older ones of the key are still pending elsewhere.
 """
 
 from __future__ import annotations
@@ -55,12 +62,36 @@ class TopicLedgerNavigator:
         return previous
 
 
+class SentBeforeJoining:
+    """Entries of a recently joined consumer's keys that were sent beyond its joining
+    position, before it joined, and were pending at other consumers then."""
+
+    __slots__ = ("joined_at", "positions")
+
+    def __init__(self, joined_at: Position, positions: set[Position]) -> None:
+        self.joined_at = joined_at
+        self.positions = positions
+
+    def covers(self, pos: Position) -> bool:
+        return pos in self.positions
+
+    def all_done(self, sub: Subscription, consumer: Consumer) -> bool:
+        """Whether each is acknowledged or pending at ``consumer`` itself; settled ones are dropped."""
+        cursor = sub.cursor
+        if cursor.mark_delete < self.joined_at:
+            return False
+        self.positions = {p for p in self.positions if not cursor.is_acked(p) and p not in consumer.pending}
+        return not self.positions
+
+
 class KeySharedClassicDispatcher(KeySharedDispatcher):
     def __init__(self, sub: Subscription, timer_driven: bool = False) -> None:
         super().__init__(sub, timer_driven)
         self.navigator = TopicLedgerNavigator(sub.topic)
         self.recently_joined: RecentlyJoinedConsumers[Consumer] = RecentlyJoinedConsumers(
             sub.cursor.mark_delete, self.navigator)
+        #: recently joined consumers still waiting for entries sent beyond their joining position
+        self.sent_before_joining: dict[Consumer, SentBeforeJoining] = {}
 
     @property
     def gating(self) -> bool:
@@ -69,15 +100,45 @@ class KeySharedClassicDispatcher(KeySharedDispatcher):
 
     # -- the ordering rule -----------------------------------------------------
     def _consumer_added(self, consumer: Consumer, impacted: Any) -> None:
-        if self.gating:
-            self._prepare()
-            self.recently_joined.consumer_added(consumer, len(self.consumers), self._entries_since_first_unacked())
+        if not self.gating:
+            return
+        self._prepare()
+        rjc = self.recently_joined
+        joined_at = rjc.consumer_added(consumer, len(self.consumers), self._entries_since_first_unacked())
+        if joined_at is None or consumer not in rjc:
+            return
+        select = self.selector.select
+        beyond = {pos for other in self.consumers if other is not consumer
+                  for pos, entry in other.pending.items()
+                  if pos > joined_at and select(entry.sticky_hash) is consumer}
+        if beyond:
+            self.sent_before_joining[consumer] = SentBeforeJoining(joined_at, beyond)
 
     def _consumer_removed(self, consumer: Consumer, impacted: Any) -> None:
         self.recently_joined.consumer_removed(consumer, len(self.consumers))
+        self.sent_before_joining.pop(consumer, None)
+        if len(self.consumers) <= 1:
+            self.sent_before_joining.clear()
 
     def _may_send(self, consumer: Consumer, pos: Position, sticky_hash: int, from_replay: bool) -> bool:
-        return not self.gating or self.recently_joined.can_dispatch(consumer, pos, from_replay)
+        if not self.gating:
+            return True
+        waiting = self.sent_before_joining.get(consumer)
+        if waiting is not None and pos > waiting.joined_at:
+            if not waiting.all_done(self.sub, consumer):
+                # such an entry, sent back since, may come: waiting for it would never end
+                return waiting.covers(pos)
+            del self.sent_before_joining[consumer]
+        return self.recently_joined.can_dispatch(consumer, pos, from_replay)
+
+    def _released(self) -> bool:
+        """Whether an acknowledgement let a recently joined consumer go."""
+        released = self.recently_joined.mark_delete_position_moved(self.sub.cursor.mark_delete)
+        for consumer, waiting in list(self.sent_before_joining.items()):
+            if waiting.all_done(self.sub, consumer):
+                del self.sent_before_joining[consumer]
+                released = True
+        return released
 
     def _sent(self, consumer: Consumer, pos: Position) -> None:
         if self.gating:
@@ -108,7 +169,7 @@ class KeySharedClassicDispatcher(KeySharedDispatcher):
         super().dispatch(now_ms)
 
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
-        if self.gating and self.recently_joined.mark_delete_position_moved(self.sub.cursor.mark_delete):
+        if self.gating and self._released():
             self._update_blocking(consumer)
             self.dispatch(now_ms)
             return

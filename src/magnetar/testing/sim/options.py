@@ -75,6 +75,19 @@ class SimOptions:
             weights=_weights(rng),
         )
 
+    @classmethod
+    def scenario(cls, selector: str = AUTO_SPLIT_CONSISTENT, classic: bool = False, **values: object) -> SimOptions:
+        """Fixed options for a hand-written scenario: Pulsar's defaults, no faults of its own."""
+        defaults: dict[str, object] = dict(
+            seed=0, selector=selector, classic=classic, allow_out_of_order=False,
+            unblocking_interval_ms=0, look_ahead_per_consumer=2000, look_ahead_per_subscription=20000,
+            max_unacked_per_consumer=0, max_unacked_per_subscription=0, replica_points=100,
+            entries_per_ledger=50000, keys=1, key_skew=0.0, batch_probability=0.0,
+            ordering_key_probability=0.0, keyless_probability=0.0, max_consumers=100,
+            queue_sizes=(1000,), sticky_slots=((1, 65535),), steps=0, weights=(("publish", 1.0),))
+        defaults.update(values)
+        return cls(**defaults)  # type: ignore[arg-type]
+
     def with_overrides(self, overrides: dict[str, str]) -> SimOptions:
         """A copy with some options forced (``--set classic=true``), to explore one kind of world."""
         values: dict[str, object] = {}

@@ -90,6 +90,7 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
         where = traceback.extract_tb(exc.__traceback__)[-1]
         result.violation = f"{type(exc).__name__}: {exc} (at {where.filename}:{where.lineno})"
         result.failed_step = len(result.steps) - 1
+    trace.update(world.trace.digest())
     result.trace_digest = trace.hexdigest()
     result.published = world.published_total
     result.deliveries = world.checker.deliveries
@@ -117,8 +118,8 @@ def _step(world: World, result: RunResult, action: Action, trace: Any) -> None:
 
 def _safety(world: World, result: RunResult, schedule: list[Action] | None, trace: Any) -> None:
     if schedule is not None:
-        for action in schedule:
-            _step(world, result, action, trace)
+        for step in schedule:
+            _step(world, result, step, trace)
         return
     generator = ScheduleGenerator(world.options)
     for _ in range(world.options.steps):

@@ -10,6 +10,7 @@ every acknowledgement is reported to the checker as it happens.
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,7 @@ class SimClient:
             world.events.append(f"    {pos} ({key}) -> {self.name}" + (f" redelivery {redelivery_count}"
                                                                        if redelivery_count else ""))
         world.checker.delivered(self.name, pos, messages)
+        world.trace.update(f"{pos}>{self.name}:{redelivery_count};".encode())
         if world.entries.get(pos) != entry:
             raise Violation(f"{pos} sent to {self.name} with bytes other than those published")
         self.inbox.append(Delivery(pos, messages, ack_set, redelivery_count))
@@ -141,6 +143,10 @@ class World:
         self.next_consumer_id = 1
         self.refused = 0
         self.published_total = 0
+        #: the name a client's consumer gives the broker, when not the client's own (scenarios)
+        self.consumer_names: dict[str, str] = {}
+        #: every delivery, in order: two runs of one seed must end with the same digest
+        self.trace = hashlib.sha256()
         #: when a list, deliveries are written here as they happen (``--trace``)
         self.events: list[str] | None = None
 
@@ -218,8 +224,8 @@ class World:
         return True
 
     def _new_consumer(self, client: SimClient, meta: pb.KeySharedMeta) -> Consumer:
-        core = Consumer(self.next_consumer_id, client.name, _Sink(self, client), sub_type="Key_Shared",
-                        key_shared_meta=meta)
+        core = Consumer(self.next_consumer_id, self.consumer_names.get(client.name, client.name),
+                        _Sink(self, client), sub_type="Key_Shared", key_shared_meta=meta)
         self.next_consumer_id += 1
         return core
 
@@ -227,8 +233,8 @@ class World:
               out_of_order: bool | None = None) -> pb.KeySharedMeta:
         sticky = ranges is not None
         meta = pb.KeySharedMeta(
-            keySharedMode=mode if mode is not None else KEY_SHARED_STICKY if sticky else KEY_SHARED_AUTO_SPLIT,
             allowOutOfOrderDelivery=self.options.allow_out_of_order if out_of_order is None else out_of_order)
+        meta.keySharedMode = mode if mode is not None else KEY_SHARED_STICKY if sticky else KEY_SHARED_AUTO_SPLIT  # type: ignore[assignment]
         for start, end in ranges or ():
             meta.hashRanges.add(start=start, end=end)
         return meta
@@ -241,9 +247,11 @@ class World:
         if kind in ("mode", "ooo") and not self.connected():
             return False
         if kind == "mode":
-            meta = self._meta(None if sticky else [(1, 10)], mode=KEY_SHARED_AUTO_SPLIT if sticky else KEY_SHARED_STICKY)
+            other_mode = KEY_SHARED_AUTO_SPLIT if sticky else KEY_SHARED_STICKY
+            meta = self._meta(None if sticky else [(1, 10)], mode=other_mode)
         elif kind == "ooo":
-            meta = self._meta(parse_ranges(ranges) if ranges else None, out_of_order=not self.options.allow_out_of_order)
+            flipped = not self.options.allow_out_of_order
+            meta = self._meta(parse_ranges(ranges) if ranges else None, out_of_order=flipped)
         else:
             meta = self._meta(parse_ranges(ranges) if ranges else [])
         core = self._new_consumer(SimClient(name, int(queue), None), meta)
@@ -290,12 +298,17 @@ class World:
         return True
 
     def _reconnect(self, name: str) -> bool:
+        """The connection drops and the client subscribes again; the application keeps what it
+        received and may still acknowledge it (the broker takes acks from any consumer)."""
         client = self._client(name)
         if client is None:
             return False
+        kept = client.received[:]
         self._close(client)
         ranges = ",".join(f"{a}:{b}" for a, b in client.ranges) if client.ranges else None
-        return self._join(name, str(client.queue_size), ranges)
+        joined = self._join(name, str(client.queue_size), ranges)
+        self.clients[name].received = kept
+        return joined
 
     def _receive(self, name: str, count: str) -> bool:
         client = self._client(name)

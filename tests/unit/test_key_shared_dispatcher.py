@@ -1,0 +1,699 @@
+"""Key_Shared dispatch, in both modes, as named regression scenarios.
+
+Every scenario runs on the simulated world, so besides its own assertions each step is
+judged by the contract checkers (single ownership, per-key order, flow control) and the
+broker's idea of what is pending must match the clients'. ``classic`` selects
+``subscriptionKeySharedUseClassicPersistentImplementation``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
+from magnetar.core.dispatchers.key_shared_classic import KeySharedClassicDispatcher
+from magnetar.core.errors import ConsumerAssignError, ConsumerBusy, NotAllowed
+from magnetar.core.key_shared.sticky_key import sticky_key_hash
+from magnetar.testing.sim.options import AUTO_SPLIT_CONSISTENT, AUTO_SPLIT_RANGES
+from magnetar.testing.sim.scenario import Scenario, find_key, key_moving, owners
+
+BOTH_MODES = pytest.mark.parametrize("classic", [False, True], ids=["pip379", "classic"])
+
+
+def keys_owned(names: list[str], owner: str, count: int, prefix: str = "k",
+               selector: str = AUTO_SPLIT_CONSISTENT) -> list[str]:
+    """``count`` distinct keys that ``owner`` gets among consumers ``names``."""
+    owner_of = owners(selector, names)
+    found: list[str] = []
+    i = 0
+    while len(found) < count:
+        key = f"{prefix}{i}"
+        if owner_of(sticky_key_hash(key.encode())) == owner:
+            found.append(key)
+        i += 1
+    return found
+
+
+@BOTH_MODES
+def test_dispatcher_class_follows_the_switch(classic: bool) -> None:
+    s = Scenario(classic=classic)
+    s.join("c1")
+    expected = KeySharedClassicDispatcher if classic else KeySharedDispatcher
+    assert type(s.dispatcher) is expected
+
+
+# -- seed 003 ------------------------------------------------------------------------------
+@BOTH_MODES
+def test_reg_seed_003_issue_1_entries_read_but_not_sent_never_reach_the_new_consumer(classic: bool) -> None:
+    """c1 (one permit) has key-a's first entry; key-a's next entries wait; c3 joins and takes key-a.
+
+    The waiting entries must not reach c3 while c1 holds the first one; when c1 leaves,
+    c3 gets key-a's first entry before the others."""
+    s = Scenario(classic=classic)
+    key_a = key_moving(AUTO_SPLIT_CONSISTENT, ["c1", "c2"], ["c1", "c2", "c3"], "c1", "c3", "key-a")
+    key_b = key_moving(AUTO_SPLIT_CONSISTENT, ["c1", "c2"], ["c1", "c2", "c3"], "c2", "c2", "key-b")
+    s.join("c1", queue=1)
+    s.join("c2", queue=1000)
+    a = s.publish_many([key_a] * 3)
+    b = s.publish_many([key_b] * 3)
+    assert s.delivered("c1") == a[:1]
+    assert s.delivered("c2") == b
+    s.join("c3", queue=1000)
+    assert s.delivered("c3") == []
+    s.crash("c1")
+    if classic:
+        # held to the last sent position (a[0]) until it is acknowledged
+        assert s.delivered("c3") == a[:1]
+    else:
+        assert s.delivered("c3") == a
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_seed_003_issue_1_order_seen_by_the_new_owner(classic: bool) -> None:
+    s = Scenario(classic=classic)
+    key_a = key_moving(AUTO_SPLIT_CONSISTENT, ["c1", "c2"], ["c1", "c2", "c3"], "c1", "c3", "key-a")
+    key_b = key_moving(AUTO_SPLIT_CONSISTENT, ["c1", "c2"], ["c1", "c2", "c3"], "c2", "c2", "key-b")
+    s.join("c1", queue=1)
+    s.join("c2", queue=1000)
+    a = s.publish_many([key_a] * 3)
+    s.publish_many([key_b] * 3)
+    s.join("c3", queue=1000)
+    s.crash("c1")
+    got: list = []
+    for _ in range(5):
+        got += s.receive("c3")
+        s.ack("c3")
+    assert got == a  # 1:6, 1:7, 1:8 in the seed's numbering: never 1:7, 1:8, 1:6
+
+
+@BOTH_MODES
+def test_reg_seed_003_issue_2_entry_parked_for_lack_of_permits_waits_for_the_older_one(classic: bool) -> None:
+    """key-a's second entry waits for want of c1's permits; c3 joins and takes key-a; c1 leaves:
+    c3 must see the first entry before the second."""
+    s = Scenario(classic=classic)
+    key_a = key_moving(AUTO_SPLIT_CONSISTENT, ["c1", "c2"], ["c1", "c2", "c3"], "c1", "c3", "key-a")
+    s.join("c1", queue=1)
+    s.join("c2", queue=1000)
+    first = s.publish(key_a)
+    second = s.publish(key_a)
+    assert s.delivered("c1") == [first]
+    assert second in s.dispatcher.replay
+    s.join("c3", queue=1000)
+    assert s.delivered("c3") == []  # PIP-282 step 5 sent 2:2 here; it must wait
+    s.crash("c1")
+    got = s.receive("c3")
+    s.ack("c3")
+    got += s.receive("c3")
+    assert got == [first, second]
+    s.drain()
+
+
+# -- Pulsar #21199 ----------------------------------------------------------------------------
+@BOTH_MODES
+def test_reg_21199_a_failing_message_and_a_reconnect_do_not_stall_the_subscription(classic: bool) -> None:
+    """A message its consumers cannot process stays unacknowledged while one of them restarts.
+
+    Only that message's key may wait: with PIP-379 every other key, including those of
+    the restarted consumer, keeps flowing at once. The classic mode holds the restarted
+    consumer back (its documented trade-off) but the others keep going, and everything
+    drains once the message is acknowledged."""
+    names = ["c1", "c2", "c3"]
+    s = Scenario(classic=classic)
+    for name in names:
+        s.join(name, queue=100)
+    owner_of = owners(AUTO_SPLIT_CONSISTENT, names)
+    keys = [f"k{i}" for i in range(30)]
+    bad_key = next(k for k in keys if owner_of(sticky_key_hash(k.encode())) == "c1")
+    bad = s.publish(bad_key)
+    s.publish_many(keys)
+    s.receive("c1")
+    s.ack("c1", [p for p in s.delivered("c1") if p != bad])  # c1 fails on ``bad``
+    for name in ("c2", "c3"):
+        s.ack(name)
+    s.crash("c1")  # the consumer restarts: ``bad`` goes to another consumer, which fails too
+    holder = next(n for n in ("c2", "c3") if bad in s.delivered(n))
+    other = "c3" if holder == "c2" else "c2"
+    s.receive(holder)
+    s.join("c1", queue=100)  # back: bad_key maps to c1 again, but ``bad`` is pending at ``holder``
+    later = s.publish_many(keys * 3)
+    for name in (holder, other):
+        s.ack(name, [p for p in s.delivered(name) if p != bad])
+    c1_keys = [k for k in keys if owner_of(sticky_key_hash(k.encode())) == "c1" and k != bad_key]
+    got_c1 = {s.published[p] for p in s.delivered("c1")}
+    if classic:
+        assert got_c1 == set()  # recently joined: nothing until the mark-delete position passes
+    else:
+        assert got_c1 == set(c1_keys)  # every key of c1 but the failing one, at once
+    for name in (holder, other):
+        assert set(s.keys_of(name)) <= {k for k in keys if owner_of(sticky_key_hash(k.encode())) == name} | {bad_key}
+    waiting = [p for p in later if s.published[p] == bad_key]
+    assert not any(p in s.delivered("c1") for p in waiting)
+    s.ack(holder, [bad])
+    s.drain()
+
+
+# -- Pulsar's KeySharedSubscriptionTest and the regression table (K*) ------------------------
+@BOTH_MODES
+def test_reg_K2_ordering_when_adding_consumers(classic: bool) -> None:
+    """testOrderingWhenAddingConsumers: c1 prefetches 10 messages of 10 keys and holds them;
+    c2 joins; 10 more on the same keys: c2 gets none; c1 closes: c2 gets all 20 in order."""
+    keys = keys_owned(["c1", "c2"], "c2", 10)
+    s = Scenario(classic=classic)
+    s.join("c1", queue=100)
+    first = s.publish_many(keys)
+    assert s.delivered("c1") == first
+    s.join("c2", queue=100)
+    second = s.publish_many(keys)
+    assert s.delivered("c2") == []
+    s.crash("c1")
+    got: list = []
+    for _ in range(3):
+        got += s.receive("c2")
+        s.ack("c2")
+    assert got == first + second
+
+
+@BOTH_MODES
+def test_reg_K2_remove_first_consumer(classic: bool) -> None:
+    """testRemoveFirstConsumer: c2 stays empty while c1 holds messages; then takes all in order."""
+    s = Scenario(classic=classic)
+    s.join("c1", queue=100)
+    keys = keys_owned(["c1", "c2"], "c2", 5, prefix="r")
+    held = s.publish_many(keys)
+    s.receive("c1")
+    s.join("c2", queue=100)
+    more = s.publish_many(keys)
+    assert s.delivered("c2") == []
+    s.ack("c1")
+    if classic:
+        s.ack("c1")
+    got = s.receive("c2")
+    assert got == more
+    assert not set(held) & set(got)
+    s.drain()
+
+
+def test_reg_K12_brand_new_keys_reach_a_new_consumer_at_once() -> None:
+    """#14902/#15705: a new consumer got nothing while any old one held unacked messages.
+    Under PIP-379 only draining hashes block; a key never seen before goes to c2 at once."""
+    s = Scenario()
+    s.join("c1", queue=100)
+    old_key = keys_owned(["c1", "c2"], "c2", 1, prefix="old")[0]
+    s.publish(old_key)
+    s.receive("c1")  # held, unacknowledged
+    s.join("c2", queue=100)
+    new_key = keys_owned(["c1", "c2"], "c2", 1, prefix="new")[0]
+    fresh = s.publish(new_key)
+    assert s.delivered("c2") == [fresh]
+    blocked = s.publish(old_key)
+    assert blocked not in s.delivered("c2")
+    stats = s.dispatcher.consumer_stats(s.core("c1"))
+    assert stats["drainingHashesCount"] == 1
+    assert stats["drainingHashes"][0]["hash"] == sticky_key_hash(old_key.encode())
+    assert stats["drainingHashes"][0]["blockedAttempts"] >= 1
+    s.drain()
+
+
+def test_reg_K12_classic_holds_a_recently_joined_consumer_back_entirely() -> None:
+    """The classic trade-off, kept on purpose: the recently joined consumer waits for the
+    mark-delete position, even for keys nobody holds."""
+    s = Scenario(classic=True)
+    s.join("c1", queue=100)
+    old_key = keys_owned(["c1", "c2"], "c2", 1, prefix="old")[0]
+    held = s.publish(old_key)
+    s.publish(keys_owned(["c1", "c2"], "c1", 1, prefix="x")[0])
+    s.receive("c1")
+    s.join("c2", queue=100)
+    new_key = keys_owned(["c1", "c2"], "c2", 1, prefix="new")[0]
+    s.publish(new_key)
+    assert s.delivered("c2") == []
+    stats = s.dispatcher.subscription_stats()
+    assert list(stats["consumersAfterMarkDeletePosition"].values()) == [
+        s.dispatcher.consumer_stats(s.core("c2"))["lastSentPositionWhenJoining"]]
+    s.ack("c1", [held])
+    s.ack("c1")
+    assert s.keys_of("c2") == [new_key]
+    assert s.dispatcher.subscription_stats()["consumersAfterMarkDeletePosition"] == {}
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_K4_ack_hole_under_load_does_not_stall_other_keys(classic: bool) -> None:
+    """#8115/#10167: a consumer joins under load while another holds an ack hole. No global
+    stall; once the hole is acknowledged everything flows."""
+    s = Scenario(classic=classic)
+    s.join("c1", queue=50)
+    s.join("c2", queue=50)
+    keys = [f"h{i}" for i in range(20)]
+    positions = s.publish_many(keys)
+    hole = s.delivered("c1")[0]
+    for name in ("c1", "c2"):
+        s.ack(name, [p for p in s.delivered(name) if p != hole])
+    s.join("c3", queue=50)
+    s.publish_many(keys * 2)
+    for name in ("c1", "c2", "c3"):
+        s.ack(name, [p for p in s.delivered(name) if p != hole])
+    stuck_key = s.published[hole]
+    unacked = [p for p in s.checker.unacked() if s.published[p] != stuck_key]
+    if not classic:
+        assert unacked == []  # only the key of the hole waits
+    s.ack("c1", [hole])
+    s.drain()
+    assert set(positions) <= set(s.checker.entries)
+
+
+@BOTH_MODES
+def test_reg_K6_receiver_queue_of_one_keeps_per_key_order(classic: bool) -> None:
+    """#9940: consumers with one permit, 20 keys, many messages: per key order (the checker)."""
+    rng = random.Random(9940)
+    s = Scenario(classic=classic)
+    for name in ("c1", "c2", "c3"):
+        s.join(name, queue=1)
+    keys = [f"q{i}" for i in range(20)]
+    for round_ in range(40):
+        s.publish_many(rng.choice(keys) for _ in range(10))
+        for name in ("c1", "c2", "c3"):
+            if rng.random() < 0.7:
+                s.ack(name)
+        if round_ == 15:
+            s.join("c4", queue=1)
+        if round_ == 25:
+            s.crash("c2")
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_K7_consumer_without_permits_owning_every_key_is_not_a_busy_loop(classic: bool) -> None:
+    """#10284: A has permits, B none, and every key belongs to B. Dispatch must stop reading
+    (bounded by the look-ahead limit) rather than spin; when B sends FLOW it gets them."""
+    s = Scenario(classic=classic, look_ahead_per_consumer=5, look_ahead_per_subscription=100)
+    s.join("a", queue=100)
+    s.join("b", queue=100)
+    s.receive("b")
+    core_b = s.core("b")
+    core_b.permits = 0
+    s.checker.permits["b"] = 0
+    keys = keys_owned(["a", "b"], "b", 4, prefix="b")
+    reads = _count_reads(s)
+    s.publish_many(keys * 10)
+    assert s.delivered("b") == [] and s.delivered("a") == []
+    assert len(s.dispatcher.replay) == 10  # 5 per consumer, 2 consumers
+    before = reads[0]
+    for _ in range(20):
+        s.dispatcher.dispatch(s.world.now_ms)
+    assert reads[0] == before  # nothing re-read while nothing can go
+    s.flow("b", 100)
+    assert len(s.delivered("b")) == 40
+    s.drain()
+
+
+def _count_reads(s: Scenario) -> list[int]:
+    count = [0]
+    topic = s.world.topic
+    read = topic.read_entry
+
+    def counting(pos):  # type: ignore[no-untyped-def]
+        count[0] += 1
+        return read(pos)
+    topic.read_entry = counting  # type: ignore[method-assign]
+    return count
+
+
+@BOTH_MODES
+def test_reg_K8_consumers_sharing_a_name(classic: bool) -> None:
+    """#10750 testCheckConsumersWithSameName: three consumers named alike; c1 takes 5 messages
+    and closes; the other two get all 100."""
+    s = Scenario(classic=classic)
+    for client, queue in (("c1", 5), ("c2", 1000), ("c3", 1000)):
+        s.join(client, queue=queue, consumer_name="same")
+    positions = s.publish_many(f"n{i}" for i in range(100))
+    s.receive("c1")
+    s.crash("c1")
+    for client in ("c2", "c3"):
+        s.ack(client)
+    s.drain()
+    assert s.checker.unacked() == []
+    assert {p for c in ("c2", "c3") for p in s.checker.outstanding.get(c, ())} == set()
+    assert all(s.checker.entries[p].deliveries >= 1 for p in positions)
+
+
+@BOTH_MODES
+def test_reg_K9_a_thousand_join_leave_cycles_never_stall_dispatch(classic: bool) -> None:
+    """PR #10920: repeated open/close stopped dispatch to all. 1000 random joins and leaves."""
+    rng = random.Random(10920)
+    s = Scenario(classic=classic)
+    s.join("c0", queue=10)
+    names = [f"c{i}" for i in range(6)]
+    for cycle in range(1000):
+        connected = [c.name for c in s.world.connected()]
+        name = rng.choice(names)
+        if name in connected and len(connected) > 1:
+            (s.crash if rng.random() < 0.5 else s.leave)(name)
+        elif name not in connected:
+            s.join(name, queue=rng.choice((1, 10)))
+        s.publish(f"j{rng.randrange(15)}")
+        for c in s.world.connected():
+            if rng.random() < 0.5:
+                s.ack(c.name)
+        if cycle % 100 == 99:
+            s.drain()
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_K11_sticky_ranges_survive_both_consumers_restarting(classic: bool) -> None:
+    """PR #14014 testStickyKeyRangesRestartConsumers: halves of the hash space; both close
+    mid-stream; they come back; all 100 keys are delivered."""
+    s = Scenario(classic=classic, selector="sticky")
+    lower, upper = (1, 32767), (32768, 65535)
+    s.join("c1", ranges=[lower])
+    s.join("c2", ranges=[upper])
+    s.publish_many(f"s{i}" for i in range(50))
+    s.crash("c1")
+    s.crash("c2")
+    s.publish_many(f"s{i}" for i in range(50, 100))
+    s.join("c1", ranges=[lower])
+    s.join("c2", ranges=[upper])
+    s.drain()
+    for name, (start, end) in (("c1", lower), ("c2", upper)):
+        assert all(start <= sticky_key_hash(k.encode()) <= end for k in s.keys_of(name))
+
+
+def test_reg_K14_nack_keeps_single_ownership() -> None:
+    """#9582: a nack may reorder, but never puts a key at two consumers. c1 holds m1, m2 of
+    key k; c2 joins and takes k; c1 nacks m1: m1 waits until c1 acknowledges m2."""
+    s = Scenario()
+    key = key_moving(AUTO_SPLIT_CONSISTENT, ["c1"], ["c1", "c2"], "c1", "c2", "nk")
+    s.join("c1", queue=10)
+    m1, m2 = s.publish_many([key, key])
+    s.receive("c1")
+    s.join("c2", queue=10)
+    s.nack("c1", [m1])
+    assert s.delivered("c2") == []
+    s.ack("c1", [m2])
+    assert s.delivered("c2") == [m1]
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_K16_blocked_hashes_are_not_read_again_and_again(classic: bool) -> None:
+    """testNoRepeatedReadAndDiscard: with ack holes and churn, ledger reads stay within
+    twice the messages."""
+    rng = random.Random(16)
+    s = Scenario(classic=classic)
+    reads = _count_reads(s)
+    for name in ("c1", "c2"):
+        s.join(name, queue=20)
+    published = 0
+    holes: set = set()
+    for step in range(30):
+        s.publish_many(f"r{rng.randrange(10)}" for _ in range(10))
+        published += 10
+        for c in s.world.connected():
+            received = s.receive(c.name)
+            if received and rng.random() < 0.2:
+                holes.add(received[0])
+            s.ack(c.name, [d.pos for d in c.received if d.pos not in holes])
+        if step in (10, 20):
+            s.join(f"n{step}", queue=20)
+    for c in s.world.connected():
+        s.ack(c.name)
+    s.drain()
+    assert reads[0] <= 2 * published
+
+
+@pytest.mark.parametrize("classic", [False, True], ids=["pip379", "classic"])
+def test_reg_K17_ordering_after_rolling_reconnects(classic: bool) -> None:
+    """testOrderingAfterReconnects: rolling restarts while producing; per key the broker never
+    goes backwards across consumers for first deliveries, and every message arrives. 50 runs."""
+    for run in range(50):
+        rng = random.Random(run)
+        s = Scenario(classic=classic)
+        names = ["c1", "c2", "c3"]
+        for name in names:
+            s.join(name, queue=rng.choice((5, 20)))
+        for i in range(40):
+            s.publish_many(f"o{rng.randrange(12)}" for _ in range(5))
+            if i % 8 == 3:
+                s.reconnect(names[(i // 8) % 3])
+            for c in s.world.connected():
+                if rng.random() < 0.8:
+                    s.ack(c.name)
+        s.drain()
+
+
+def test_making_progress_with_a_slower_consumer() -> None:
+    """testMakingProgressWithSlowerConsumer: 10 consumers, one never acknowledges its
+    "slowKey": every message it does not own still gets through."""
+    names = [f"c{i}" for i in range(10)]
+    s = Scenario()
+    for name in names:
+        s.join(name, queue=10)
+    owner_of = owners(AUTO_SPLIT_CONSISTENT, names)
+    slow_key = "slowKey"
+    slow = owner_of(sticky_key_hash(slow_key.encode()))
+    assert slow is not None
+    rng = random.Random(5)
+    others = [f"k{i}" for i in range(100)]
+    s.publish_many(slow_key for _ in range(30))
+    for _ in range(20):
+        s.publish_many(rng.choice(others) for _ in range(50))
+        for name in names:
+            if name != slow:
+                s.ack(name)
+    for name in names:
+        if name != slow:
+            s.ack(name)
+    unacked_keys = {s.checker.entries[p].key for p in s.checker.unacked()}
+    assert unacked_keys <= {slow_key} | {k for k in others if owner_of(sticky_key_hash(k.encode())) == slow}
+    s.ack(slow)
+    s.drain()
+
+
+def test_read_ahead_limit_bounds_the_replay_queue() -> None:
+    """testReadAheadLimit: with two consumers paused, entries in replay stay within the limit."""
+    s = Scenario(look_ahead_per_consumer=10, look_ahead_per_subscription=20)
+    for name in ("c1", "c2", "c3"):
+        s.join(name, queue=1000 if name == "c3" else 1)
+    for _ in range(20):
+        s.publish_many(f"l{i}" for i in range(10))
+        s.ack("c3")
+        assert len(s.dispatcher.replay) <= 20
+    s.drain()
+
+
+# -- modes, ranges, keys, acks ---------------------------------------------------------------
+@BOTH_MODES
+def test_hash_range_conflict_is_refused_and_a_freed_range_can_be_claimed(classic: bool) -> None:
+    s = Scenario(classic=classic, selector="sticky")
+    s.join("c1", ranges=[(1, 100)])
+    with pytest.raises(ConsumerAssignError):
+        s.world.topic.subscribe("sub", _bad_consumer(s, [(50, 150)]), s.world.now_ms)
+    assert [c.consumer_name for c in s.world.sub.consumers] == ["c1"]  # type: ignore[union-attr]
+    s.crash("c1")
+    s.join("c2", ranges=[(50, 150)])
+
+
+def _bad_consumer(s: Scenario, ranges: list[tuple[int, int]]):  # type: ignore[no-untyped-def]
+    from magnetar.testing.sim.world import SimClient
+    return s.world._new_consumer(SimClient("bad", 10, ranges), s.world._meta(ranges))
+
+
+@pytest.mark.parametrize("ranges", [[(500, 100)], [(0, 70000)], []], ids=["start>end", "outside", "none"])
+def test_invalid_sticky_ranges_are_refused(ranges: list[tuple[int, int]]) -> None:
+    s = Scenario(selector="sticky")
+    with pytest.raises(ConsumerAssignError):
+        s.world.topic.subscribe("sub", _bad_consumer(s, ranges), s.world.now_ms)
+
+
+@BOTH_MODES
+def test_mode_and_out_of_order_flag_change_only_when_no_consumer_is_left(classic: bool) -> None:
+    """testSelectorChangedAfterAllConsumerDisconnected / testAllowOutOfOrderDelivery…"""
+    s = Scenario(classic=classic)
+    s.join("c1")
+    sticky = s.world._new_consumer(_client("s"), s.world._meta([(1, 10)]))
+    with pytest.raises(ConsumerBusy, match="mode AUTO_SPLIT"):
+        s.world.topic.subscribe("sub", sticky, s.world.now_ms)
+    out_of_order = s.world._new_consumer(_client("o"), s.world._meta(None, out_of_order=True))
+    with pytest.raises(ConsumerBusy, match="allowOutOfOrderDelivery=false"):
+        s.world.topic.subscribe("sub", out_of_order, s.world.now_ms)
+    s.crash("c1")
+    s.world.topic.subscribe("sub", sticky, s.world.now_ms)
+    assert s.dispatcher.subscription_stats()["keySharedMode"] == "STICKY"
+
+
+def _client(name: str):  # type: ignore[no-untyped-def]
+    from magnetar.testing.sim.world import SimClient
+    return SimClient(name, 10, None)
+
+
+def test_cumulative_ack_is_refused() -> None:
+    s = Scenario()
+    s.join("c1")
+    pos = s.publish("k")
+    with pytest.raises(NotAllowed):
+        s.world.sub.acknowledge(s.core("c1"), True, [(pos, None)], s.world.now_ms)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("selector", [AUTO_SPLIT_CONSISTENT, AUTO_SPLIT_RANGES])
+def test_keyless_messages_spread_over_consumers(selector: str) -> None:
+    """testNoKeySendAndReceive…: the fallback sticky key producerName-sequenceId spreads them."""
+    s = Scenario(selector=selector)
+    for name in ("c1", "c2", "c3"):
+        s.join(name)
+    s.publish_many("-" for _ in range(300))
+    counts = [len(s.delivered(n)) for n in ("c1", "c2", "c3")]
+    assert sum(counts) == 300 and min(counts) > 20
+
+
+def test_ordering_key_takes_precedence_over_the_partition_key() -> None:
+    s = Scenario()
+    s.join("c1")
+    s.join("c2")
+    owner_of = owners(AUTO_SPLIT_CONSISTENT, ["c1", "c2"])
+    key = find_key(lambda h: owner_of(h) == "c2", "ordering")
+    s.publish_many(f"{key}@o" for _ in range(10))
+    assert len(s.delivered("c2")) == 10
+
+
+@pytest.mark.parametrize("selector", [AUTO_SPLIT_CONSISTENT, AUTO_SPLIT_RANGES])
+def test_distribution_is_fair_and_keys_stay_put(selector: str) -> None:
+    """receiveAndCheckDistribution: each key at one consumer, exact count, within ±40% of fair."""
+    rng = random.Random(1)
+    s = Scenario(selector=selector)
+    for name in ("c1", "c2", "c3", "c4") if selector == AUTO_SPLIT_RANGES else ("c1", "c2", "c3"):
+        s.join(name)
+    names = [c.name for c in s.world.connected()]
+    s.publish_many(f"d{rng.randrange(300)}" for _ in range(1000))
+    seen: dict[str, str] = {}
+    for name in names:
+        for key in s.keys_of(name):
+            assert seen.setdefault(key, name) == name
+    counts = [len(s.delivered(n)) for n in names]
+    assert sum(counts) == 1000
+    assert all(abs(c - 1000 / len(names)) <= 0.4 * 1000 / len(names) for c in counts)
+
+
+def test_batches_keep_key_affinity_and_count_their_messages() -> None:
+    s = Scenario()
+    s.join("c1", queue=10)
+    s.join("c2", queue=10)
+    s.publish_many([])
+    for i in range(20):
+        s.publish(f"b{i % 4}", count=5, persist=False)
+    s.persist()
+    for name in ("c1", "c2"):
+        assert s.core(name).permits <= 0 or s.core(name).permits < 10
+    s.drain()
+
+
+def test_partially_acknowledged_batch_comes_back_with_its_remaining_messages() -> None:
+    s = Scenario()
+    s.join("c1", queue=10)
+    batch = s.publish("pb", count=4)
+    s.receive("c1")
+    s._do("ack-part", "c1", 0, 1)
+    s.crash("c1")
+    s.join("c2", queue=10)
+    d = s.world.clients["c2"].inbox[0]
+    assert d.pos == batch and d.messages == 3 and d.ack_set is not None
+    s.drain()
+
+
+# -- unblocking and timers --------------------------------------------------------------------
+def test_unblocked_hashes_are_retried_together_after_the_interval() -> None:
+    s = Scenario(unblocking_interval_ms=10)
+    dispatcher = s.dispatcher
+    assert dispatcher is None
+    s.join("c1", queue=100)
+    d = s.dispatcher
+    assert isinstance(d, KeySharedDispatcher) and d.timer_driven
+    keys = keys_owned(["c1", "c2"], "c2", 3, prefix="u")
+    held = s.publish_many(keys)
+    s.receive("c1")
+    s.join("c2", queue=100)
+    s.publish_many(keys)
+    assert s.delivered("c2") == []
+    s.world.apply(__import__("magnetar.testing.sim.actions", fromlist=["act"]).act("ack", "c1", "0,1,2"))
+    assert s.delivered("c2") == []  # cleared, waiting for the batch
+    deadline = d.next_deadline_ms()
+    assert deadline == s.world.now_ms + 10
+    s.tick(9)
+    assert s.delivered("c2") == []
+    s.tick(1)
+    assert len(s.delivered("c2")) == 3
+    assert d.next_deadline_ms() is None
+    assert held
+
+
+def test_without_a_timer_unblocked_hashes_are_retried_at_once() -> None:
+    s = Scenario(unblocking_interval_ms=10)
+    s.join("c1", queue=100)
+    s.dispatcher.timer_driven = False
+    keys = keys_owned(["c1", "c2"], "c2", 2, prefix="w")
+    s.publish_many(keys)
+    s.receive("c1")
+    s.join("c2", queue=100)
+    s.publish_many(keys)
+    s.ack("c1")
+    assert len(s.delivered("c2")) == 2
+    assert s.dispatcher.next_deadline_ms() is None
+
+
+# -- stats ---------------------------------------------------------------------------------------
+def test_consumer_and_subscription_stats_fields() -> None:
+    s = Scenario()
+    s.join("c1")
+    stats = s.dispatcher.consumer_stats(s.core("c1"))
+    assert stats["keyHashRangeArrays"] and stats["keyHashRanges"]
+    for field in ("drainingHashesCount", "drainingHashesClearedTotal", "drainingHashesUnackedMessages",
+                  "drainingHashes"):
+        assert field in stats
+    sub = s.dispatcher.subscription_stats()
+    assert sub["keySharedMode"] == "AUTO_SPLIT" and sub["allowOutOfOrderDelivery"] is False
+    assert "lastSentPositionWhenJoining" not in stats
+
+
+def test_classic_stats_fields() -> None:
+    s = Scenario(classic=True)
+    s.join("c1", queue=2)
+    a, b, c = s.publish_many(keys_owned(["c1"], "c1", 3, prefix="st"))
+    s.join("c2")
+    sub = s.dispatcher.subscription_stats()
+    assert sub["lastSentPosition"] == str(b)
+    assert sub["individuallySentPositions"] == "[]"
+    joined = s.dispatcher.consumer_stats(s.core("c2"))["lastSentPositionWhenJoining"]
+    assert joined == str(b)
+    assert list(sub["consumersAfterMarkDeletePosition"].values()) == [str(b)]
+    assert next(iter(sub["consumersAfterMarkDeletePosition"])).startswith("consumerName=c2, consumerId=")
+    assert a < b < c
+
+
+def test_reg_sim_classic_entry_sent_beyond_the_last_sent_position_still_holds_its_key() -> None:
+    """Found by the simulator (seed 1287, classic): PIP-282 releases a recently joined
+    consumer once the mark-delete position reaches its joining position, but an entry of
+    one of its keys sent *beyond* that position (out of order) may still be pending at
+    the old owner. The newcomer must wait for it too."""
+    names = ["c1", "z"]
+    k0 = key_moving(AUTO_SPLIT_CONSISTENT, names, [*names, "c2"], "c1", "c2", "k0")
+    zk = key_moving(AUTO_SPLIT_CONSISTENT, names, [*names, "c2"], "z", "z", "zk")
+    s = Scenario(classic=True)
+    s.join("c1", queue=100)
+    s.join("z", queue=1)
+    za = s.publish(zk)
+    e0 = s.publish(k0)
+    e1 = s.publish(zk)  # z has no permit left: parked, not sent
+    e2 = s.publish(k0)  # sent beyond the last sent position (e0)
+    assert s.delivered("c1") == [e0, e2] and e1 in s.dispatcher.replay
+    s.join("c2", queue=100)
+    assert s.dispatcher.consumer_stats(s.core("c2"))["lastSentPositionWhenJoining"] == str(e0)
+    s.ack("c1", [e0])
+    s.ack("z", [za])
+    e3 = s.publish(k0)
+    assert e3 not in s.delivered("c2")  # e2, same key, is still pending at c1
+    s.ack("c1", [e2])
+    assert e3 in s.delivered("c2")
+    s.drain()
