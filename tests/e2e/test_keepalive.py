@@ -27,16 +27,16 @@ def test_connection_that_never_answers_ping_is_closed(broker: BrokerProcess) -> 
     with RawConnection.to_service(broker.service_url) as conn:
         conn.handshake()
         started = time.monotonic()
-        pings = [f for f in conn.frames_for(4 * INTERVAL_S, answer_pings=False) if f.command.type == T.PING]
+        pings = [f for f in conn.frames_for(8 * INTERVAL_S, answer_pings=False) if f.command.type == T.PING]
         assert conn.closed_by_peer, "an unanswered PING must cost the connection"
         assert pings, "the broker pings before it gives up"
-        assert time.monotonic() - started < 3.5 * INTERVAL_S
+        assert time.monotonic() - started < 5 * INTERVAL_S  # two ticks: ping, then give up
 
 
 def test_connection_that_answers_ping_stays_open(broker: BrokerProcess) -> None:
     with RawConnection.to_service(broker.service_url) as conn:
         conn.handshake()
-        frames = conn.frames_for(2.6 * INTERVAL_S, answer_pings=True)
+        frames = conn.frames_for(3.2 * INTERVAL_S, answer_pings=True)
         assert len([f for f in frames if f.command.type == T.PING]) >= 2
         assert not conn.closed_by_peer
         conn.send_command(ping())

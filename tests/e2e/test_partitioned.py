@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 import zlib
 from collections import Counter
@@ -149,3 +150,30 @@ def test_pattern_subscription_covers_every_partition(client: pulsar.Client) -> N
     got = receive_n(consumer, 2 * PARTITIONS)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(2 * PARTITIONS))
     assert nothing_arrives(consumer)
+
+
+def test_seek_by_time_on_a_partitioned_topic(client: pulsar.Client) -> None:
+    topic = new_topic()
+    producer = client.create_producer(topic)
+    for i in range(2 * PARTITIONS):
+        producer.send(f"old{i}".encode())
+    boundary_ms = int(time.time() * 1000) + 1
+    while int(time.time() * 1000) <= boundary_ms:
+        time.sleep(0.001)
+    for i in range(PARTITIONS):
+        producer.send(f"new{i}".encode())
+    consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+    assert len(receive_n(consumer, 3 * PARTITIONS)) == 3 * PARTITIONS
+    consumer.seek(boundary_ms)
+    assert sorted(m.data() for m in drain(consumer)) == sorted(f"new{i}".encode() for i in range(PARTITIONS))
+
+
+def test_reader_on_a_partitioned_topic(client: pulsar.Client) -> None:
+    topic = new_topic()
+    producer = client.create_producer(topic)
+    for i in range(2 * PARTITIONS):
+        producer.send(f"m{i}".encode())
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    got = [reader.read_next(5000).data() for _ in range(2 * PARTITIONS)]
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(2 * PARTITIONS))
+    assert not reader.has_message_available()

@@ -147,6 +147,13 @@ def test_failover_cumulative_ack_is_allowed(client: pulsar.Client, topic: str) -
     assert [m.data() for m in receive_n(again, 2)] == [b"m3", b"m4"]
 
 
+def test_read_compacted_and_replicated_subscription_flags_are_accepted(client: pulsar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s", is_read_compacted=True, replicate_subscription_state_enabled=True,
+                                properties={"team": "payments"})
+    send_all(client, topic, 2)
+    assert [m.data() for m in receive_n(consumer, 2)] == [b"m0", b"m1"]
+
+
 # -- positions, unsubscribe ------------------------------------------------------------
 def test_initial_position_latest_skips_earlier_messages(client: pulsar.Client, topic: str) -> None:
     send_all(client, topic, 3, prefix="old")

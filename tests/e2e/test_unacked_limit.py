@@ -1,4 +1,5 @@
-"""``maxUnackedMessagesPerConsumer`` on Shared subscriptions: block at the limit, unblock at half."""
+"""``maxUnackedMessagesPerConsumer`` and ``maxUnackedMessagesPerSubscription`` on Shared
+subscriptions: block at the limit, unblock at half."""
 
 from __future__ import annotations
 
@@ -6,17 +7,19 @@ from collections.abc import Iterator
 
 import pulsar
 import pytest
-from e2e_helpers import EARLIEST, new_topic, nothing_arrives, quiet_logger, receive_n
+from e2e_helpers import EARLIEST, drain, new_topic, nothing_arrives, quiet_logger, receive_n
 
 from magnetar.testing.broker_process import BrokerProcess
 
 LIMIT = 10
+SUBSCRIPTION_LIMIT = 15
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("unacked") / "data"
-    proc = BrokerProcess(data, config={"maxUnackedMessagesPerConsumer": str(LIMIT)}).start()
+    proc = BrokerProcess(data, config={"maxUnackedMessagesPerConsumer": str(LIMIT),
+                                       "maxUnackedMessagesPerSubscription": str(SUBSCRIPTION_LIMIT)}).start()
     yield proc
     proc.kill()
 
@@ -56,5 +59,26 @@ def test_blocked_consumer_does_not_block_the_others(broker: BrokerProcess) -> No
             producer.send(f"m{i}".encode())
         assert [m.data() for m in receive_n(other, 5)] == [f"m{i}".encode() for i in range(LIMIT, LIMIT + 5)]
         assert nothing_arrives(greedy, 300)
+    finally:
+        client.close()
+
+
+def test_subscription_blocks_at_its_limit_and_unblocks_at_half(broker: BrokerProcess) -> None:
+    client = pulsar.Client(broker.service_url, logger=quiet_logger())
+    try:
+        topic = new_topic()
+        consumers = [client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, consumer_name=name)
+                     for name in ("first", "second")]
+        producer = client.create_producer(topic)
+        for i in range(3 * SUBSCRIPTION_LIMIT):
+            producer.send(f"m{i}".encode())
+        held = [(consumer, m) for consumer in consumers for m in drain(consumer)]
+        # Each consumer is below its own limit of 10; together they hit the subscription's 15.
+        assert len(held) == SUBSCRIPTION_LIMIT, "the broker must stop at maxUnackedMessagesPerSubscription"
+        for consumer, m in held[: SUBSCRIPTION_LIMIT - SUBSCRIPTION_LIMIT // 2]:
+            consumer.acknowledge(m)
+        more = [m for consumer in consumers for m in drain(consumer)]
+        assert more, "acknowledging down to half the limit unblocks the subscription"
+        assert {m.data() for m in more}.isdisjoint({m.data() for _, m in held})
     finally:
         client.close()

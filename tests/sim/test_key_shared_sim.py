@@ -44,6 +44,12 @@ def test_classic_mode_schedules_keep_its_contract_and_drain() -> None:
     assert all(r.ok for r in results), _failures(results)
 
 
+def test_delayed_delivery_schedules_keep_ownership_and_drain() -> None:
+    """Delayed entries (Pulsar #8703/#20233) neither stall Key_Shared nor share a key."""
+    results = [run(seed, SHORT_STEPS, overrides={"delayed_probability": "0.2"}) for seed in range(30_000, 30_200)]
+    assert all(r.ok for r in results), _failures(results)
+
+
 def test_same_seed_same_trace() -> None:
     """trio's determinism test: one seed, one schedule, one sequence of deliveries."""
     for seed in (1, 7, 42):

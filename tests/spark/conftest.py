@@ -1,7 +1,7 @@
 """One local Spark session and one Magnetar broker process for the whole Spark suite.
 
 Spark's start-up dominates the suite's time, so everything shares a session
-(``local[2,4]``: two task threads, a task may fail three times before its job does,
+(``local[2,2]``: two task threads, a task may fail once and be retried before its job fails,
 which the failure-injection tests rely on) and a broker configured for what the
 tests exercise: deduplication on, auto-created topics partitioned in two, small
 ledgers (so reads cross ledger boundaries and retention can trim).
@@ -66,7 +66,7 @@ def spark(broker: BrokerProcess) -> Iterator[SparkSession]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     session = (
-        SparkSession.builder.master("local[2,4]")
+        SparkSession.builder.master("local[2,2]")
         .appName("magnetar-spark-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

@@ -232,10 +232,10 @@ def test_matches_a_reference_model(events: list[tuple[int, int]], window_ms: int
 def test_restore_then_replay_equals_no_restart(events: list[tuple[int, int]], cut: int) -> None:
     original = PropertyDedupWindow(4_000, 8)
     now_ms = 0
-    stamped = []
-    for dedup_id, step_ms in events:
+    stamped: list[tuple[str, int]] = []
+    for number, step_ms in events:
         now_ms += step_ms
-        stamped.append((str(dedup_id), now_ms))
+        stamped.append((str(number), now_ms))
     for dedup_id, at_ms in stamped[:cut]:
         if not original.check_and_record(dedup_id, at_ms):
             original.on_persisted(dedup_id)

@@ -697,3 +697,46 @@ def test_reg_sim_classic_entry_sent_beyond_the_last_sent_position_still_holds_it
     s.ack("c1", [e2])
     assert e3 in s.delivered("c2")
     s.drain()
+
+
+@BOTH_MODES
+def test_reg_K13_delayed_messages_do_not_stall_key_shared(classic: bool) -> None:
+    """#8703 / PR #20233 testContinueDispatchMessagesWhenMessageDelayed: 40 delayed and 40
+    normal messages; the normal ones flow at once, the delayed ones when due."""
+    s = Scenario(classic=classic, delayed_probability=1.0, delayed_tick_ms=1)
+    for name in ("c1", "c2"):
+        s.join(name, queue=100)
+    for i in range(40):
+        s._do("publish", f"d{i % 8}", 1, 10_000)
+    s.publish_many(f"d{i % 8}" for i in range(40))
+    delivered = s.delivered("c1") + s.delivered("c2")
+    assert len(delivered) == 40 and all(not s.checker.entries[p].delayed for p in delivered)
+    for name in ("c1", "c2"):
+        s.ack(name)
+    s.tick(10_000)
+    assert len(s.delivered("c1") + s.delivered("c2")) == 40
+    s.drain()
+
+
+def test_reg_K5_message_ttl_releases_the_hashes_its_expired_messages_held() -> None:
+    """PR #8292 testContinueDispatchMessagesWhenMessageTTL: c1 holds 51 unacked messages
+    over 50 keys; c2 and c3 join and get none of those hashes. Message TTL then moves the
+    mark-delete position past them: 1000 new messages reach all three consumers."""
+    s = Scenario()
+    s.join("c1", queue=100)
+    keys = [f"t{i}" for i in range(50)]
+    held = s.publish_many([*keys, keys[0]])
+    s.receive("c1")
+    s.join("c2", queue=1000)
+    s.join("c3", queue=1000)
+    draining = s.dispatcher.consumer_stats(s.core("c1"))["drainingHashesCount"]
+    assert draining > 0
+    blocked = s.publish_many(keys)
+    assert not any(p in s.delivered(n) for n in ("c2", "c3") for p in blocked)
+    s.expire(blocked[-1])  # every message so far is past its TTL
+    rng = random.Random(8292)
+    s.publish_many(f"t{rng.randrange(50)}" for _ in range(1000))
+    assert all(len(s.delivered(n)) > 100 for n in ("c1", "c2", "c3"))
+    assert s.dispatcher.consumer_stats(s.core("c1"))["drainingHashesCount"] == 0
+    assert held
+    s.drain()

@@ -33,7 +33,10 @@ def standalone(
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """Start a broker with embedded storage: pulsar:// on 6650, HTTP on 8080, data under ./data."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        _fail(f"--log-level {log_level!r}: use DEBUG, INFO, WARNING, ERROR or CRITICAL")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     overrides: dict[str, str] = {}
     for item in set_ or []:
         key, sep, value = item.partition("=")

@@ -21,7 +21,7 @@ from magnetar.server import deduplication, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.clock import now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
-from magnetar.server.schemas import SchemaVersion
+from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -43,7 +43,7 @@ class BrokerService:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataStore(data_dir / "metadata.db")
         self.topics: dict[str, Topic] = {}
-        self.schemas: dict[str, list[SchemaVersion]] = {}
+        self.schemas = SchemaRegistry(self.metadata)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -452,16 +452,11 @@ class BrokerOperations(BrokerService):
         return last, batch
 
     def register_schema(self, topic: Topic, schema: object) -> bytes:
-        from magnetar.server.schemas import SchemaVersion
         from magnetar.wire import pulsar_api_pb2 as pb
         assert isinstance(schema, pb.Schema)
-        versions = self.schemas.setdefault(str(topic.name), [])
         props = tuple((kv.key, kv.value) for kv in schema.properties)
-        for v in versions:
-            if v.schema_type == schema.type and v.data == schema.schema_data and v.properties == props:
-                return v.version_bytes
-        version = SchemaVersion(len(versions), int(schema.type), schema.name, bytes(schema.schema_data), props)
-        versions.append(version)
+        version = self.schemas.register(str(topic.name), int(schema.type), schema.name, bytes(schema.schema_data),
+                                        props)
         return version.version_bytes
 
     def get_schema_response(self, request_id: int, name: TopicName, version: bytes | None):  # type: ignore[no-untyped-def]
@@ -469,7 +464,7 @@ class BrokerOperations(BrokerService):
         from magnetar.server.schemas import decode_version
         from magnetar.wire import commands
         from magnetar.wire import pulsar_api_pb2 as pb
-        versions = self.schemas.get(str(name), [])
+        versions = self.schemas.versions(str(name))
         if not versions:
             return commands.get_schema_error(request_id, ServerError.TopicNotFound, "Schema not found")
         try:
@@ -548,7 +543,7 @@ class BrokerOperations(BrokerService):
         self.metadata.delete_cursors(key)
         self.metadata.delete_schemas(key)
         self.metadata.delete_topic(key)
-        self.schemas.pop(key, None)
+        self.schemas.forget(key)
         self.recorder.forget_topic(key)
 
     async def _release_topic(self, topic: Topic, delete_data: bool) -> None:

@@ -85,7 +85,12 @@ def _reader_kwargs(options: SourceOptions) -> dict[str, Any]:
 
 
 class RangeScan:
-    """Reads one range and checks it for data loss; independent of Spark so it can be tested alone."""
+    """Reads one range and checks it for data loss; independent of Spark so it can be tested alone.
+
+    The first messages (up to and including the start) are examined one by one; past
+    them, a tight loop compares each message id with the end in C++ and appends the
+    message's fields to column lists, since per-message Python work bounds the rate.
+    """
 
     def __init__(self, part: MagnetarInputPartition, options: SourceOptions) -> None:
         self.part = part
@@ -93,42 +98,69 @@ class RangeScan:
         self.poll_timeout_ms = options.poll_timeout_ms
         self.start_key = part.start.sort_key
         self.end_key = part.end.sort_key
-        self.checked_start = part.start.is_earliest
-        self.last_seen: MessagePosition | None = None
 
     def batches(self, reader: Any) -> Iterator[pa.RecordBatch]:
+        import pulsar
+        raw = reader._reader  # the C++ binding's reader: the Python wrapper costs ~2 µs a message
+        first = self._first_after_start(raw)
+        if first is None:
+            return
+        end_id = _end_message_id(self.part.end)
         builder = ArrowBatchBuilder(self.part.topic)
-        for msg, position in self._messages(reader):
-            builder.add(msg, position)
-            if builder.full():
+        values, keys, ids, publish_ms, event_ms, properties, producers = builder.columns()
+        msg, mid = first
+        timeout = pulsar.Timeout
+        rows = size = 0
+        while not end_id < mid:
+            reached_end = not mid < end_id
+            data = msg.data()
+            values.append(data)
+            keys.append(msg.partition_key() or None)
+            ids.append(mid.serialize())
+            publish_ms.append(msg.publish_timestamp())
+            event_ms.append(msg.event_timestamp())
+            properties.append(msg.properties())
+            producers.append(msg.producer_name())
+            rows += 1
+            size += len(data)
+            if rows >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
                 yield builder.flush()
-        if builder.rows:
+                values, keys, ids, publish_ms, event_ms, properties, producers = builder.columns()
+                rows = size = 0
+            if reached_end:
+                break
+            try:
+                msg = raw.read_next(READ_WAIT_MS)
+            except timeout:
+                msg = self._next(raw, _position(mid))
+                if msg is None:
+                    self._check_reached_end(_position(mid))
+                    break
+            mid = msg.message_id()
+        if rows:
             yield builder.flush()
 
-    def _messages(self, reader: Any) -> Iterator[tuple[Any, MessagePosition]]:
-        raw = reader._reader  # the C++ binding's reader; the Python wrapper adds ~2 µs per message
+    def _first_after_start(self, raw: Any) -> tuple[Any, Any] | None:
+        """The first message after the start, once continuity with the start is checked."""
+        saw_start = self.part.start.is_earliest
+        last: MessagePosition | None = None
         while True:
-            msg = self._next(raw)
+            msg = self._next(raw, last)
             if msg is None:
-                self._check_reached_end()
-                return
+                self._check_reached_end(last)
+                return None
             mid = msg.message_id()
-            position = MessagePosition(mid.ledger_id(), mid.entry_id(), mid.batch_index())
-            key = position.sort_key
-            self.last_seen = position
-            if key <= self.start_key:
-                self.checked_start = True
+            last = _position(mid)
+            if last.sort_key <= self.start_key:
+                saw_start = True
                 continue
-            if not self.checked_start:
-                self.checked_start = True
-                self._check_continuity(position)
-            if key > self.end_key:
-                return
-            yield msg, position
-            if key == self.end_key:
-                return
+            if not saw_start and not last.follows(self.part.start):
+                self._data_loss(f"the query needs the messages after {self.part.start} of {self.part.topic}, "
+                                f"but the first message still stored is {last}: retention (or "
+                                "acknowledgements by every subscription) removed the messages in between")
+            return msg, mid
 
-    def _next(self, raw: Any) -> Any:
+    def _next(self, raw: Any, last: MessagePosition | None) -> Any:
         """The next message; None when the broker says the topic has nothing more."""
         import pulsar
         waited_ms = 0
@@ -142,18 +174,9 @@ class RangeScan:
             waited_ms += READ_WAIT_MS
             if waited_ms >= self.poll_timeout_ms:
                 raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
-                                   f"{self.poll_timeout_ms} although the broker reports more; "
-                                   f"last read {self.last_seen}")
+                                   f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
 
-    def _check_continuity(self, first: MessagePosition) -> None:
-        if first.follows(self.part.start):
-            return
-        self._data_loss(f"the query needs the messages after {self.part.start} of {self.part.topic}, "
-                        f"but the first message still stored is {first}: retention (or acknowledgements "
-                        f"by every subscription) removed the messages in between")
-
-    def _check_reached_end(self) -> None:
-        last = self.last_seen
+    def _check_reached_end(self, last: MessagePosition | None) -> None:
         if last is not None and (last.sort_key >= self.end_key or last.same_entry(self.part.end)):
             return
         self._data_loss(f"the query needs the messages of {self.part.topic} up to {self.part.end}, but "
@@ -167,6 +190,18 @@ class RangeScan:
         log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
 
 
+def _position(mid: Any) -> MessagePosition:
+    return MessagePosition(mid.ledger_id(), mid.entry_id(), mid.batch_index())
+
+
+def _end_message_id(end: MessagePosition) -> Any:
+    """The end as a client message id; "whole entry" becomes the largest batch index, so the
+    client's ordering (ledger, entry, batch index) matches ours."""
+    import pulsar
+    batch = end.batch_index if end.batch_index >= 0 else (1 << 31) - 1
+    return pulsar.MessageId(-1, end.ledger_id, end.entry_id, batch)._msg_id
+
+
 class ArrowBatchBuilder:
     """Column lists filled message by message, turned into one Arrow record batch at a time."""
 
@@ -174,52 +209,32 @@ class ArrowBatchBuilder:
         from magnetar.spark.schema import source_arrow_schema
         self.topic = topic
         self.schema = source_arrow_schema()
-        self._reset()
+        self._lists: tuple[list[Any], ...] = ()
 
-    def _reset(self) -> None:
-        self.values: list[bytes] = []
-        self.keys: list[str | None] = []
-        self.ids: list[bytes] = []
-        self.publish_us: list[int] = []
-        self.event_us: list[int | None] = []
-        self.properties: list[list[tuple[str, str]]] = []
-        self.producers: list[str] = []
-        self.redeliveries: list[int] = []
-        self.rows = 0
-        self.payload_bytes = 0
-
-    def add(self, msg: Any, position: MessagePosition) -> None:
-        data = msg.data()
-        self.values.append(data)
-        self.keys.append(msg.partition_key() or None)
-        self.ids.append(msg.message_id().serialize())
-        self.publish_us.append(msg.publish_timestamp() * 1000)
-        event = msg.event_timestamp()
-        self.event_us.append(event * 1000 if event else None)
-        props = msg.properties()
-        self.properties.append(list(props.items()) if props else [])
-        self.producers.append(msg.producer_name())
-        self.redeliveries.append(msg.redelivery_count())
-        self.rows += 1
-        self.payload_bytes += len(data)
-
-    def full(self) -> bool:
-        return self.rows >= ARROW_BATCH_ROWS or self.payload_bytes >= ARROW_BATCH_BYTES
+    def columns(self) -> tuple[list[Any], ...]:
+        """Fresh lists for value, key, message id, publish ms, event ms (0: unset), properties, producer."""
+        self._lists = tuple([] for _ in range(7))
+        return self._lists
 
     def flush(self) -> pa.RecordBatch:
         import pyarrow as pa
+        import pyarrow.compute as pc
+        values, keys, ids, publish_ms, event_ms, properties, producers = self._lists
+        rows = len(values)
         s = self.schema
+        micros = s.field(4).type
+        events = pa.array(event_ms, pa.int64())
+        events = pc.if_else(pc.equal(events, 0), pa.scalar(None, pa.int64()), events)
         columns = [
-            pa.array(self.values, s.field(0).type),
-            pa.array(self.keys, s.field(1).type),
-            pa.array([self.topic] * self.rows, s.field(2).type),
-            pa.array(self.ids, s.field(3).type),
-            pa.array(self.publish_us, s.field(4).type),
-            pa.array(self.event_us, s.field(5).type),
-            pa.array(self.properties, s.field(6).type),
-            pa.array(self.producers, s.field(7).type),
-            pa.array(self.redeliveries, s.field(8).type),
+            pa.array(values, s.field(0).type),
+            pa.array(keys, s.field(1).type),
+            pa.array([self.topic] * rows, s.field(2).type),
+            pa.array(ids, s.field(3).type),
+            pc.multiply(pa.array(publish_ms, pa.int64()), 1000).cast(micros),
+            pc.multiply(events, 1000).cast(micros),
+            pa.array(properties, s.field(6).type),
+            pa.array(producers, s.field(7).type),
+            # A Reader's messages are never redelivered.
+            pa.array([0] * rows, s.field(8).type),
         ]
-        batch = pa.RecordBatch.from_arrays(columns, schema=s)
-        self._reset()
-        return batch
+        return pa.RecordBatch.from_arrays(columns, schema=s)

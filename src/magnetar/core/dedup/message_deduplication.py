@@ -234,8 +234,7 @@ class MessageDeduplication:
             return gate
         if first_sequence_id < 0 or last_sequence_id < 0:
             raise ValueError(
-                f"producer {producer_name!r} sent negative sequence ids "
-                f"({first_sequence_id}, {last_sequence_id})"
+                f"producer {producer_name!r} sent negative sequence ids ({first_sequence_id}, {last_sequence_id})"
             )
         last_sequence_id = max(first_sequence_id, last_sequence_id)
         producer = self._producers.get(producer_name)
@@ -423,9 +422,7 @@ class MessageDeduplication:
 
     # -- recovery -----------------------------------------------------------------
 
-    def begin_recovery(
-        self, snapshot_properties: Mapping[str, int], position: Position | None = None
-    ) -> None:
+    def begin_recovery(self, snapshot_properties: Mapping[str, int], position: Position | None = None) -> None:
         """Load the dedup cursor's properties; ``position`` is its mark-delete position.
 
         The shell then replays every entry after ``position`` in order and calls

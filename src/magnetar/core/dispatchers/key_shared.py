@@ -43,7 +43,8 @@ from magnetar.core.key_shared.sticky_key import sticky_key, sticky_key_hash
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
+    from magnetar.core.dispatchers.base import Dispatcher
+    from magnetar.core.subscription import DispatcherFactory, Subscription
 
 AUTO_SPLIT, STICKY = 0, 1
 MODE_NAMES = {AUTO_SPLIT: "AUTO_SPLIT", STICKY: "STICKY"}
@@ -68,6 +69,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
+        #: per consumer, the mark-delete position its pending entries were last checked against
+        self._checked_mark_delete: dict[Consumer, Position] = {}
         #: whether the shell calls ``on_timer`` at ``next_deadline_ms()``; if not, clears are retried at once
         self.timer_driven = timer_driven
         self._now_ms = 0
@@ -96,6 +99,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         for pos, entry in consumer.take_all_pending().items():
             self.replay.add(pos, entry.sticky_hash)
         self.tracker.consumer_removed(consumer)
+        self._checked_mark_delete.pop(consumer, None)
         consumer.on_pending_removed = None
         self._consumer_removed(consumer, impacted)
         if not self.consumers:
@@ -172,9 +176,30 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if self.allow_out_of_order:
             return True
         if self.tracker.should_block_sticky_key_hash(consumer, sticky_hash):
-            return False
+            if not self._drop_expired_pending(sticky_hash):
+                return False
+            if self.tracker.should_block_sticky_key_hash(consumer, sticky_hash):
+                return False
         # PIP-379 step 7: the pending-acks add hook has the last word
         return self.tracker.handle_adding_pending_ack(consumer, sticky_hash)
+
+    def _drop_expired_pending(self, sticky_hash: int) -> bool:
+        """The mark-delete position can pass entries still pending at a consumer (message
+        TTL, skip, an admin reset forward): they are consumed, so they must stop holding
+        their hashes. Checked lazily, once per mark-delete position, for the consumer a
+        blocked hash drains at (Pulsar trims pending acks when the mark-delete moves).
+        True if something was dropped."""
+        holder = self.tracker.draining_consumer(sticky_hash)
+        mark_delete = self.sub.cursor.mark_delete
+        if holder is None or self._checked_mark_delete.get(holder) == mark_delete:
+            return holder is None
+        self._checked_mark_delete[holder] = mark_delete
+        consumed = [p for p in holder.pending if p <= mark_delete]
+        for p in consumed:
+            holder.remove_pending(p)
+        if consumed:
+            self._update_blocking(holder)
+        return bool(consumed)
 
     def _sent(self, consumer: Consumer, pos: Position) -> None:
         """Told of every entry handed to a consumer."""
@@ -248,6 +273,9 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def _can_take(consumer: Consumer) -> bool:
         return consumer.permits > 0 and not consumer.blocked_on_unacked
 
+    def _pending_somewhere(self, pos: Position) -> bool:
+        return any(pos in c.pending for c in self.consumers)
+
     def _owner_of(self, sticky_hash: int) -> Consumer | None:
         return self.selector.select(sticky_hash) if self.selector is not None else None
 
@@ -256,7 +284,9 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             pos = self.next_unread()
             if pos is None:
                 return
-            if self.hold_back(pos, now_ms):
+            if pos in self.replay or self._pending_somewhere(pos) or self.hold_back(pos, now_ms):
+                # read again after a rewind while already waiting or out (a delayed entry
+                # that came due), or held back for later delivery
                 continue
             loaded = self.load(pos)
             if loaded is None:
@@ -315,3 +345,14 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         stats["allowOutOfOrderDelivery"] = self.allow_out_of_order
         stats["keySharedMode"] = MODE_NAMES.get(self.mode if self.mode is not None else AUTO_SPLIT)
         return stats
+
+
+def with_timers(factory: DispatcherFactory) -> DispatcherFactory:
+    """A dispatcher factory whose Key_Shared dispatchers are ``timer_driven``: for a shell
+    that calls ``on_timer`` when ``next_deadline_ms()`` comes (``Topic(dispatcher_factory=…)``)."""
+    def make(sub: Subscription, sub_type: str) -> Dispatcher:
+        dispatcher = factory(sub, sub_type)
+        if isinstance(dispatcher, KeySharedDispatcher):
+            dispatcher.timer_driven = True
+        return dispatcher
+    return make

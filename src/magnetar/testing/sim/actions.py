@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 #: verbs and what their arguments mean
 VERBS = {
-    "publish": "KEY COUNT: one entry; KEY '-' is keyless, 'k@o' puts k in the ordering key; COUNT>1 is a batch",
+    "publish": "KEY COUNT [DELAY_MS]: one entry; KEY '-' is keyless, 'k@o' puts k in the ordering key; "
+               "COUNT>1 is a batch; DELAY_MS delays its delivery",
     "persist": "storage makes every appended entry durable; durable entries are dispatched",
     "join": "NAME QUEUE [RANGES]: a consumer subscribes with a receiver queue; STICKY ranges as a:b,c:d",
     "join-bad": "NAME QUEUE KIND [RANGES]: a subscribe the broker must refuse (KIND: conflict, invalid, mode)",

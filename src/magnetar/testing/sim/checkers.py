@@ -12,6 +12,8 @@ back. From that alone they check the Key_Shared contract of PIP-379:
 3. nothing lost: at the end every published entry was delivered and acknowledged.
 
 Flow control is checked as well: an entry goes only to a consumer with permits left.
+Entries published with a delivery time are exempt from order (delayed delivery reorders
+by design) but not from single ownership.
 
 The classic mode promises less than PIP-379 (``CLASSIC_CONTRACT``): an entry sent back
 (by a nack, or because its consumer left) may, when it comes again, reach a new owner
@@ -59,6 +61,8 @@ class EntryState:
     #: sent back because its consumer left, and not delivered since
     returned: bool = False
     deliveries: int = 0
+    #: published with a delivery time: delayed delivery gives up its order, not its ownership
+    delayed: bool = False
 
 
 @dataclass(slots=True)
@@ -82,9 +86,9 @@ class ContractChecker:
         self.deliveries = 0
 
     # -- what happened ---------------------------------------------------------
-    def published(self, pos: Position, key: str, num_messages: int) -> None:
+    def published(self, pos: Position, key: str, num_messages: int, delayed: bool = False) -> None:
         ks = self.keys.setdefault(key, KeyState())
-        entry = EntryState(pos, key, len(ks.entries), num_messages)
+        entry = EntryState(pos, key, len(ks.entries), num_messages, delayed=delayed)
         ks.entries.append(entry)
         self.entries[pos] = entry
 
@@ -110,7 +114,8 @@ class ContractChecker:
         exempt = self.contract.redeliveries_exempt and (entry.nacked or entry.returned)
         if not self.contract.unordered and not exempt:
             self._check_ownership(consumer, entry, ks)
-            self._check_order(consumer, entry, ks)
+            if not entry.delayed:
+                self._check_order(consumer, entry, ks)
         entry.holder = consumer
         entry.nacked = entry.returned = False
         entry.deliveries += 1
@@ -128,7 +133,7 @@ class ContractChecker:
 
     def _check_order(self, consumer: str, entry: EntryState, ks: KeyState) -> None:
         for earlier in ks.entries[ks.first_open:entry.index]:
-            if earlier.acked or earlier.holder == consumer or earlier.nacked:
+            if earlier.acked or earlier.holder == consumer or earlier.nacked or earlier.delayed:
                 continue
             if earlier.returned and self.contract.redeliveries_exempt:
                 continue
@@ -180,7 +185,8 @@ class ContractChecker:
 
     # -- the end ----------------------------------------------------------------
     def undelivered(self) -> list[Position]:
-        return sorted(p for p, e in self.entries.items() if not e.deliveries)
+        """Entries never delivered and never consumed otherwise (message TTL consumes without delivery)."""
+        return sorted(p for p, e in self.entries.items() if not e.deliveries and not e.acked)
 
     def unacked(self) -> list[Position]:
         return sorted(p for p, e in self.entries.items() if not e.acked)

@@ -46,6 +46,8 @@ class ScheduleGenerator:
             i = bisect_left(self.key_cumulative, rng.random() * self.key_cumulative[-1])
             key = f"k{i}" + ("@o" if rng.random() < o.ordering_key_probability else "")
         count = rng.randint(2, 5) if rng.random() < o.batch_probability else 1
+        if rng.random() < o.delayed_probability:
+            return act("publish", key, count, rng.choice((1, 20, 200)))
         return act("publish", key, count)
 
     def _persist(self, world: World) -> Action:

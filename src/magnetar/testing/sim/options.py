@@ -35,6 +35,9 @@ class SimOptions:
     batch_probability: float
     ordering_key_probability: float
     keyless_probability: float
+    #: share of entries published with a delivery time in the future (delayed delivery)
+    delayed_probability: float
+    delayed_tick_ms: int
     #: consumers
     max_consumers: int
     queue_sizes: tuple[int, ...]
@@ -68,6 +71,8 @@ class SimOptions:
             batch_probability=rng.choice((0.0, 0.0, 0.2, 0.6)),
             ordering_key_probability=rng.choice((0.0, 0.2)),
             keyless_probability=rng.choice((0.0, 0.05, 0.3)),
+            delayed_probability=rng.choice((0.0, 0.0, 0.0, 0.1)),
+            delayed_tick_ms=rng.choice((1, 8, 100)),
             max_consumers=rng.choice((1, 2, 3, 4, 6)),
             queue_sizes=tuple(sorted(rng.sample((1, 2, 3, 5, 10, 100, 1000), k=rng.randint(1, 3)))),
             sticky_slots=_sticky_slots(rng),
@@ -83,7 +88,8 @@ class SimOptions:
             unblocking_interval_ms=0, look_ahead_per_consumer=2000, look_ahead_per_subscription=20000,
             max_unacked_per_consumer=0, max_unacked_per_subscription=0, replica_points=100,
             entries_per_ledger=50000, keys=1, key_skew=0.0, batch_probability=0.0,
-            ordering_key_probability=0.0, keyless_probability=0.0, max_consumers=100,
+            ordering_key_probability=0.0, keyless_probability=0.0, delayed_probability=0.0, delayed_tick_ms=1,
+            max_consumers=100,
             queue_sizes=(1000,), sticky_slots=((1, 65535),), steps=0, weights=(("publish", 1.0),))
         defaults.update(values)
         return cls(**defaults)  # type: ignore[arg-type]

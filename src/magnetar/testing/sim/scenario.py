@@ -100,6 +100,15 @@ class Scenario:
     def flow(self, name: str, permits: int) -> None:
         self._do("flow", name, permits)
 
+    def expire(self, upto: Position) -> None:
+        """Message TTL (the broker's expire_messages): the mark-delete position jumps to ``upto``."""
+        sub = self.world.sub
+        assert sub is not None
+        for pos, entry in self.checker.entries.items():
+            if pos <= upto and not entry.acked:
+                self.checker.acked(entry.holder or "ttl", pos)
+        sub.cursor.ack_cumulative(upto)
+
     def tick(self, ms: int) -> None:
         self._do("tick", ms)
 

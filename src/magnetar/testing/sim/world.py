@@ -17,7 +17,8 @@ from typing import Any
 
 from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
-from magnetar.core.dispatchers.base import Dispatcher
+from magnetar.core.delayed_delivery import DelayedDelivery, next_delivery_ms
+from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
@@ -113,15 +114,8 @@ def broker_config(options: SimOptions) -> BrokerConfig:
         keySharedLookAheadMsgInReplayThresholdPerSubscription=options.look_ahead_per_subscription,
         maxUnackedMessagesPerConsumer=options.max_unacked_per_consumer,
         maxUnackedMessagesPerSubscription=options.max_unacked_per_subscription,
+        delayedDeliveryTickTimeMillis=options.delayed_tick_ms,
     )
-
-
-def timer_driven_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
-    """The default dispatcher, told that someone calls ``on_timer`` when ``next_deadline_ms`` comes."""
-    dispatcher = default_dispatcher(sub, sub_type)
-    if hasattr(dispatcher, "timer_driven"):
-        dispatcher.timer_driven = True
-    return dispatcher
 
 
 class World:
@@ -133,7 +127,9 @@ class World:
         self.ledger = MemoryLedger("sim", config=LedgerConfig(max_entries_per_ledger=options.entries_per_ledger),
                                    clock_ms=lambda: self.now_ms)
         self.topic = Topic(TopicName.parse("persistent://public/default/sim"), self.ledger, self.config,
-                           dispatcher_factory=timer_driven_dispatcher)
+                           dispatcher_factory=with_timers(default_dispatcher))
+        if options.delayed_probability > 0:
+            self.topic.delayed = DelayedDelivery(self.config)
         self.producer = Producer(1, "p", _ProducerSink())
         self.topic.add_producer(self.producer)
         self.sequence_id = 0
@@ -181,10 +177,12 @@ class World:
         client = self.clients.get(name)
         return client if client is not None and client.core is not None else None
 
-    def _publish(self, key: str, count: str) -> bool:
+    def _publish(self, key: str, count: str, delay_ms: str | None = None) -> bool:
         n = int(count)
         self.sequence_id += 1
         metadata = pb.MessageMetadata(producer_name="p", sequence_id=self.sequence_id, publish_time=self.now_ms)
+        if delay_ms is not None:
+            metadata.deliver_at_time = self.now_ms + int(delay_ms)
         if key == "-":
             checker_key = f"p-{self.sequence_id}"
         elif key.endswith("@o"):
@@ -201,7 +199,7 @@ class World:
         self.entries[pos] = entry
         self.messages[pos] = n
         self.published_total += 1
-        self.checker.published(pos, checker_key, n)
+        self.checker.published(pos, checker_key, n, delayed=delay_ms is not None)
         return True
 
     def _persist(self) -> bool:
@@ -413,15 +411,25 @@ class World:
         return True
 
     def _fire_timers(self) -> None:
+        """What the broker's timers do: retry unblocked hashes, deliver delayed entries that came due."""
         dispatcher = self.dispatcher
-        deadline = getattr(dispatcher, "next_deadline_ms", None)
-        if deadline is None:
+        if dispatcher is None:
             return
-        due = deadline()
+        due = dispatcher.next_deadline_ms() if hasattr(dispatcher, "next_deadline_ms") else None
         if due is not None and due <= self.now_ms:
             dispatcher.on_timer(self.now_ms)
+        tracker = self.sub.delayed_tracker if self.sub is not None else None
+        if tracker is not None and tracker.has_message_available(self.now_ms):
+            dispatcher.dispatch(self.now_ms)
 
     def next_deadline_ms(self) -> int | None:
-        deadline = getattr(self.dispatcher, "next_deadline_ms", None)
-        return deadline() if deadline is not None else None
+        """When a timer fires next (unblocking or delayed delivery), if any is armed."""
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            return None
+        deadlines = [dispatcher.next_deadline_ms() if hasattr(dispatcher, "next_deadline_ms") else None]
+        if self.sub is not None and self.sub.consumers:
+            deadlines.append(next_delivery_ms(self.sub))
+        armed = [d for d in deadlines if d is not None]
+        return min(armed) if armed else None
 
