@@ -407,3 +407,13 @@ def test_config_reads_broker_conf_keys() -> None:
 def test_config_errors_name_the_key(key: str, value: str, message: str) -> None:
     with pytest.raises(ValueError, match=f"{key} {message}"):
         DeduplicationConfig.from_properties({key: value})
+
+
+def test_a_batch_with_a_new_tail_is_stored_when_the_shell_asks_to_judge_by_the_last_id() -> None:
+    dedup = enabled()
+    assert dedup.check("p", 0, 4, 0) is NOT_DUP
+    dedup.on_persisted("p", 4, Position(1, 0), 0)
+    assert dedup.check("p", 3, 7, 0, store_partial=True) is PARTIAL
+    assert dedup.last_sequence_id("p") == 7
+    dedup.on_persisted("p", 7, Position(1, 1), 0)
+    assert dedup.check("p", 5, 7, 0) is DUP

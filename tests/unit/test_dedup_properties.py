@@ -210,5 +210,5 @@ test_dedup_topic_interleavings = DedupTopicMachine.TestCase
 @pytest.mark.slow
 def test_dedup_topic_interleavings_long_campaign() -> None:
     run_state_machine_as_test(
-        DedupTopicMachine, settings=settings(max_examples=5_000, stateful_step_count=150, deadline=None)
+        DedupTopicMachine, settings=settings(max_examples=2_000, stateful_step_count=100, deadline=None)
     )

@@ -107,7 +107,14 @@ def judge(topic: Topic, producer_name: str, sequence_id: int, entry: bytes,
         return DedupOutcome.NOT_DUP, sequence_id
     metadata = EntryInfo.read(entry).metadata
     last = last_sequence_id(metadata, entry, sequence_id)
-    return dedup.check(producer_name, sequence_id, last, now_ms, is_last_chunk=is_last_chunk(metadata)), last
+    # A batch is judged by its last id (the rule for clients that never send
+    # highest_sequence_id): one whose tail is new is stored whole rather than refused,
+    # since a client resending the same batch would otherwise be refused forever.
+    outcome = dedup.check(producer_name, sequence_id, last, now_ms, is_last_chunk=is_last_chunk(metadata),
+                          store_partial=True)
+    if outcome is DedupOutcome.PARTIAL_DUP:
+        outcome = DedupOutcome.NOT_DUP
+    return outcome, last
 
 
 def store_snapshots(broker: BrokerService, now_ms: int) -> None:

@@ -221,6 +221,7 @@ class MessageDeduplication:
         now_ms: int,
         *,
         is_last_chunk: bool = True,
+        store_partial: bool = False,
     ) -> DedupOutcome:
         """Classify a send and, when it is new, record it as pushed.
 
@@ -245,10 +246,11 @@ class MessageDeduplication:
             outcome = classify_send(first_sequence_id, last_sequence_id, producer.pushed, producer.persisted)
         else:
             outcome = DedupOutcome.NOT_DUP
-        if outcome is DedupOutcome.NOT_DUP and self._fenced:
+        writes = (DedupOutcome.NOT_DUP, DedupOutcome.PARTIAL_DUP) if store_partial else (DedupOutcome.NOT_DUP,)
+        if outcome in writes and self._fenced:
             outcome = DedupOutcome.UNKNOWN
         self._count(outcome)
-        if outcome is DedupOutcome.NOT_DUP:
+        if outcome in writes:
             producer.pending_writes += 1
             self._pending_total += 1
             if is_last_chunk:
