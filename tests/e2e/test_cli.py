@@ -101,5 +101,4 @@ def test_perf_produce_and_consume(broker: BrokerProcess, tenant: str) -> None:
     assert "Throughput produced:" in produced.stderr and "msg/s" in produced.stderr
     out, err = consumer.communicate(timeout=60)
     assert consumer.returncode == 0, err
-    assert "Throughput received:" in out
     assert "Aggregated throughput stats --- 300 messages" in out and "Aggregated latency stats" in out
