@@ -22,6 +22,29 @@ from pathlib import Path
 from magnetar.testing.broker_process import BrokerProcess
 
 
+def cpu_seconds(root_pid: int) -> float:
+    """CPU time (user + system, reaped children included) of a process and its live descendants."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks
+    total, stack = 0.0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        total += times.get(pid, 0.0)
+        stack.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -50,30 +73,45 @@ def main() -> None:
             spark.dataSource.register(MagnetarDataSource)
             options = {"service.url": broker.service_url, "admin.url": broker.web_url,
                        "topic": "persistent://public/default/spark-bench"}
-            # Warm up the Python workers so start-up is not counted against either phase.
-            spark.range(10, numPartitions=args.partitions).count()
+            # Warm up: start the Python workers and import the client, off the clock.
+            warm = {**options, "topic": "persistent://public/default/spark-bench-warm-up"}
+            spark.range(1000, numPartitions=args.partitions).select(F.col("id").cast("string").alias("value")) \
+                .write.format("magnetar").options(**warm).mode("append").save()
+            spark.read.format("magnetar").options(**warm).load().write.format("noop").mode("overwrite").save()
 
+            assert broker.proc is not None
+            me, broker_pid = os.getpid(), broker.proc.pid
             rows = (spark.range(args.rows, numPartitions=args.partitions)
                     .select(F.lpad(F.col("id").cast("string"), args.size, "x").cast("binary").alias("value")))
+            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
             started = time.perf_counter()
             rows.write.format("magnetar").options(**options).mode("append").save()
             write_s = time.perf_counter() - started
+            write_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
 
+            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
             started = time.perf_counter()
             read = spark.read.format("magnetar").options(**options).load()
             read.write.format("noop").mode("overwrite").save()
             read_s = time.perf_counter() - started
+            read_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
             counted = spark.read.format("magnetar").options(**options).load().count()
             spark.stop()
         finally:
             broker.kill()
 
     base = {"rows": args.rows, "size_bytes": args.size, "partitions": args.partitions, "master": args.master,
-            "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version()}
-    print(json.dumps({"phase": "write", **base, "seconds": round(write_s, 2),
-                      "rows_per_s": round(args.rows / write_s)}), flush=True)
-    print(json.dumps({"phase": "read", **base, "seconds": round(read_s, 2),
-                      "rows_per_s": round(args.rows / read_s), "rows_read": counted}), flush=True)
+            "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
+            "loadavg_1m": round(os.getloadavg()[0], 2)}
+    for phase, seconds, (spark_cpu, broker_cpu), extra in (
+            ("write", write_s, write_cpu, {}), ("read", read_s, read_cpu, {"rows_read": counted})):
+        # CPU seconds make runs comparable on a busy machine: rows per CPU-second of Spark
+        # (driver, executors, Python workers) and of the broker.
+        print(json.dumps({"phase": phase, **base, "seconds": round(seconds, 2),
+                          "rows_per_s": round(args.rows / seconds), "spark_cpu_s": round(spark_cpu, 1),
+                          "broker_cpu_s": round(broker_cpu, 1),
+                          "rows_per_cpu_s": round(args.rows / max(spark_cpu + broker_cpu, 1e-9)), **extra}),
+              flush=True)
     if counted != args.rows:
         raise SystemExit(f"read {counted} rows, wrote {args.rows}")
 

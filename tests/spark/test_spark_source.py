@@ -63,6 +63,9 @@ def test_batch_read_of_a_partitioned_topic(spark: SparkSession, broker: BrokerPr
         assert row["__publishTime"] is not None and row["__producerName"]
         assert row["__redeliveryCount"] == 0
 
+    # Planning asked the admin API for the last message ids: no subscription was created.
+    assert all(admin.get(f"{topic}-partition-{i}", "subscriptions") == [] for i in range(3))
+
     # A sub-range of one partition: exclusive start, inclusive end, in both offset spellings.
     part0 = sorted((m for m in ids if m.partition() == 0), key=lambda m: (m.ledger_id(), m.entry_id(),
                                                                           m.batch_index()))
@@ -104,6 +107,8 @@ def test_topics_pattern_and_starting_time(spark: SparkSession, broker: BrokerPro
     assert sorted(r.value for r in df.collect()) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2"]
     late = spark.read.format("magnetar").options(**pattern, startingTime=str(middle_ms)).load()
     assert sorted(r.value for r in late.collect()) == [b"a2", b"b1", b"b2"]
+    nothing = spark.read.format("magnetar").options(**pattern, startingOffsets="latest").load()
+    assert nothing.count() == 0
 
 
 def _fail_on(marker: str, poison: bytes) -> Any:
@@ -112,7 +117,7 @@ def _fail_on(marker: str, poison: bytes) -> Any:
         if value == poison and os.path.exists(marker):
             raise RuntimeError(f"injected failure on {poison!r}")
         return value
-    return F.udf(check, BinaryType())
+    return F.udf(check, BinaryType(), useArrow=False)
 
 
 def test_stream_replays_a_crashed_batch_and_resumes_from_checkpoint(

@@ -7,10 +7,12 @@ import json
 import pulsar
 import pytest
 
+from magnetar.spark import MagnetarDataSource
 from magnetar.spark.offsets import EARLIEST, MessagePosition, OffsetError, SourceOffset
 from magnetar.spark.options import MagnetarOptionError, parse_sink_options, parse_source_options
 from magnetar.spark.planning import plan_partitions, split_points
 from magnetar.spark.rest import LedgerInfo, base_topic, topic_path
+from magnetar.spark.schema import SOURCE_SCHEMA
 from magnetar.spark.sink import key_partition, producer_name, sequence_id
 
 pytestmark = pytest.mark.spark
@@ -177,3 +179,12 @@ def test_sink_without_deduplication_check_needs_no_admin_url() -> None:
                               streaming=False)
     assert opts.topic == "persistent://public/default/t"
     assert opts.producer_kwargs() == {"batching_max_messages": 10}
+
+
+def test_reader_constructors_do_not_connect() -> None:
+    # Port 9 (discard) on a reserved address: any connection attempt would hang or fail.
+    unreachable = {"service.url": "pulsar://192.0.2.1:9", "admin.url": "http://192.0.2.1:9", "topic": "t"}
+    source = MagnetarDataSource(unreachable)
+    assert source.schema() == SOURCE_SCHEMA
+    assert source.reader(SOURCE_SCHEMA) is not None
+    assert source.streamReader(SOURCE_SCHEMA) is not None

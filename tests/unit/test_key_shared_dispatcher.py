@@ -740,3 +740,142 @@ def test_reg_K5_message_ttl_releases_the_hashes_its_expired_messages_held() -> N
     assert s.dispatcher.consumer_stats(s.core("c1"))["drainingHashesCount"] == 0
     assert held
     s.drain()
+
+
+@BOTH_MODES
+def test_reg_K1_order_with_half_redelivered(classic: bool) -> None:
+    """PR #4372, receiveAndCheck: 3 consumers, 10,000 messages; every other message is
+    acknowledged and the rest come back (as after an ack timeout): exactly that half, again
+    in per-key order, and nothing more."""
+    rng = random.Random(4372)
+    s = Scenario(classic=classic)
+    names = ("c1", "c2", "c3")
+    for name in names:
+        s.join(name, queue=1000)
+    for _ in range(10):
+        s.publish_many(f"h{rng.randrange(100)}" for _ in range(1000))
+        for name in names:
+            received = s.receive(name)
+            s.ack(name, received[::2])
+    unacked = set(s.checker.unacked())
+    assert 4900 <= len(unacked) <= 5100
+    for name in names:
+        s._do("nack-all", name)
+    again: list = []
+    for _ in range(20):
+        for name in names:
+            again += s.receive(name)
+    assert sorted(again) == sorted(unacked)  # that half, each once
+    s.drain()
+
+
+def test_reg_K3_two_subscriptions_each_keep_per_key_order() -> None:
+    """#7455: two Key_Shared subscriptions on one topic, each with its own churn, each see
+    per-key order (checked by one contract checker per subscription)."""
+    from magnetar.config import BrokerConfig
+    from magnetar.core.consumer import Consumer
+    from magnetar.core.names import TopicName
+    from magnetar.core.producer import Producer
+    from magnetar.core.topic import Topic
+    from magnetar.storage.memory_ledger import MemoryLedger
+    from magnetar.testing.sim.checkers import ContractChecker
+    from magnetar.wire import pulsar_api_pb2 as pb
+    from magnetar.wire.frames import make_entry
+
+    ledger = MemoryLedger("k3")
+    topic = Topic(TopicName.parse("persistent://public/default/k3"), ledger, BrokerConfig())
+    class Receipts:
+        def send_receipt(self, *args: object) -> None: ...
+
+    producer = Producer(1, "p", Receipts())  # type: ignore[arg-type]
+    topic.add_producer(producer)
+    checkers = {"s1": ContractChecker(), "s2": ContractChecker()}
+    keys: dict = {}
+
+    class Sink:
+        def __init__(self, sub: str, name: str) -> None:
+            self.sub, self.name, self.inbox = sub, name, []
+
+        def send_message(self, consumer_id, pos, partition, entry, redelivery_count, ack_set):  # type: ignore[no-untyped-def]
+            checkers[self.sub].delivered(self.name, pos, 1)
+            self.inbox.append(pos)
+
+    consumers: dict = {}
+    rng = random.Random(7455)
+
+    def join(sub: str, name: str) -> None:
+        checkers[sub].consumer_joined(name)
+        c = Consumer(len(consumers) + 1, name, Sink(sub, name), sub_type="Key_Shared")
+        consumers[(sub, name)] = c
+        topic.subscribe(sub, c, 0, initial_earliest=True)
+        checkers[sub].flow(name, 50)
+        topic.subscriptions[sub].dispatcher.on_flow(c, 50, 0)
+
+    for sub in ("s1", "s2"):
+        for name in ("a", "b"):
+            join(sub, name)
+    for step in range(300):
+        key = f"x{rng.randrange(20)}"
+        pos = topic.publish(producer, step, step, 1, make_entry(pb.MessageMetadata(
+            producer_name="p", sequence_id=step, publish_time=0, partition_key=key), b""), 0)
+        keys[pos] = key
+        for checker in checkers.values():
+            checker.published(pos, key, 1)
+        topic.on_persisted(ledger.sync(), 0)  # type: ignore[arg-type]
+        for (sub, name), c in list(consumers.items()):
+            inbox = c.sink.inbox
+            if inbox and rng.random() < 0.5:
+                done, c.sink.inbox = inbox[:], []
+                for p in done:
+                    checkers[sub].acked(name, p)
+                topic.subscriptions[sub].acknowledge(c, False, [(p, None) for p in done], 0)
+                checkers[sub].flow(name, len(done))
+                topic.subscriptions[sub].dispatcher.on_flow(c, len(done), 0)
+        if step % 50 == 25:
+            sub = rng.choice(("s1", "s2"))
+            victim = consumers.pop((sub, "a"))
+            checkers[sub].consumer_left("a")
+            topic.remove_consumer(topic.subscriptions[sub], victim, 0)
+            join(sub, "a")
+    assert all(checker.deliveries >= 300 for checker in checkers.values())
+
+
+@pytest.mark.parametrize("out_of_order", [False, True], ids=["ordered", "out-of-order"])
+def test_recently_joined_position_does_not_stall_other_consumers(out_of_order: bool) -> None:
+    """testRecentJoinedPosWillNotStuckOtherConsumer: a stuck consumer, one that closes and
+    a new one together; the consumer that always acknowledges keeps reading to the end,
+    replay reads stay under twice the messages, and all 200 get delivered."""
+    s = Scenario(allow_out_of_order=out_of_order)
+    reads = _count_reads(s)
+    s.join("stuck", queue=10)
+    s.join("closing", queue=10)
+    s.join("good", queue=1000)
+    rng = random.Random(21)
+    for i in range(200):
+        s.publish(f"r{rng.randrange(40)}")
+        s.ack("good")
+        if i == 50:
+            s.crash("closing")
+        if i == 60:
+            s.join("new", queue=100)
+        if i > 60:
+            s.ack("new")
+    assert s.dispatcher.last_read == max(s.published)  # the reads went on to the end
+    s.drain()
+    assert reads[0] < 2 * 200 + 200  # each entry read once, plus at most one replay read each
+
+
+def test_read_ahead_with_a_configured_look_ahead_limit() -> None:
+    """testReadAheadWithConfiguredLookAheadLimit: with hashes blocked, reading stops once the
+    look-ahead limit of waiting entries is reached."""
+    s = Scenario(look_ahead_per_consumer=25, look_ahead_per_subscription=50)
+    s.join("c1", queue=1000)
+    keys = keys_owned(["c1", "c2"], "c2", 5, prefix="la")
+    s.publish_many(keys)
+    s.receive("c1")
+    s.join("c2", queue=1000)
+    s.publish_many(keys * 40)  # all blocked: draining at c1
+    assert len(s.dispatcher.replay) == 50
+    assert s.dispatcher.last_read < max(s.published)
+    s.ack("c1")
+    s.drain()

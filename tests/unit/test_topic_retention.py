@@ -49,3 +49,15 @@ def test_consumed_ledgers_are_deleted_but_not_past_the_dedup_snapshot() -> None:
     assert topic.trim_consumed_ledgers() == []
     topic.dedup = None
     assert topic.trim_consumed_ledgers() != []
+
+
+def test_last_message_id_survives_trimming_of_its_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from magnetar.server.broker import BrokerOperations
+    broker = BrokerOperations(BrokerConfig(managedLedgerMaxEntriesPerLedger=3), tmp_path / "data")
+    topic = topic_with_entries(6)
+    last = topic.last_durable
+    sub = topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
+    sub.cursor.ack_cumulative(last)  # type: ignore[arg-type]
+    assert topic.trim_consumed_ledgers()
+    assert broker.last_message_id(topic) == (last, -1)
+    broker.metadata.close()

@@ -447,7 +447,11 @@ class BrokerOperations(BrokerService):
         last = topic.last_readable()
         if last is None:
             return Position(-1, -1), -1
-        info = EntryInfo.read(topic.read_entry(last))
+        try:
+            info = EntryInfo.read(topic.read_entry(last))
+        except KeyError:
+            # every subscription consumed it and its ledger was trimmed: the id still stands
+            return last, -1
         batch = info.num_messages - 1 if info.metadata.HasField("num_messages_in_batch") else -1
         return last, batch
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from magnetar.spark.offsets import EARLIEST, MessagePosition
 from magnetar.spark.options import SourceOptions
-from magnetar.spark.reading import READ_WAIT_MS, _reader_start
+from magnetar.spark.reading import READ_WAIT_MS, reader_start
 
 
 class BacklogWalker:
@@ -57,7 +57,7 @@ class _PartitionWalk:
         self.end = start
         self.done = False
         queue = max(1, min(max_rows + 1, 10_000))
-        self.reader = client.create_reader(topic, _reader_start(start), start_message_id_inclusive=True,
+        self.reader = client.create_reader(topic, reader_start(start), start_message_id_inclusive=True,
                                            receiver_queue_size=queue)
 
     def advance(self, rows: int) -> int:

@@ -303,6 +303,10 @@ class _Options:
                 continue
             if key in other_lower:
                 raise MagnetarOptionError(f"option {other_lower[key]} does not apply when {side}")
+            for other in other_side:
+                if other.endswith(".") and key.startswith(other):
+                    raise MagnetarOptionError(f"option {key} does not apply when {side} ({other}* options "
+                                              "are for the other direction)")
             raise MagnetarOptionError(f"unknown option {key!r}; options for {side}: "
                                       + ", ".join(sorted(allowed)) + ", " + ", ".join(p + "*" for p in prefixes))
 
@@ -410,9 +414,9 @@ def parse_topic_selection(opts: _Options) -> TopicSelection:
     if len(present) != 1:
         what = "none" if not present else " and ".join(present)
         raise MagnetarOptionError(f"set exactly one of {TOPIC}, {TOPICS} or {TOPICS_PATTERN} (got {what})")
-    if given[TOPICS_PATTERN] is not None:
-        pattern = normalise_pattern(given[TOPICS_PATTERN])
-        return TopicSelection(pattern=pattern)
+    pattern = given[TOPICS_PATTERN]
+    if pattern is not None:
+        return TopicSelection(pattern=normalise_pattern(pattern))
     raw = given[TOPIC] if given[TOPIC] is not None else given[TOPICS]
     assert raw is not None
     names = [t.strip() for t in raw.split(",") if t.strip()]

@@ -59,7 +59,13 @@ def starting_positions(admin: AdminClient, options: SourceOptions, partitions: l
 def ending_positions(admin: AdminClient, options: SourceOptions,
                      partitions: list[str]) -> dict[str, MessagePosition]:
     spec = (options.ending_offsets or "latest").strip()
-    return _positions_from_spec(admin, ENDING_OFFSETS, spec, partitions, missing="latest")
+    ends = _positions_from_spec(admin, ENDING_OFFSETS, spec, partitions, missing="latest")
+    if spec.lower() != "latest":
+        for tp, end in ends.items():
+            last = admin.last_message_id(tp)
+            if end > last:
+                raise MagnetarOptionError(f"{ENDING_OFFSETS} {end} for {tp} is after its last message ({last})")
+    return ends
 
 
 def _positions_from_spec(admin: AdminClient, option: str, spec: str, partitions: list[str],

@@ -58,10 +58,9 @@ class MagnetarInputPartition(InputPartition):
 
 def read_range(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     """The messages of ``part`` as Arrow record batches in the source schema."""
-
     client = options.connection.new_client()
     try:
-        reader = client.create_reader(part.topic, _reader_start(part.start), start_message_id_inclusive=True,
+        reader = client.create_reader(part.topic, reader_start(part.start), start_message_id_inclusive=True,
                                       **_reader_kwargs(options))
         try:
             yield from RangeScan(part, options).batches(reader)
@@ -71,7 +70,8 @@ def read_range(part: MagnetarInputPartition, options: SourceOptions) -> Iterator
         client.close()
 
 
-def _reader_start(start: MessagePosition) -> pulsar.MessageId:
+def reader_start(start: MessagePosition) -> pulsar.MessageId:
+    """Where a Reader opened inclusively must start to see ``start`` itself."""
     import pulsar
     if start.is_earliest:
         return pulsar.MessageId.earliest
@@ -111,8 +111,11 @@ class RangeScan:
         msg, mid = first
         timeout = pulsar.Timeout
         rows = size = 0
-        while not end_id < mid:
+        while True:
+            # One comparison per message in C++; the second only at the end of the range.
             reached_end = not mid < end_id
+            if reached_end and end_id < mid:
+                break
             data = msg.data()
             values.append(data)
             keys.append(msg.partition_key() or None)

@@ -15,15 +15,18 @@ same rows deterministic:
   random round-robin start, so a replayed row lands on the same partition.
 
 A replay must also never send a batch that *straddles* what an earlier attempt
-stored: the broker judges a batch by its last sequence id (the official Python
-client does not send ``highest_sequence_id``), so such a batch would be stored
-whole, its first messages a second time. Spark makes that case common: when an
-upstream stage fails, the writer sees its input end early but cleanly and flushes
-a partial batch at an arbitrary row. So each producer, once connected, learns from
-the broker the last sequence id stored under its name (``last_sequence_id``, which
-PRODUCER_SUCCESS carries) and skips the rows at or below it. What it sends then
-starts after everything already stored, and broker deduplication remains the
-backstop for what the client itself re-sends after a reconnection.
+stored. The broker judges a batch by its sequence ids as a whole (the official
+Python client does not send ``highest_sequence_id``; the broker reads the last id
+from the batch): a batch that is all old is dropped, all new is stored, but one
+that is half old is either stored whole, its first messages a second time (Magnetar),
+or dropped whole, its new messages lost (Pulsar, apache/pulsar#6273). Spark makes
+that case common: when an upstream stage fails, the writer sees its input end early
+but cleanly and flushes a partial batch at an arbitrary row. So each producer, once
+connected, learns from the broker the last sequence id it has under its name
+(``last_sequence_id``, which PRODUCER_SUCCESS carries) and skips the rows at or below
+it. What it sends then starts after everything already stored, and broker
+deduplication remains the backstop for what the client itself re-sends after a
+reconnection.
 """
 
 from __future__ import annotations
@@ -219,9 +222,13 @@ class PartitionWriter:
             client.close()
 
     def _send_all(self, batches: Iterator[pa.RecordBatch], targets: _Targets) -> int:
+        import _pulsar
         row = 0
         base = sequence_id(self.epoch, 1) - 1
         callback, track_every, default_topic = self._on_sent, self._track_every, self.options.topic
+        # The official client's message builder, as Producer.send_async(..., sequence_id=...) uses
+        # it, minus the wrapper's per-argument type checks (a third of the per-message cost).
+        builder = _pulsar.MessageBuilder
         for batch in batches:
             values, keys, props, events, topics = _columns(batch)
             if row + batch.num_rows > MAX_ROWS_PER_EPOCH:
@@ -241,10 +248,20 @@ class PartitionWriter:
                 value = values[i]
                 target.sent += 1
                 tracked = target.sent % track_every == 0 or (value is not None and len(value) > LARGE_MESSAGE)
-                target.producer.send_async(value, callback if tracked else None,
-                                           properties=props[i] if props is not None else None,
-                                           partition_key=key, sequence_id=seq,
-                                           event_timestamp=events[i] if events is not None else None)
+                message = builder()
+                if value is None:
+                    message.set_null_value()
+                else:
+                    message.content(value)
+                if key:
+                    message.partition_key(key)
+                if props is not None and props[i]:
+                    for name, text in props[i].items():
+                        message.property(name, text)
+                if events is not None and events[i]:
+                    message.event_timestamp(events[i])
+                message.sequence_id(seq)
+                target.send(message.build(), callback if tracked else None)
             if self._failures:
                 self._raise_failures()
         return row
@@ -301,6 +318,8 @@ class _Target:
     producer: Any
     topic: str
     stored_up_to: int
+    #: ``send_async(message, callback)`` of the producer's C++ binding.
+    send: Any
     sent: int = 0
 
 
@@ -326,7 +345,8 @@ class _Targets:
         targets = []
         for partition in self.client.get_topic_partitions(topic):
             producer = self._create(partition)
-            targets.append(_Target(producer, partition, producer.last_sequence_id()))
+            targets.append(_Target(producer, partition, producer.last_sequence_id(),
+                                   producer._producer.send_async))
         self._by_topic[topic] = targets
         return targets
 

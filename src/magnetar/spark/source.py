@@ -54,7 +54,8 @@ class MagnetarBatchReader(DataSourceReader):
             return plan_ranges(admin, self.options, starts, ends, split=True)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, MagnetarInputPartition)
+        if not isinstance(partition, MagnetarInputPartition):
+            return iter(())  # Spark plans one empty InputPartition(None) when there is nothing to read
         return read_range(partition, self.options)
 
 
@@ -125,7 +126,8 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, MagnetarInputPartition)
+        if not isinstance(partition, MagnetarInputPartition):
+            return iter(())
         return read_range(partition, self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
@@ -136,8 +138,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         name = self.options.subscription_name
         if not name:
             return
-        moved = {tp: p for tp, p in done.positions.items()
-                 if not p.is_earliest and self._subscription_at.get(tp) != p}
+        moved = {tp: p for tp, p in done.positions.items() if self._subscription_at.get(tp) != p}
         if not moved:
             return
         with AdminClient(self.options.connection) as admin:

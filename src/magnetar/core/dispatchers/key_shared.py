@@ -69,6 +69,10 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
+        #: entries up to here may have been read before (by an earlier dispatcher, or before a
+        #: rewind): one may already wait in the replay queue or be out (a delayed entry that
+        #: came due), so a read of it is checked; past it, reads are new
+        self._reread_until: Position | None = self.source.last_readable()
         #: per consumer, the mark-delete position its pending entries were last checked against
         self._checked_mark_delete: dict[Consumer, Position] = {}
         #: whether the shell calls ``on_timer`` at ``next_deadline_ms()``; if not, clears are retried at once
@@ -104,6 +108,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self._consumer_removed(consumer, impacted)
         if not self.consumers:
             self.selector, self.mode = None, None
+        self.begin_round()
         self.dispatch(now_ms)
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None, now_ms: int) -> None:
@@ -116,6 +121,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             self.replay.add(pos, entry.sticky_hash)
         consumer.redeliver.add(now_ms, len(targets))
         self._update_blocking(consumer)
+        self.begin_round()
         self.dispatch(now_ms)
 
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
@@ -125,15 +131,18 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self._subscription_blocked()
         freed = before != (consumer.blocked_on_unacked, self.blocked_on_unacked)
         if freed or self._read_ahead_limited() or self._unblocked_now(now_ms):
+            self.begin_round()
             self.dispatch(now_ms)
 
     def rewind(self) -> None:
         super().rewind()
         self.replay.clear()
+        self._reread_until = self.source.last_readable()
 
     def seek(self, last_read: Position) -> None:
         super().seek(last_read)
         self.replay.clear()
+        self._reread_until = self.source.last_readable()
 
     def _check_mode(self, mode: int, out_of_order: bool) -> None:
         if self.mode is None:
@@ -233,6 +242,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def on_timer(self, now_ms: int) -> None:
         self._now_ms = now_ms
         if self.tracker.poll_unblocked(now_ms):
+            self.begin_round()
             self.dispatch(now_ms)
 
     # -- dispatch --------------------------------------------------------
@@ -284,9 +294,13 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             pos = self.next_unread()
             if pos is None:
                 return
-            if pos in self.replay or self._pending_somewhere(pos) or self.hold_back(pos, now_ms):
-                # read again after a rewind while already waiting or out (a delayed entry
-                # that came due), or held back for later delivery
+            reread_until = self._reread_until
+            if reread_until is not None:
+                if pos > reread_until:
+                    self._reread_until = None
+                elif pos in self.replay or self._pending_somewhere(pos):
+                    continue
+            if self.hold_back(pos, now_ms):
                 continue
             loaded = self.load(pos)
             if loaded is None:
@@ -321,7 +335,10 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             self.replay.add(pos, sticky_key_hash(sticky_key(loaded[1].metadata)))
 
     def _may_read_ahead(self) -> bool:
-        if not any(c.permits > 0 and not c.blocked_on_unacked for c in self.consumers):
+        for c in self.consumers:
+            if c.permits > 0 and not c.blocked_on_unacked:
+                break
+        else:
             return False
         return not self._read_ahead_limited() and not self._subscription_blocked()
 

@@ -171,6 +171,7 @@ class KeySharedClassicDispatcher(KeySharedDispatcher):
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
         if self.gating and self._released():
             self._update_blocking(consumer)
+            self.begin_round()
             self.dispatch(now_ms)
             return
         super().on_acked(consumer, now_ms)

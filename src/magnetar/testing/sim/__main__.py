@@ -53,14 +53,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     failures = 0
     deliveries = 0
+    coverage: dict[str, int] = {}
     for result in _results(seed, args.schedules, args.steps, args.jobs, overrides):
         deliveries += result.deliveries
+        for key, count in result.coverage.items():
+            coverage[key] = coverage.get(key, 0) + count
         if not result.ok:
             failures += 1
         if not result.ok or args.verbose:
             _report(result, verbose=True)
     summary = {"first_seed": seed, "schedules": args.schedules, "violations": failures,
-               "deliveries": deliveries, "seconds": round(time.monotonic() - started, 1)}
+               "deliveries": deliveries, "coverage": coverage, "seconds": round(time.monotonic() - started, 1)}
     print(json.dumps(summary), flush=True)
     return 0 if failures == 0 else 1
 

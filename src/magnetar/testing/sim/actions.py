@@ -28,6 +28,7 @@ VERBS = {
     "flow": "NAME COUNT: extra permits",
     "behave": "NAME normal|slow|stalled: how the application acts from now on",
     "tick": "MS: time passes; due timers fire",
+    "expire": "LEDGER:ENTRY: message TTL moves the mark-delete position there (entries consumed unseen)",
 }
 
 

@@ -84,6 +84,7 @@ class ContractChecker:
         #: consumer -> permits the client granted and has not yet seen used
         self.permits: dict[str, int] = {}
         self.deliveries = 0
+        self.redeliveries = 0
 
     # -- what happened ---------------------------------------------------------
     def published(self, pos: Position, key: str, num_messages: int, delayed: bool = False) -> None:
@@ -118,6 +119,7 @@ class ContractChecker:
                 self._check_order(consumer, entry, ks)
         entry.holder = consumer
         entry.nacked = entry.returned = False
+        self.redeliveries += entry.deliveries > 0
         entry.deliveries += 1
         ks.holders[consumer] = ks.holders.get(consumer, 0) + 1
         self.outstanding.setdefault(consumer, set()).add(pos)

@@ -53,6 +53,13 @@ class ScheduleGenerator:
     def _persist(self, world: World) -> Action:
         return act("persist")
 
+    def _expire(self, world: World) -> Action | None:
+        sub, last = world.sub, world.topic.last_readable()
+        if sub is None or last is None or last <= sub.cursor.mark_delete:
+            return None
+        later = [p for p in world.entries if sub.cursor.mark_delete < p <= last]
+        return act("expire", self.rng.choice(sorted(later))) if later else None
+
     def _tick(self, world: World) -> Action:
         return act("tick", self.rng.choice((1, 2, 5, 20, 100)))
 

@@ -144,4 +144,5 @@ def _weights(rng: random.Random) -> tuple[tuple[str, float], ...]:
         ("flow", 0.3),
         ("behave", rng.choice((0.3, 1.0))),
         ("tick", 2.0),
+        ("expire", rng.choice((0.0, 0.0, 0.2))),
     )

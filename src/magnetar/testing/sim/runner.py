@@ -44,6 +44,8 @@ class RunResult:
     deliveries: int = 0
     refused: int = 0
     trace_digest: str = ""
+    #: how often the run was in the states that matter (coverage, not verdicts)
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -95,6 +97,8 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
     result.published = world.published_total
     result.deliveries = world.checker.deliveries
     result.refused = world.refused
+    result.coverage["redeliveries"] = world.checker.redeliveries
+    result.coverage["refused_subscribes"] = world.refused
     return result
 
 
@@ -114,6 +118,24 @@ def _step(world: World, result: RunResult, action: Action, trace: Any) -> None:
         return
     trace.update(f"{action}|{world.checker.deliveries}|{world.now_ms}\n".encode())
     check_agreement(world)
+    _note_coverage(world, result)
+
+
+def _note_coverage(world: World, result: RunResult) -> None:
+    dispatcher = world.dispatcher
+    if dispatcher is None:
+        return
+    seen = result.coverage
+    tracker = getattr(dispatcher, "tracker", None)
+    if tracker is not None and len(tracker):
+        seen["steps_with_draining_hashes"] = seen.get("steps_with_draining_hashes", 0) + 1
+    recently_joined = getattr(dispatcher, "recently_joined", None)
+    if recently_joined is not None and len(recently_joined):
+        seen["steps_with_recently_joined"] = seen.get("steps_with_recently_joined", 0) + 1
+    if getattr(dispatcher, "sent_before_joining", None):
+        seen["steps_held_by_entries_sent_beyond"] = seen.get("steps_held_by_entries_sent_beyond", 0) + 1
+    if len(getattr(dispatcher, "replay", ())):
+        seen["steps_with_replay"] = seen.get("steps_with_replay", 0) + 1
 
 
 def _safety(world: World, result: RunResult, schedule: list[Action] | None, trace: Any) -> None:

@@ -139,6 +139,7 @@ class World:
         self.next_consumer_id = 1
         self.refused = 0
         self.published_total = 0
+        self.last_published: Position | None = None
         #: the name a client's consumer gives the broker, when not the client's own (scenarios)
         self.consumer_names: dict[str, str] = {}
         #: every delivery, in order: two runs of one seed must end with the same digest
@@ -198,6 +199,7 @@ class World:
         pos = self.topic.publish(self.producer, self.sequence_id, self.sequence_id, n, entry, self.now_ms)
         self.entries[pos] = entry
         self.messages[pos] = n
+        self.last_published = pos
         self.published_total += 1
         self.checker.published(pos, checker_key, n, delayed=delay_ms is not None)
         return True
@@ -332,8 +334,8 @@ class World:
         picked = self._picked(client, indexes)
         if not picked:
             return False
+        _drop(client.received, picked)
         for d in picked:
-            client.received.remove(d)
             self.checker.acked(name, d.pos)
         assert client.core is not None
         self.sub.acknowledge(client.core, False, [(d.pos, None) for d in picked], self.now_ms)
@@ -368,8 +370,8 @@ class World:
         picked = self._picked(client, indexes)
         if not picked:
             return False
+        _drop(client.received, picked)
         for d in picked:
-            client.received.remove(d)
             self.checker.sent_back(name, d.pos)
         assert client.core is not None
         self.sub.redeliver(client.core, [d.pos for d in picked], self.now_ms)
@@ -406,6 +408,17 @@ class World:
         client.behavior = behavior
         return True
 
+    def _expire(self, upto: str) -> bool:
+        """Message TTL, as the broker's expire_messages does it: a cumulative ack of the cursor alone."""
+        sub, target = self.sub, Position.parse(upto)
+        if sub is None or target <= sub.cursor.mark_delete:
+            return False
+        for pos, entry in self.checker.entries.items():
+            if pos <= target and not entry.acked:
+                self.checker.acked(entry.holder or "ttl", pos)
+        sub.cursor.ack_cumulative(target)
+        return True
+
     def _tick(self, ms: str) -> bool:
         self.now_ms += int(ms)
         return True
@@ -433,3 +446,8 @@ class World:
         armed = [d for d in deadlines if d is not None]
         return min(armed) if armed else None
 
+
+def _drop(received: list[Delivery], picked: list[Delivery]) -> None:
+    """Remove ``picked`` from ``received`` (by identity, in one pass)."""
+    gone = {id(d) for d in picked}
+    received[:] = [d for d in received if id(d) not in gone]
