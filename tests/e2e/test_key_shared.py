@@ -275,7 +275,7 @@ def test_classic_mode_holds_a_new_consumer_until_earlier_messages_are_acked(clas
         got = [_parse(c2.receive(timeout_millis=5000)) for _ in range(20)]
         assert [s for _, s in got] == [0] * 10 + [1] * 10
         assert [k for k, _ in got] == keys + keys
-        del held
+        assert len(held) == 10  # c1 closed holding them: they came back to c2 first
     finally:
         client.close()
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
 
 from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
-from magnetar.testing.sim import parse_schedule, run
-from magnetar.testing.sim.runner import RunResult
+from magnetar.testing.sim import run
+from magnetar.testing.sim.runner import RunResult, read_schedule_file
 
 SHORT_STEPS = 60
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.txt"))
 CHUNK = 250
 
 
@@ -87,10 +89,20 @@ def test_same_seed_same_trace_in_other_processes() -> None:
 
 def test_a_printed_schedule_replays_to_the_same_trace() -> None:
     original = run(5)
-    safety = [a for i, a in enumerate(original.steps) if original.liveness_from is None or i < original.liveness_from]
-    replayed = run(5, schedule=parse_schedule("\n".join(str(a) for a in safety)))
+    options, steps = read_schedule_file(original.schedule_text())
+    assert options == original.options
+    replayed = run(0, schedule=steps, options=options)
     assert replayed.ok
     assert replayed.trace_digest == original.trace_digest
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_regression_schedules(path: Path) -> None:
+    """Schedules that once broke the contract, kept as files with their options."""
+    options, steps = read_schedule_file(path.read_text())
+    assert options is not None and steps
+    result = run(0, schedule=steps, options=options)
+    assert result.ok, result.violation
 
 
 def test_the_command_line_prints_the_seed_first() -> None:

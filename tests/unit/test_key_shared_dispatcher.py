@@ -595,7 +595,7 @@ def test_partially_acknowledged_batch_comes_back_with_its_remaining_messages() -
     s.join("c1", queue=10)
     batch = s.publish("pb", count=4)
     s.receive("c1")
-    s._do("ack-part", "c1", 0, 1)
+    s.ack_part("c1", 0, 1)
     s.crash("c1")
     s.join("c2", queue=10)
     d = s.world.clients["c2"].inbox[0]
@@ -617,7 +617,7 @@ def test_unblocked_hashes_are_retried_together_after_the_interval() -> None:
     s.join("c2", queue=100)
     s.publish_many(keys)
     assert s.delivered("c2") == []
-    s.world.apply(__import__("magnetar.testing.sim.actions", fromlist=["act"]).act("ack", "c1", "0,1,2"))
+    s.ack("c1")
     assert s.delivered("c2") == []  # cleared, waiting for the batch
     deadline = d.next_deadline_ms()
     assert deadline == s.world.now_ms + 10
@@ -707,7 +707,7 @@ def test_reg_K13_delayed_messages_do_not_stall_key_shared(classic: bool) -> None
     for name in ("c1", "c2"):
         s.join(name, queue=100)
     for i in range(40):
-        s._do("publish", f"d{i % 8}", 1, 10_000)
+        s.publish(f"d{i % 8}", persist=False, delay_ms=10_000)
     s.publish_many(f"d{i % 8}" for i in range(40))
     delivered = s.delivered("c1") + s.delivered("c2")
     assert len(delivered) == 40 and all(not s.checker.entries[p].delayed for p in delivered)
@@ -760,7 +760,7 @@ def test_reg_K1_order_with_half_redelivered(classic: bool) -> None:
     unacked = set(s.checker.unacked())
     assert 4900 <= len(unacked) <= 5100
     for name in names:
-        s._do("nack-all", name)
+        s.nack_all(name)
     again: list = []
     for _ in range(20):
         for name in names:
@@ -878,4 +878,35 @@ def test_read_ahead_with_a_configured_look_ahead_limit() -> None:
     assert len(s.dispatcher.replay) == 50
     assert s.dispatcher.last_read < max(s.published)
     s.ack("c1")
+    s.drain()
+
+
+@BOTH_MODES
+def test_reg_sim_redelivery_request_lifts_the_unacked_block(classic: bool) -> None:
+    """Found by the simulator (its first find): a consumer blocked at
+    maxUnackedMessagesPerConsumer that asks for redelivery of everything has nothing
+    unacknowledged any more, yet stayed blocked for good."""
+    s = Scenario(classic=classic, max_unacked_per_consumer=2)
+    s.join("c1", queue=10)
+    s.publish_many(["u1", "u2", "u3"])
+    assert len(s.delivered("c1")) == 2 and s.core("c1").blocked_on_unacked
+    first = s.receive("c1")
+    s.nack_all("c1")
+    again = s.world.clients["c1"].inbox
+    assert [d.pos for d in again] == first and all(d.redelivery_count == 1 for d in again)
+    s.drain()
+
+
+def test_reg_sim_an_ack_list_is_applied_whole_before_anything_is_sent() -> None:
+    """Found by the simulator: acknowledging [a, b] where ``a`` was pending at another
+    consumer dispatched between the two, and ``b`` (about to be acknowledged) went out again."""
+    s = Scenario()
+    key = key_moving(AUTO_SPLIT_CONSISTENT, ["c1"], ["c1", "c2"], "c1", "c2", "al")
+    s.join("c1", queue=10)
+    a, b = s.publish_many([key, key])
+    s.receive("c1")
+    s.reconnect("c1")  # the application keeps a and b; the broker hands them out again
+    assert s.delivered("c1")[-2:] == [a, b]
+    s.ack("c1", [a, b])
+    assert s.checker.unacked() == []
     s.drain()

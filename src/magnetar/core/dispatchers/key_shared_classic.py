@@ -14,12 +14,14 @@ entries of a waiting hash behind it, look-ahead limits, unacked limits) is share
 the PIP-379 dispatcher. STICKY and ``allowOutOfOrderDelivery`` need no gating here,
 as in Pulsar.
 
-One hole of PIP-282 is closed here: entries sent *beyond* the last sent position
-(out of order, while an earlier entry waited) were not covered, so once the mark-delete
-position passed the joining position a newcomer could receive a key whose entry beyond
-it was still pending at its old owner (found by the simulator). Such entries, pending
-at other consumers when it joins and of keys it now owns, hold it back too until they
-are acknowledged; if one comes back (its consumer left) the newcomer may take it.
+Two holes of PIP-282 are closed here, both found by the simulator. Entries sent
+*beyond* the last sent position (out of order, while an earlier entry waited) were not
+covered, so once the mark-delete position passed the joining position a newcomer could
+receive a key whose later entry was still pending at its old owner. And when a consumer
+leaves, its keys go to others while a third consumer may still hold entries of them
+(the leaver was itself a newcomer waiting for them). In both cases the consumer given
+the keys is held back, beyond the last sent position, until those entries pending
+elsewhere are acknowledged or sent back (then they wait in line like any other).
 
 The classic mode still promises less than PIP-379: a recently joined consumer is held
 back by position, not by key, so one stuck message stalls it entirely (Pulsar's #21199
@@ -63,8 +65,8 @@ class TopicLedgerNavigator:
 
 
 class SentBeforeJoining:
-    """Entries of a recently joined consumer's keys that were sent beyond its joining
-    position, before it joined, and were pending at other consumers then."""
+    """Entries pending at other consumers, of keys a consumer has just been given: until
+    each is acknowledged, the consumer gets nothing beyond ``joined_at``."""
 
     __slots__ = ("joined_at", "positions")
 
@@ -72,15 +74,10 @@ class SentBeforeJoining:
         self.joined_at = joined_at
         self.positions = positions
 
-    def covers(self, pos: Position) -> bool:
-        return pos in self.positions
-
-    def all_done(self, sub: Subscription, consumer: Consumer) -> bool:
-        """Whether each is acknowledged or pending at ``consumer`` itself; settled ones are dropped."""
-        cursor = sub.cursor
-        if cursor.mark_delete < self.joined_at:
-            return False
-        self.positions = {p for p in self.positions if not cursor.is_acked(p) and p not in consumer.pending}
+    def all_done(self, holder_of: dict[Position, Consumer], consumer: Consumer) -> bool:
+        """Whether none is pending at another consumer any more (acknowledged, or sent back
+        and waiting in line); settled ones are dropped."""
+        self.positions = {p for p in self.positions if holder_of.get(p, consumer) is not consumer}
         return not self.positions
 
 
@@ -105,37 +102,62 @@ class KeySharedClassicDispatcher(KeySharedDispatcher):
         self._prepare()
         rjc = self.recently_joined
         joined_at = rjc.consumer_added(consumer, len(self.consumers), self._entries_since_first_unacked())
-        if joined_at is None or consumer not in rjc:
-            return
-        select = self.selector.select
-        beyond = {pos for other in self.consumers if other is not consumer
-                  for pos, entry in other.pending.items()
-                  if pos > joined_at and select(entry.sticky_hash) is consumer}
-        if beyond:
-            self.sent_before_joining[consumer] = SentBeforeJoining(joined_at, beyond)
+        if joined_at is not None and len(self.consumers) > 1:
+            self._hold_for_keys_pending_elsewhere([consumer], joined_at)
 
     def _consumer_removed(self, consumer: Consumer, impacted: Any) -> None:
         self.recently_joined.consumer_removed(consumer, len(self.consumers))
         self.sent_before_joining.pop(consumer, None)
         if len(self.consumers) <= 1:
             self.sent_before_joining.clear()
+        elif self.gating:
+            # the leaver's keys went to others, and some may still be pending at a third
+            # consumer (the leaver was itself waiting for them): the heirs wait too
+            self._prepare()
+            last_sent = self.recently_joined.last_sent_position
+            if last_sent is not None:
+                self._hold_for_keys_pending_elsewhere(self.consumers, last_sent)
+
+    def _hold_for_keys_pending_elsewhere(self, heirs: list[Consumer], joined_at: Position) -> None:
+        """Hold each heir back (beyond ``joined_at``) until the entries of its keys pending at
+        other consumers are acknowledged: PIP-282 alone misses those sent beyond the last
+        sent position, and keys handed over when a consumer leaves."""
+        select = self.selector.select
+        found: dict[Consumer, set[Position]] = {}
+        for other in self.consumers:
+            for pos, entry in other.pending.items():
+                owner = select(entry.sticky_hash)
+                if owner is not other and owner in heirs:
+                    found.setdefault(owner, set()).add(pos)
+        for heir, positions in found.items():
+            held = self.sent_before_joining.get(heir)
+            if held is None:
+                self.sent_before_joining[heir] = SentBeforeJoining(joined_at, positions)
+            else:
+                held.joined_at = min(held.joined_at, joined_at)
+                held.positions |= positions
 
     def _may_send(self, consumer: Consumer, pos: Position, sticky_hash: int, from_replay: bool) -> bool:
         if not self.gating:
             return True
         waiting = self.sent_before_joining.get(consumer)
         if waiting is not None and pos > waiting.joined_at:
-            if not waiting.all_done(self.sub, consumer):
-                # such an entry, sent back since, may come: waiting for it would never end
-                return waiting.covers(pos)
+            if not waiting.all_done(self._holders(waiting.positions), consumer):
+                return False
             del self.sent_before_joining[consumer]
         return self.recently_joined.can_dispatch(consumer, pos, from_replay)
+
+    def _holders(self, positions: set[Position]) -> dict[Position, Consumer]:
+        """Which consumer each of ``positions`` is pending at; those pending nowhere, or
+        consumed already (message TTL moves the mark-delete past pending entries), are left out."""
+        acked = self.sub.cursor.is_acked
+        return {p: c for c in self.consumers for p in positions if p in c.pending and not acked(p)}
 
     def _released(self) -> bool:
         """Whether an acknowledgement let a recently joined consumer go."""
         released = self.recently_joined.mark_delete_position_moved(self.sub.cursor.mark_delete)
         for consumer, waiting in list(self.sent_before_joining.items()):
-            if waiting.all_done(self.sub, consumer):
+            if waiting.all_done(self._holders(waiting.positions), consumer):
                 del self.sent_before_joining[consumer]
                 released = True
         return released

@@ -11,8 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from magnetar.testing.sim.actions import parse_schedule
-from magnetar.testing.sim.runner import RunResult, run
+from magnetar.testing.sim.runner import RunResult, read_schedule_file, run
 
 
 def _run_one(args: tuple[int, int | None, dict[str, str]]) -> RunResult:
@@ -35,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="first seed (random when omitted)")
     parser.add_argument("--schedules", type=int, default=1, help="how many seeds, from --seed on")
     parser.add_argument("--steps", type=int, default=None, help="safety steps per schedule (default: from seed)")
-    parser.add_argument("--schedule", type=Path, default=None, help="replay a printed schedule under --seed")
+    parser.add_argument("--schedule", type=Path, default=None,
+                        help="replay a printed schedule (its recorded options, else those of --seed)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--verbose", action="store_true", help="print every schedule, not only failures")
     parser.add_argument("--trace", action="store_true", help="show each step's deliveries (one schedule)")
@@ -46,8 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}" + "".join(f" --set {item}" for item in args.set), flush=True)
     if args.schedule is not None or args.trace:
-        schedule = parse_schedule(args.schedule.read_text()) if args.schedule is not None else None
-        result = run(seed, args.steps, schedule=schedule, trace_events=args.trace, overrides=overrides)
+        options, schedule = read_schedule_file(args.schedule.read_text()) if args.schedule is not None \
+            else (None, None)
+        result = run(seed, args.steps, schedule=schedule, trace_events=args.trace, overrides=overrides,
+                     options=options)
         _report(result, verbose=True)
         return 0 if result.ok else 1
     started = time.monotonic()

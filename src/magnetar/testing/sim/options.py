@@ -7,6 +7,7 @@ Printing the options with the seed tells a reader what kind of world failed.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import asdict, dataclass, replace
 
@@ -108,6 +109,17 @@ class SimOptions:
             else:
                 raise ValueError(f"option {key} cannot be set from the command line")
         return replace(self, **values)  # type: ignore[arg-type]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> SimOptions:
+        values = json.loads(text)
+        values["queue_sizes"] = tuple(values["queue_sizes"])
+        values["sticky_slots"] = tuple(tuple(s) for s in values["sticky_slots"])
+        values["weights"] = tuple(tuple(w) for w in values["weights"])
+        return cls(**values)
 
     def describe(self) -> str:
         fields = asdict(self)

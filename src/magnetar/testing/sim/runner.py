@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.testing.sim.actions import Action, act, format_ranges
+from magnetar.testing.sim.actions import Action, act, format_ranges, parse_schedule
 from magnetar.testing.sim.checkers import (
     CLASSIC_CONTRACT,
     OUT_OF_ORDER_CONTRACT,
@@ -28,6 +28,18 @@ from magnetar.testing.sim.options import STICKY, SimOptions
 from magnetar.testing.sim.world import World
 
 LIVENESS_ROUNDS_MAX = 2_000
+OPTIONS_PREFIX = "# options "
+LIVENESS_MARKER = "# liveness: faults off, everyone receives and acknowledges"
+
+
+def read_schedule_file(text: str) -> tuple[SimOptions | None, list[Action]]:
+    """A printed schedule: its options (if recorded) and its safety steps (up to the liveness marker)."""
+    options = None
+    for line in text.splitlines():
+        if line.startswith(OPTIONS_PREFIX):
+            options = SimOptions.from_json(line[len(OPTIONS_PREFIX):])
+    safety = text.split(LIVENESS_MARKER, 1)[0]
+    return options, parse_schedule(safety)
 
 
 @dataclass
@@ -52,10 +64,11 @@ class RunResult:
         return self.violation is None
 
     def schedule_text(self) -> str:
-        lines = [f"# seed {self.options.seed}: {self.options.describe()}"]
+        """The run as a schedule file: options, safety steps, then (commented) the liveness steps."""
+        lines = [f"# seed {self.options.seed}: {self.options.describe()}", f"{OPTIONS_PREFIX}{self.options.to_json()}"]
         for i, step in enumerate(self.steps):
             if i == self.liveness_from:
-                lines.append("# liveness: faults off, everyone receives and acknowledges")
+                lines.append(LIVENESS_MARKER)
             marker = "   # <- violation" if i == self.failed_step else ""
             lines.append(f"{step}{marker}")
             if self.events is not None and i < len(self.events):
@@ -70,9 +83,10 @@ def contract_of(options: SimOptions) -> Contract:
 
 
 def run(seed: int, steps: int | None = None, schedule: list[Action] | None = None,
-        trace_events: bool = False, overrides: dict[str, str] | None = None) -> RunResult:
-    """Run the seed's schedule (or ``schedule``, under the seed's options) and both phases."""
-    options = SimOptions.from_seed(seed, steps)
+        trace_events: bool = False, overrides: dict[str, str] | None = None,
+        options: SimOptions | None = None) -> RunResult:
+    """Run the seed's schedule (or ``schedule``, under the seed's options or ``options``) and both phases."""
+    options = options or SimOptions.from_seed(seed, steps)
     if overrides:
         options = options.with_overrides(overrides)
     result = RunResult(options)

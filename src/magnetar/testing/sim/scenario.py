@@ -49,8 +49,9 @@ class Scenario:
         self._do("join", name, queue, *([format_ranges(ranges)] if ranges else []))
         return self.world.clients[name]
 
-    def publish(self, key: str, count: int = 1, persist: bool = True) -> Position:
-        self._do("publish", key, count, check=persist)
+    def publish(self, key: str, count: int = 1, persist: bool = True, delay_ms: int | None = None) -> Position:
+        """One entry (a batch of ``count`` when > 1), delivered no earlier than ``delay_ms`` from now."""
+        self._do("publish", key, count, *([delay_ms] if delay_ms is not None else []), check=persist)
         pos = self.world.last_published
         assert pos is not None
         self.published[pos] = key
@@ -89,6 +90,14 @@ class Scenario:
     def nack(self, name: str, positions: Iterable[Position] | None = None) -> None:
         self.receive(name)
         self._do("nack", name, self._indexes(name, positions))
+
+    def ack_part(self, name: str, index: int, batch_index: int) -> None:
+        """Acknowledge one message of the ``index``-th received batch."""
+        self._do("ack-part", name, index, batch_index)
+
+    def nack_all(self, name: str) -> None:
+        """redeliverUnacknowledgedMessages: the client drops its queue and the broker sends all again."""
+        self._do("nack-all", name)
 
     def crash(self, name: str) -> None:
         self._do("crash", name)
