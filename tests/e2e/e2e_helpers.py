@@ -80,3 +80,13 @@ def segment_files(data_dir: Path, topic: str) -> list[Path]:
 
     directory = data_dir / "ledgers" / topic_dir_name(topic)
     return sorted(directory.glob("*.seg")) if directory.is_dir() else []
+
+
+def read_topic(client: pulsar.Client, topic: str) -> list[bytes]:
+    """Every payload stored on a topic, read from the start with a reader."""
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        out.append(reader.read_next(timeout_millis=5000).data())
+    reader.close()
+    return out

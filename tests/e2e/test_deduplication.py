@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pulsar
 import pytest
+from e2e_helpers import read_topic
 
 from magnetar.testing.broker_process import BrokerProcess
 
@@ -18,22 +19,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc.kill()
 
 
-def read_all(client: pulsar.Client, topic: str) -> list[bytes]:
-    reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(timeout_millis=5000).data())
-    reader.close()
-    return out
-
-
 def test_explicit_sequence_ids_are_deduplicated(client: pulsar.Client, topic: str) -> None:
     producer = client.create_producer(topic, producer_name="p-dedup")
     for i in range(5):
         producer.send(f"m{i}".encode(), sequence_id=i)
     producer.send(b"again", sequence_id=3)
     producer.send(b"m5", sequence_id=5)
-    assert read_all(client, topic) == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"]
+    assert read_topic(client, topic) == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"]
 
 
 def test_producer_resumes_from_last_sequence_id(client: pulsar.Client, topic: str) -> None:
@@ -44,7 +36,7 @@ def test_producer_resumes_from_last_sequence_id(client: pulsar.Client, topic: st
     again = client.create_producer(topic, producer_name="p-resume")
     assert again.last_sequence_id() == 2
     again.send(b"m3")
-    assert read_all(client, topic) == [b"m0", b"m1", b"m2", b"m3"]
+    assert read_topic(client, topic) == [b"m0", b"m1", b"m2", b"m3"]
 
 
 def test_dedup_survives_kill_and_restart(broker: BrokerProcess, topic: str) -> None:
@@ -59,5 +51,5 @@ def test_dedup_survives_kill_and_restart(broker: BrokerProcess, topic: str) -> N
     assert producer.last_sequence_id() == 24
     for i in range(20, 30):
         producer.send(f"m{i}".encode(), sequence_id=i)
-    assert read_all(client, topic) == [f"m{i}".encode() for i in range(30)]
+    assert read_topic(client, topic) == [f"m{i}".encode() for i in range(30)]
     client.close()

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pulsar
 import pytest
+from e2e_helpers import read_topic
 
 from magnetar.testing.broker_process import BrokerProcess
 
@@ -20,15 +21,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc.kill()
 
 
-def read_all(client: pulsar.Client, topic: str) -> list[bytes]:
-    reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(timeout_millis=5000).data())
-    reader.close()
-    return out
-
-
 def test_same_business_id_from_new_producers_is_dropped(client: pulsar.Client, topic: str) -> None:
     for attempt in range(3):
         producer = client.create_producer(topic)
@@ -36,7 +28,7 @@ def test_same_business_id_from_new_producers_is_dropped(client: pulsar.Client, t
         producer.close()
     client.create_producer(topic).send(b"order-2", properties={"__dedup_id": "order-2"})
     client.create_producer(topic).send(b"no id")
-    assert read_all(client, topic) == [b"order-1 attempt 0", b"order-2", b"no id"]
+    assert read_topic(client, topic) == [b"order-1 attempt 0", b"order-2", b"no id"]
 
 
 def test_window_survives_restart(broker: BrokerProcess, topic: str) -> None:
@@ -46,5 +38,5 @@ def test_window_survives_restart(broker: BrokerProcess, topic: str) -> None:
     broker.restart()
     client = pulsar.Client(broker.service_url, operation_timeout_seconds=10)
     client.create_producer(topic).send(b"retry", properties={"__dedup_id": "x"})
-    assert read_all(client, topic) == [b"first"]
+    assert read_topic(client, topic) == [b"first"]
     client.close()
