@@ -73,7 +73,7 @@ def test_unsubscribe_deletes_snapshots(broker: BrokerProcess, topic: str) -> Non
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
     producer = client.create_producer(topic)
     before = snapshot_ledgers(broker.data_dir)
-    for i in range(60):
+    for _ in range(60):
         producer.send(b"x", deliver_after=pulsar.timedelta(seconds=600))
     producer.send(b"marker")
     assert consumer.receive(timeout_millis=5000).data() == b"marker"

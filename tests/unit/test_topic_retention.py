@@ -34,7 +34,7 @@ def topic_with_entries(n: int) -> Topic:
 def test_no_subscription_keeps_everything_even_with_a_dedup_snapshot() -> None:
     topic = topic_with_entries(10)
     topic.dedup = object()
-    topic.dedup_snapshot_position = topic.last_durable  # type: ignore[attr-defined]
+    topic.dedup_snapshot_position = topic.last_durable
     assert topic.trim_consumed_ledgers() == []
     assert topic.ledger.first_position() is not None and topic.ledger.first_position().entry_id == 0
 
@@ -45,7 +45,7 @@ def test_consumed_ledgers_are_deleted_but_not_past_the_dedup_snapshot() -> None:
     sub.cursor.ack_cumulative(topic.last_durable)  # type: ignore[arg-type]
     topic.dedup = object()
     first = topic.ledger.first_position()
-    topic.dedup_snapshot_position = first  # type: ignore[attr-defined]
+    topic.dedup_snapshot_position = first
     assert topic.trim_consumed_ledgers() == []
     topic.dedup = None
     assert topic.trim_consumed_ledgers() != []

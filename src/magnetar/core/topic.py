@@ -55,6 +55,8 @@ class Topic:
         self.delayed: Any = None
         self.dedup: Any = None
         self.property_dedup: Any = None
+        #: where the dedup snapshot stands; replay after a restart starts after it
+        self.dedup_snapshot_position: Position | None = None
         self.fenced = False
 
     def __str__(self) -> str:
@@ -249,7 +251,7 @@ class Topic:
         marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
         if marks and self.dedup is not None:
             # deduplication replays from its snapshot after a restart: keep what it needs
-            marks.append(getattr(self, "dedup_snapshot_position", None) or BEFORE_START)
+            marks.append(self.dedup_snapshot_position or BEFORE_START)
         return min(marks) if marks else None
 
     def trim_consumed_ledgers(self) -> list[int]:

@@ -178,7 +178,7 @@ class BrokerService:
         topic.delayed = self.delayed_delivery_for(name)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             if cursor_name == DEDUP_CURSOR:
-                topic.dedup_snapshot_position = record.mark_delete  # type: ignore[attr-defined]
+                topic.dedup_snapshot_position = record.mark_delete
                 continue
             sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
                                             mark_delete=record.mark_delete, properties=record.properties)
@@ -305,8 +305,8 @@ class BrokerService:
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
         if self.loop is not None:
-            self._on_synced([(t.ledger, t.ledger.last_position()) for t in self.topics.values()
-                             if t.ledger.last_position() is not None])  # type: ignore[misc]
+            synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
+            self._on_synced(synced)
         self.persist_cursors(force=True)
         property_dedup.store_snapshots(self)
         self.committer.stop()

@@ -21,7 +21,7 @@ from magnetar.core.positions import Position, to_signed64
 from magnetar.core.producer import Producer
 from magnetar.core.subscription import Subscription
 from magnetar.server import handlers
-from magnetar.server.broker import BrokerService
+from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -34,7 +34,7 @@ T = pb.BaseCommand
 
 
 class ServerConnection(asyncio.Protocol):
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: BrokerOperations) -> None:
         self.broker = broker
         self.decoder = FrameDecoder(broker.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
@@ -202,9 +202,9 @@ class ServerConnection(asyncio.Protocol):
         if cmd.type == T.SEND:
             self.send_error(cmd.send.producer_id, cmd.send.sequence_id, code, message)
         elif cmd.type == T.PARTITIONED_METADATA:
-            self.write_command(commands.partitioned_metadata_error(request_id, code, message))
+            self.write_command(commands.partitioned_metadata_error(request_id or 0, code, message))
         elif cmd.type == T.LOOKUP:
-            self.write_command(commands.lookup_error(request_id, code, message))
+            self.write_command(commands.lookup_error(request_id or 0, code, message))
         elif cmd.type == T.ACK and cmd.ack.HasField("request_id"):
             self.write_command(commands.ack_response(cmd.ack.consumer_id, cmd.ack.request_id, code, message))
         elif request_id is not None:

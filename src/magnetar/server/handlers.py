@@ -22,6 +22,7 @@ from magnetar.core.errors import (
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
@@ -89,7 +90,8 @@ def producer(conn: ServerConnection, frame: Frame) -> None:
     prod = Producer(
         producer_id=req.producer_id, producer_name=name, sink=conn,
         access_mode=AccessMode(req.producer_access_mode), epoch=req.epoch,
-        user_provided_name=req.user_provided_producer_name if req.HasField("user_provided_producer_name") else user_named,
+        user_provided_name=(req.user_provided_producer_name if req.HasField("user_provided_producer_name")
+                            else user_named),
         address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
@@ -210,7 +212,7 @@ def _start_position(req: pb.CommandSubscribe) -> Position | None:
     return Position(to_signed64(mid.ledgerId), to_signed64(mid.entryId))
 
 
-def _consumer(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, object]:
+def _consumer(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, Subscription]:
     found = conn.consumers.get(consumer_id)
     if found is None:
         raise MetadataError("Consumer not found")

@@ -62,7 +62,8 @@ def refresh(broker: BrokerService, topic: Topic) -> None:
     max_ids = int(wanted.get("maxIds", 100_000))
     name = str(wanted.get("propertyName") or "__dedup_id")
     current = topic.property_dedup
-    if current is not None and (current.window_ms, current.max_ids, current.property_name) == (window_ms, max_ids, name):
+    wanted_shape = (window_ms, max_ids, name)
+    if current is not None and (current.window_ms, current.max_ids, current.property_name) == wanted_shape:
         return
     window = PropertyDedupWindow(window_ms, max_ids, name)
     recover(broker, topic, window)
