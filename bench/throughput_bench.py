@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import sys
 import tempfile
 import threading
 import time
@@ -26,25 +27,23 @@ import pulsar
 from magnetar.testing.broker_process import BrokerProcess
 
 
-def _produce(service_url: str, topic: str, n: int, size: int, out: Any) -> None:
+def _produce(service_url: str, topic: str, n: int, size: int, out: Any, delay_ms: int) -> None:
     client = pulsar.Client(service_url, io_threads=1, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
-                                      batching_max_publish_delay_ms=1, max_pending_messages=50000,
+                                      batching_max_publish_delay_ms=delay_ms, max_pending_messages=50000,
                                       block_if_queue_full=True)
     payload = b"x" * size
     done = threading.Semaphore(0)
     start = time.perf_counter()
+    # Receipts come in order, so one callback per thousand messages tells progress; a Python
+    # callback on every message would make the client take the GIL per receipt and cap the rate.
     for i in range(n):
-        producer.send_async(payload, (lambda r, m: done.release()) if i % 1000 == 999 or i == n - 1 else _noop)
+        producer.send_async(payload, (lambda r, m: done.release()) if i % 1000 == 999 or i == n - 1 else None)
     producer.flush()
     for _ in range(n // 1000 + (1 if n % 1000 else 0)):
         done.acquire()
     out.put(("produced", n, time.perf_counter() - start, time.time()))
     client.close()
-
-
-def _noop(_r: object, _m: object) -> None:
-    pass
 
 
 def _consume(service_url: str, topic: str, n: int, out: Any) -> None:
@@ -67,7 +66,8 @@ def _consume(service_url: str, topic: str, n: int, out: Any) -> None:
     client.close()
 
 
-def max_rate(service_url: str, topic: str, n: int, size: int, producers: int) -> dict[str, float]:
+def max_rate(service_url: str, topic: str, n: int, size: int, producers: int,
+             delay_ms: int = 10) -> dict[str, float]:
     """Producers and the consumer in their own processes: the client's per-message Python cost
     would otherwise share one GIL and cap the figure below what the broker sustains."""
     ctx = multiprocessing.get_context("spawn")
@@ -76,7 +76,7 @@ def max_rate(service_url: str, topic: str, n: int, size: int, producers: int) ->
     consumer.start()
     assert out.get(timeout=60)[0] == "ready"
     start = time.time()
-    procs = [ctx.Process(target=_produce, args=(service_url, topic, n, size, out)) for _ in range(producers)]
+    procs = [ctx.Process(target=_produce, args=(service_url, topic, n, size, out, delay_ms)) for _ in range(producers)]
     for proc in procs:
         proc.start()
     results = [out.get(timeout=600) for _ in range(producers + 1)]
@@ -88,33 +88,42 @@ def max_rate(service_url: str, topic: str, n: int, size: int, producers: int) ->
     produce_s = produced_end - start
     e2e_s = consumed_end - start
     return {"phase": "max_rate", "messages": total, "producers": producers, "size_bytes": size,
-            "produce_msgs_per_s": round(total / produce_s), "produce_MB_per_s": round(total * size / produce_s / 1e6, 2),
+            "batching_max_publish_delay_ms": delay_ms,
+            "produce_msgs_per_s": round(total / produce_s),
+            "produce_MB_per_s": round(total * size / produce_s / 1e6, 2),
             "e2e_msgs_per_s": round(total / e2e_s), "e2e_MB_per_s": round(total * size / e2e_s / 1e6, 2)}
 
 
 def fixed_rate(client: pulsar.Client, topic: str, rate: int, seconds: float, size: int) -> dict[str, float]:
+    """Publish latency at ``rate``: sends go out in one burst per millisecond (the producer's
+    batching delay), so the sending thread sleeps once per tick rather than once per message
+    and the client's I/O thread gets the GIL for receipts without waiting a switch interval."""
     producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=1,
                                       max_pending_messages=50000, block_if_queue_full=True)
     payload = b"y" * size
     latencies: list[float] = []
-    lock = threading.Lock()
 
     def sender(sent_at: float):  # type: ignore[no-untyped-def]
         def cb(res: pulsar.Result, _mid: object) -> None:
-            with lock:
-                latencies.append(time.perf_counter() - sent_at)
+            latencies.append(time.perf_counter() - sent_at)
         return cb
 
     total = int(rate * seconds)
-    start = time.perf_counter()
-    for i in range(total):
-        target = start + i / rate
-        delay = target - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        producer.send_async(payload, sender(time.perf_counter()))
-    producer.flush()
-    producer.close()
+    per_tick = max(1, rate // 1000)
+    switch_interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0002)
+    try:
+        start = time.perf_counter()
+        for i in range(0, total, per_tick):
+            delay = start + i / rate - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            for _ in range(min(per_tick, total - i)):
+                producer.send_async(payload, sender(time.perf_counter()))
+        producer.flush()
+        producer.close()
+    finally:
+        sys.setswitchinterval(switch_interval)
     lat = sorted(latencies)
 
     def pct(p: float) -> float:
@@ -131,11 +140,13 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--producers", type=int, default=2)
+    parser.add_argument("--batch-delay-ms", type=int, default=10,
+                        help="batching_max_publish_delay_ms of the max-rate producers (the client's default)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, BrokerProcess(Path(tmp) / "data", {"journalSyncData": "true"}) as broker:
         print(json.dumps(max_rate(broker.service_url, "bench-max", args.messages // args.producers, args.size,
-                                  args.producers)), flush=True)
-        client = pulsar.Client(broker.service_url, io_threads=2,
+                                  args.producers, args.batch_delay_ms)), flush=True)
+        client = pulsar.Client(broker.service_url, io_threads=1,
                                logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
         print(json.dumps(fixed_rate(client, "bench-fixed", args.rate, args.seconds, args.size)), flush=True)
         client.close()

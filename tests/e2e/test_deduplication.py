@@ -8,7 +8,9 @@ import pulsar
 import pytest
 from e2e_helpers import read_topic
 
+from magnetar.core.positions import to_signed64
 from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.raw_client import RawConnection, T, pb
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +55,23 @@ def test_dedup_survives_kill_and_restart(broker: BrokerProcess, topic: str) -> N
         producer.send(f"m{i}".encode(), sequence_id=i)
     assert read_topic(client, topic) == [f"m{i}".encode() for i in range(30)]
     client.close()
+
+
+def test_last_chunk_sent_after_the_first_is_persisted_is_stored(broker: BrokerProcess, client: pulsar.Client,
+                                                                topic: str) -> None:
+    """A chunk before the last must not record the message's sequence id when it is persisted:
+    the last chunk, arriving after that, would be judged a duplicate and the message lost."""
+    with RawConnection.to_service(broker.service_url) as conn:
+        conn.handshake()
+        conn.create_producer(topic, producer_id=0, request_id=1, producer_name="p-chunks")
+        receipts = []
+        for chunk_id, part in enumerate((b"first half|", b"second half")):
+            meta = pb.MessageMetadata(uuid="p-chunks-0", num_chunks_from_msg=2, chunk_id=chunk_id,
+                                      total_chunk_msg_size=22)
+            conn.send_message(0, 0, part, producer_name="p-chunks", metadata=meta)
+            receipts.append(conn.expect(T.SEND_RECEIPT, timeout_s=10).command.send_receipt.message_id)
+        conn.send_message(0, 0, b"whole retry", producer_name="p-chunks")  # the message, sent again
+        duplicate = conn.expect(T.SEND_RECEIPT, timeout_s=10).command.send_receipt.message_id
+    assert receipts[1].entryId == receipts[0].entryId + 1
+    assert to_signed64(duplicate.entryId) == -1
+    assert read_topic(client, topic) == [b"first half|second half"]

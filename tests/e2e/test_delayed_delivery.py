@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
 
 from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.raw_client import RawConnection
+from magnetar.wire import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand.Type
 
 TICK_MS = 100
 
@@ -56,3 +61,22 @@ def test_deliver_at_absolute_time(client: pulsar.Client, topic: str) -> None:
     msg = consumer.receive(timeout_millis=10000)
     assert msg.data() == b"at"
     assert time.time() * 1000 >= at_ms - TICK_MS - 50
+
+
+def test_a_delay_beyond_the_maximum_is_refused(tmp_path: Path) -> None:
+    """NotAllowedError with Pulsar's message. (The C++-based clients answer any send error
+    but a checksum error by reconnecting, so the frames are checked with a raw connection.)"""
+    with BrokerProcess(tmp_path / "data", {"delayedDeliveryMaxDelayInMillis": "5000"}) as broker, \
+            RawConnection.to_service(broker.service_url) as conn:
+        conn.handshake()
+        conn.create_producer("persistent://public/default/max-delay")
+        now = int(time.time() * 1000)
+        late = pb.MessageMetadata(publish_time=now, deliver_at_time=now + 60_000)
+        conn.send_message(0, 0, b"too late", metadata=late)
+        error = conn.expect(T.SEND_ERROR).command.send_error
+        assert error.error == pb.ServerError.NotAllowedError
+        assert "Exceeds max allowed delivery delay of 5000 milliseconds" in error.message
+        within = pb.MessageMetadata(publish_time=now, deliver_at_time=now + 4_000)
+        conn.send_message(0, 1, b"within", metadata=within)
+        receipt = conn.expect(T.SEND_RECEIPT).command.send_receipt
+        assert receipt.sequence_id == 1

@@ -136,6 +136,23 @@ def test_next_position_from_anywhere(make_factory: MakeFactory) -> None:
     assert ledger.next_position(Position(1, 1)) == Position(3, 0)
 
 
+def test_iter_entries_is_a_scan_of_what_read_returns(make_factory: MakeFactory) -> None:
+    ledger = make_factory(LedgerConfig(max_entries_per_ledger=3)).open(TOPIC)
+    positions = fill(ledger, 8)  # 1:[0..2] 2:[0..2] 3:[0..1]
+    everything = [(pos, payload(i)) for i, pos in enumerate(positions)]
+    assert list(ledger.iter_entries(BEFORE_START)) == everything
+    assert list(ledger.iter_entries(Position(1, 1))) == everything[2:]
+    assert list(ledger.iter_entries(Position(1, 2))) == everything[3:]
+    assert list(ledger.iter_entries(Position(1, 50))) == everything[3:]
+    assert list(ledger.iter_entries(positions[-1])) == []
+    ledger.trim_before(Position(2, 0))
+    assert list(ledger.iter_entries(BEFORE_START)) == everything[3:]
+    scan = ledger.iter_entries(BEFORE_START)
+    assert next(scan) == everything[3]
+    ledger.append(b"late")  # appended to the ledger being read while the scan is suspended
+    assert list(scan) == [*everything[4:], (Position(3, 2), b"late")]
+
+
 def test_entries_between(make_factory: MakeFactory) -> None:
     ledger = make_factory(LedgerConfig(max_entries_per_ledger=4)).open(TOPIC)
     fill(ledger, 10)  # 1:[0..3] 2:[0..3] 3:[0..1]
@@ -338,6 +355,7 @@ def _observe(ledger: ManagedLedger, appended: list[Position]) -> object:
         reads,
         [ledger.next_position(p) for p in probes],
         [ledger.entries_between(a, b) for a, b in itertools.combinations(probes[-6:], 2)],
+        [list(ledger.iter_entries(p)) for p in [BEFORE_START, *appended[-3:]]],
     )
 
 

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.core.positions import Position
-from magnetar.storage import LedgerConfig, LedgerCorruption, SegmentLedger
+from magnetar.storage import LedgerConfig, LedgerCorruption, SegmentLedger, segment_ledger
 from magnetar.storage.segment_ledger import HEADER, RECORD, segment_file_name, topic_dir_name
 
 TOPIC = "persistent://public/default/recovery"
@@ -176,6 +176,34 @@ def test_damage_found_at_read_time_fails_only_that_entry(tmp_path: Path) -> None
     with pytest.raises(LedgerCorruption, match="checksum"):
         ledger.read(Position(1, 2))
     assert ledger.read(Position(1, 3)) == ENTRIES[3]
+
+
+def test_damage_found_by_a_scan_fails_at_that_entry(tmp_path: Path) -> None:
+    path, ends = write_ledger(tmp_path, ENTRIES)
+    ledger = reopen(tmp_path)
+    with open(path, "r+b") as f:
+        f.seek(ends[1] + RECORD.size)  # first data byte of entry 2
+        f.write(b"X")
+    scan = ledger.iter_entries(Position(-1, -1))
+    assert [next(scan), next(scan)] == [(Position(1, 0), ENTRIES[0]), (Position(1, 1), ENTRIES[1])]
+    with pytest.raises(LedgerCorruption, match="entry 1:2 .* checksum"):
+        next(scan)
+
+
+@pytest.mark.parametrize("block_bytes", [1, 20, 64, 1 << 20])
+def test_block_reads_at_open_and_in_scans_cut_records_anywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    """Opening a topic and scanning it read files in blocks; records may be larger than a block."""
+    monkeypatch.setattr(segment_ledger, "_SCAN_BLOCK_BYTES", block_bytes)
+    path, ends = write_ledger(tmp_path, ENTRIES)
+    with open(path, "ab") as f:
+        f.write(RECORD.pack(100, 0) + b"torn")  # a record cut short by a crash
+    ledger = reopen(tmp_path)
+    assert surviving(ledger) == ENTRIES
+    assert [data for _, data in ledger.iter_entries(Position(-1, -1))] == ENTRIES
+    assert [data for _, data in ledger.iter_entries(Position(1, 2))] == ENTRIES[3:]
+    assert path.stat().st_size == ends[-1]
 
 
 def test_tailing_reads_come_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

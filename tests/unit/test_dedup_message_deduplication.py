@@ -312,6 +312,8 @@ def test_disabling_during_recovery_aborts_the_replay() -> None:
     with pytest.raises(DedupStateError):
         dedup.replay_entry("p", 2, Position(0, 1))
     with pytest.raises(DedupStateError):
+        dedup.replay_entries({"p": 2}, 1, Position(0, 1))
+    with pytest.raises(DedupStateError):
         dedup.finish_recovery(0)
 
 
@@ -330,6 +332,8 @@ def test_recovery_calls_out_of_turn_are_refused() -> None:
         dedup.begin_recovery({})
     with pytest.raises(DedupStateError):
         dedup.replay_entry("p", 0, Position(0, 0))
+    with pytest.raises(DedupStateError):
+        dedup.replay_entries({}, 0, Position(0, 0))
     with pytest.raises(DedupStateError):
         dedup.fail_recovery()
 

@@ -76,16 +76,29 @@ class DedupTopicMachine(RuleBasedStateMachine):
         )
         self.dedup = self.recover()
 
-    def recover(self) -> MessageDeduplication:
-        dedup = MessageDeduplication(self.config)
-        dedup.set_enabled(True)
-        dedup.begin_recovery(dict(self.cursor.properties), self.cursor.position)
-        for entry in self.log:
+    def recover(self, run_length: int = 1) -> MessageDeduplication:
+        """Replay one entry at a time and, as the broker does, folded into runs; both must agree."""
+        replayed = [e for e in self.log if e.position is not None and e.position > self.cursor.position]
+        one_by_one, folded = MessageDeduplication(self.config), MessageDeduplication(self.config)
+        for dedup in (one_by_one, folded):
+            dedup.set_enabled(True)
+            dedup.begin_recovery(dict(self.cursor.properties), self.cursor.position)
+        for entry in replayed:
             assert entry.position is not None
-            if entry.position > self.cursor.position:
-                dedup.replay_entry(entry.producer, entry.last, entry.position)
-        dedup.finish_recovery(self.now_ms)
-        return dedup
+            one_by_one.replay_entry(entry.producer, entry.last, entry.position)
+        for start in range(0, len(replayed), run_length):
+            run = replayed[start : start + run_length]
+            highest: dict[str, int] = {}
+            for entry in run:
+                highest[entry.producer] = max(highest.get(entry.producer, -1), entry.last)
+            assert run[-1].position is not None
+            folded.replay_entries(highest, len(run), run[-1].position)
+        for dedup in (one_by_one, folded):
+            dedup.finish_recovery(self.now_ms)
+        assert folded.stats() == one_by_one.stats()
+        assert folded.highest_sequenced_pushed == one_by_one.highest_sequenced_pushed
+        assert folded.next_snapshot_deadline_ms() == one_by_one.next_snapshot_deadline_ms()
+        return folded
 
     def submit(self, producer: str, first: int, last: int) -> None:
         outcome = self.dedup.check(producer, first, last, self.now_ms)
@@ -171,7 +184,7 @@ class DedupTopicMachine(RuleBasedStateMachine):
             self.append_to_log(entry)
             expected[entry.producer] = max(expected.get(entry.producer, -1), entry.last)
         self.in_flight.clear()
-        self.dedup = self.recover()
+        self.dedup = self.recover(data.draw(st.integers(1, 5), label="run_length"))
         assert self.dedup.highest_sequenced_persisted == expected
         assert self.dedup.highest_sequenced_pushed == expected
 

@@ -629,6 +629,24 @@ def test_unblocked_hashes_are_retried_together_after_the_interval() -> None:
     assert held
 
 
+def test_an_acknowledgement_that_arms_the_unblocking_deadline_rings_the_alarm() -> None:
+    s = Scenario(unblocking_interval_ms=10)
+    s.join("c1", queue=100)
+    d = s.dispatcher
+    alarms: list[int] = []
+    d.wake_up = alarms.append
+    keys = keys_owned(["c1", "c2"], "c2", 2, prefix="a")
+    s.publish_many(keys)
+    s.receive("c1")
+    s.join("c2", queue=100)
+    s.publish_many(keys)
+    assert alarms == []
+    s.ack("c1")
+    assert alarms == [s.world.now_ms + 10]
+    d.on_timer(alarms[0])
+    assert len(s.delivered("c2")) == 2
+
+
 def test_without_a_timer_unblocked_hashes_are_retried_at_once() -> None:
     s = Scenario(unblocking_interval_ms=10)
     s.join("c1", queue=100)

@@ -20,6 +20,7 @@ from magnetar.admin import (
     lookup,
     routes_brokers,
     routes_clusters,
+    routes_key_shared,
     routes_namespaces,
     routes_subscriptions,
     routes_tenants,
@@ -46,6 +47,7 @@ def create_app(broker: BrokerOperations) -> FastAPI:
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
         app.include_router(routes_subscriptions.make_router(domain))
+        app.include_router(routes_key_shared.make_router(domain))
 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -23,7 +23,13 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from magnetar.admin.stats import DELAYED_DELIVERY_STATS, backlog_size_bytes
+from magnetar.admin.delayed_metrics import delayed_index_families
+from magnetar.admin.stats import (
+    DELAYED_DELIVERY_STATS,
+    backlog_size_bytes,
+    extra_consumer_stats,
+    extra_subscription_stats,
+)
 from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets
 from magnetar.server.clock import now_ms
 
@@ -67,6 +73,17 @@ SUBSCRIPTION_GAUGES = {
     "pulsar_subscription_msg_rate_expired": "Messages expired per second",
     "pulsar_subscription_total_msg_expired": "Messages expired",
     "pulsar_subscription_last_expire_timestamp": "Last expiry (ms since epoch)",
+    "pulsar_subscription_draining_hashes_count": "Key_Shared: hashes draining at the subscription's consumers",
+    "pulsar_subscription_draining_hashes_unacked_messages": "Key_Shared: unacked messages of draining hashes",
+}
+SUBSCRIPTION_COUNTERS = {
+    "pulsar_subscription_draining_hashes_cleared_total": "Key_Shared: hashes cleared from draining",
+}
+#: Key_Shared draining-hash stats fields and the metric suffix each one feeds
+DRAINING_FIELDS = {
+    "draining_hashes_count": "drainingHashesCount",
+    "draining_hashes_unacked_messages": "drainingHashesUnackedMessages",
+    "draining_hashes_cleared_total": "drainingHashesClearedTotal",
 }
 CONSUMER_GAUGES = {
     "pulsar_consumer_msg_rate_out": "Messages dispatched per second",
@@ -76,7 +93,16 @@ CONSUMER_GAUGES = {
     "pulsar_consumer_unacked_messages": "Messages delivered and not acknowledged",
     "pulsar_consumer_blocked_on_unacked_messages": "1 when blocked on unacked messages",
     "pulsar_consumer_available_permits": "Permits the consumer granted",
+    "pulsar_consumer_draining_hashes_count": "Key_Shared: hashes draining at the consumer",
+    "pulsar_consumer_draining_hashes_unacked_messages": "Key_Shared: unacked messages of its draining hashes",
 }
+CONSUMER_COUNTERS = {
+    "pulsar_consumer_draining_hashes_cleared_total": "Key_Shared: hashes cleared from draining at the consumer",
+}
+
+
+def _draining_values(prefix: str, stats: dict[str, Any]) -> dict[str, float]:
+    return {f"{prefix}_{suffix}": float(stats.get(field) or 0) for suffix, field in DRAINING_FIELDS.items()}
 LATENCY_SERIES = {
     "pulsar_storage_write_latency": "Publish latency: append to durable (ms)",
     "pulsar_storage_ledger_write_latency": "fsync latency of the group commit (ms)",
@@ -133,6 +159,7 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_msg_rate_expired": expiry.expired.rate(now)[0] if expiry else 0.0,
         "pulsar_subscription_total_msg_expired": expiry.expired.total_msgs if expiry else 0,
         "pulsar_subscription_last_expire_timestamp": expiry.last_expire_ms if expiry else 0,
+        **_draining_values("pulsar_subscription", extra_subscription_stats(sub)),
     }
 
 
@@ -156,6 +183,7 @@ class BrokerCollector:
             yield from self._subscriptions(topics, now)
             if config.exposeConsumerLevelMetricsInPrometheus:
                 yield from self._consumers(topics, now)
+        yield from delayed_index_families(config.clusterName, topics, by_topic)
         yield self._publish_latency()
 
     def _key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
@@ -233,7 +261,7 @@ class BrokerCollector:
         for topic in topics:
             for name, sub in sorted(topic.subscriptions.items()):
                 rows[(*self._key(topic, True), name)] = _subscription_values(self.broker, sub, now)
-        yield from self._families(SUBSCRIPTION_GAUGES, {}, labels, rows)
+        yield from self._families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS, labels, rows)
 
     def _consumers(self, topics: list[Topic], now: int) -> Iterator[Metric]:
         labels = ["cluster", "namespace", "topic", "subscription", "consumer_name", "consumer_id"]
@@ -250,8 +278,9 @@ class BrokerCollector:
                         "pulsar_consumer_unacked_messages": c.unacked_messages,
                         "pulsar_consumer_blocked_on_unacked_messages": 1.0 if c.blocked_on_unacked else 0.0,
                         "pulsar_consumer_available_permits": max(0, c.permits),
+                        **_draining_values("pulsar_consumer", extra_consumer_stats(sub, c)),
                     }
-        yield from self._families(CONSUMER_GAUGES, {}, labels, rows)
+        yield from self._families(CONSUMER_GAUGES, CONSUMER_COUNTERS, labels, rows)
 
     def _publish_latency(self) -> Metric:
         latency = self.broker.recorder.publish_latency

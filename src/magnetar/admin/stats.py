@@ -63,6 +63,18 @@ register_subscription_stats("Key_Shared", _dispatcher_subscription_stats)
 register_consumer_stats("Key_Shared", _dispatcher_consumer_stats)
 
 
+def extra_subscription_stats(sub: Subscription) -> Stats:
+    """The fields the subscription's type adds (its registered hook), or none."""
+    hook = _SUBSCRIPTION_HOOKS.get(sub.sub_type)
+    return hook(sub) if hook is not None else {}
+
+
+def extra_consumer_stats(sub: Subscription, consumer: Consumer) -> Stats:
+    """The fields the subscription's type adds to a consumer's stats, or none."""
+    hook = _CONSUMER_HOOKS.get(sub.sub_type)
+    return hook(sub, consumer) if hook is not None else {}
+
+
 @dataclass(frozen=True)
 class DelayedStats:
     messages: int = 0
@@ -141,9 +153,7 @@ def consumer_stats(sub: Subscription, consumer: Consumer, now_ms: int) -> Stats:
         "lastConsumedFlowTimestamp": 0,
         "metadata": dict(consumer.metadata),
     }
-    hook = _CONSUMER_HOOKS.get(sub.sub_type)
-    if hook is not None:
-        stats.update(hook(sub, consumer))
+    stats.update(extra_consumer_stats(sub, consumer))
     stats["lastAckedTime"] = iso_time(consumer.acks.last_ms)
     stats["lastConsumedTime"] = iso_time(out.last_ms)
     return stats
@@ -231,9 +241,7 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
     }
     if stats["activeConsumerName"] is None:
         del stats["activeConsumerName"]
-    hook = _SUBSCRIPTION_HOOKS.get(sub.sub_type)
-    if hook is not None:
-        stats.update(hook(sub))
+    stats.update(extra_subscription_stats(sub))
     return stats
 
 

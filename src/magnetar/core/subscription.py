@@ -15,7 +15,7 @@ from magnetar.core.cursor import Cursor
 from magnetar.core.dispatchers.base import Dispatcher, EntrySource
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
-from magnetar.core.entry import with_earlier_chunks
+from magnetar.core.entry import EntryInfo, with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
 
@@ -159,9 +159,11 @@ class Subscription:
         self.dispatcher.rewind()
         return skipped
 
-    def delayed_holds(self, pos: Position, now_ms: int) -> bool:
-        """Delayed delivery hook for Shared/Key_Shared; the topic wires in a tracker."""
-        return self.topic.delayed_holds(self, pos, now_ms)
+    def delayed_holds(self, pos: Position, now_ms: int,
+                      read: Callable[[Position], tuple[bytes, EntryInfo] | None] | None = None) -> bool:
+        """Delayed delivery hook for Shared/Key_Shared; the topic wires in a tracker.
+        ``read`` is the dispatcher's entry reader, so the entry is parsed only once."""
+        return self.topic.delayed_holds(self, pos, now_ms, read)
 
     # -- numbers ---------------------------------------------------------------
     def backlog(self) -> int:

@@ -8,12 +8,14 @@ consumer never sees a message that a crash could take back.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
+from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, SubscriptionNotFound
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
@@ -224,7 +226,8 @@ class Topic:
     def remove_consumer(self, sub: Subscription, consumer: Consumer, now_ms: int) -> None:
         sub.remove_consumer(consumer, now_ms)
         if (not sub.durable or not self.name.persistent) and not sub.consumers:
-            self.subscriptions.pop(sub.name, None)
+            if self.subscriptions.pop(sub.name, None) is sub:
+                self._forget_delayed(sub)
 
     def unsubscribe(self, name: str, force: bool = False) -> Subscription:
         sub = self.subscriptions.get(name)
@@ -237,14 +240,21 @@ class Topic:
             consumer.sink.close_consumer(consumer.consumer_id)
             sub.remove_consumer(consumer, 0)
         del self.subscriptions[name]
-        if sub.delayed_tracker is not None:
-            sub.delayed_tracker.clear()
+        self._forget_delayed(sub)
         return sub
 
-    def delayed_holds(self, sub: Subscription, pos: Position, now_ms: int) -> bool:
+    def _forget_delayed(self, sub: Subscription) -> None:
+        """A subscription is gone: its delayed index (and stored snapshots) with it."""
+        if self.delayed is not None:
+            self.delayed.remove_subscription(self, sub)
+        elif sub.delayed_tracker is not None:
+            sub.delayed_tracker.clear()
+
+    def delayed_holds(self, sub: Subscription, pos: Position, now_ms: int,
+                      read: Callable[[Position], tuple[bytes, EntryInfo] | None] | None = None) -> bool:
         if self.delayed is None:
             return False
-        return bool(self.delayed.holds(sub, pos, now_ms))
+        return bool(self.delayed.holds(sub, pos, now_ms, read))
 
     # -- retention -------------------------------------------------------------------
     def slowest_mark_delete(self) -> Position | None:

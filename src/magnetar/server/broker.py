@@ -12,15 +12,19 @@ import logging
 from pathlib import Path
 
 from magnetar.config import BrokerConfig
-from magnetar.core.delayed_delivery import DelayedDelivery, bucket_factory, uses_buckets
+from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
+from magnetar.core.subscription import default_dispatcher
 from magnetar.core.topic import Topic
-from magnetar.server import deduplication, property_dedup
+from magnetar.server import deduplication, delayed_index, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
-from magnetar.server.clock import now_ms
+from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
+from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
+from magnetar.server.dispatcher_alarms import DispatcherAlarms
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
@@ -47,11 +51,15 @@ class BrokerService:
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.alarms = DispatcherAlarms()
+        self._dispatcher_factory = with_timers(default_dispatcher, self.alarms.arm)
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
         self.ledger_config = ledger_config
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
         self.recorder = BrokerStatsRecorder()
+        #: namespace -> (metadata changes when read, max delivery delay in ms)
+        self._max_delay_cache: dict[str, tuple[int, int]] = {}
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
@@ -79,6 +87,8 @@ class BrokerService:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.alarms.loop = loop
+        sweep_orphan_snapshots(self)
         self.committer.start()
         self.ready = True
 
@@ -174,11 +184,13 @@ class BrokerService:
             ledger = self.ledger_factory.open(str(name))
         else:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
-        topic = Topic(name, ledger, self.config)
+        topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             if cursor_name == DEDUP_CURSOR:
                 topic.dedup_snapshot_position = record.mark_delete
+                continue
+            if cursor_name == SHARED_INDEX_CURSOR:
                 continue
             sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
                                             mark_delete=record.mark_delete, properties=record.properties)
@@ -189,6 +201,7 @@ class BrokerService:
         property_dedup.refresh(self, topic)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
+        delayed_index.recover(self, topic, now_ms())
         return topic
 
     def refresh_deduplication(self) -> None:
@@ -203,16 +216,21 @@ class BrokerService:
     def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
         namespace = name.namespace_name
 
+        # asked for every delayed entry dispatched: the policy is read again only after a write
+        cached: list[int | bool] = [-1, False]
+
         def enabled() -> bool:
-            policies = self.metadata.get_namespace_policies(namespace) or {}
-            policy = policies.get("delayed_delivery_policies")
-            if isinstance(policy, dict) and "active" in policy:
-                return bool(policy["active"])
-            return self.config.delayedDeliveryEnabled
-        factory = None
-        if uses_buckets(self.config):
-            factory = bucket_factory(self.config, self.bucket_snapshot_storage)
-        return DelayedDelivery(self.config, factory, enabled=enabled)
+            changes = self.metadata.changes
+            if cached[0] != changes:
+                policies = self.metadata.get_namespace_policies(namespace) or {}
+                policy = policies.get("delayed_delivery_policies")
+                if isinstance(policy, dict) and "active" in policy:
+                    cached[:] = [changes, bool(policy["active"])]
+                else:
+                    cached[:] = [changes, self.config.delayedDeliveryEnabled]
+            return bool(cached[1])
+        storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
+        return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
@@ -222,11 +240,20 @@ class BrokerService:
         return storage
 
     def max_delay_ms(self, name: TopicName) -> int:
-        policies = self.metadata.get_namespace_policies(name.namespace_name) or {}
+        """The longest delivery delay a message may ask for (0: no limit). Asked for every
+        message published, so the policy is read again only after a metadata write."""
+        namespace, changes = name.namespace_name, self.metadata.changes
+        cache = self._max_delay_cache
+        cached = cache.get(namespace)
+        if cached is not None and cached[0] == changes:
+            return cached[1]
+        policies = self.metadata.get_namespace_policies(namespace) or {}
         policy = policies.get("delayed_delivery_policies")
+        limit = self.config.delayedDeliveryMaxDelayInMillis
         if isinstance(policy, dict) and policy.get("maxDeliveryDelayInMillis"):
-            return int(policy["maxDeliveryDelayInMillis"])
-        return self.config.delayedDeliveryMaxDelayInMillis
+            limit = int(policy["maxDeliveryDelayInMillis"])
+        cache[namespace] = (changes, limit)
+        return limit
 
     def tick_delayed_delivery(self) -> int | None:
         """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
@@ -236,7 +263,9 @@ class BrokerService:
         for topic in list(self.topics.values()):
             for sub in list(topic.subscriptions.values()):
                 tracker = sub.delayed_tracker
-                if tracker is None:
+                if tracker is None or not any(c.permits > 0 and not c.blocked_on_unacked for c in sub.consumers):
+                    # nothing can go out until a consumer can take it, and a flow or an ack
+                    # dispatches by itself: no timer, or due messages would spin it every ms
                     continue
                 if sub.dispatcher.read_more or tracker.has_message_available(now):
                     sub.dispatcher.begin_round()
@@ -292,7 +321,7 @@ class BrokerService:
                 properties=dict(sub.cursor.properties), last_active_ms=now_ms()))
             sub.persisted_version = sub.cursor.version  # type: ignore[attr-defined]
             written += 1
-        return written
+        return written + delayed_index.persist(self, topic, force)
 
     def delete_cursor(self, topic: Topic, name: str) -> None:
         if topic.name.persistent:
@@ -301,6 +330,7 @@ class BrokerService:
     # -- shutdown -----------------------------------------------------------------------------
     async def close(self) -> None:
         self.ready = False
+        self.alarms.cancel_all()
         for topic in list(self.topics.values()):
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
@@ -417,6 +447,7 @@ class BrokerOperations(BrokerService):
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)
         self.delete_cursor(topic, name)
+        delayed_index.persist(self, topic)
 
     def reset_cursor(self, sub: object, mark_delete: Position) -> None:
         from magnetar.core.subscription import Subscription
@@ -560,12 +591,8 @@ class BrokerOperations(BrokerService):
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 self.persist_topic_cursors(topic, force=True)
-            for sub in topic.subscriptions.values():
-                tracker = sub.delayed_tracker
-                if tracker is not None and delete_data:
-                    tracker.clear()
-                elif tracker is not None:
-                    tracker.close()
+            if topic.delayed is not None:
+                topic.delayed.release(topic, delete_data)
             if delete_data:
                 topic.ledger.delete()
             else:

@@ -7,3 +7,8 @@ import time
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> float:
+    """For measuring how long something took (never goes back with the wall clock)."""
+    return time.monotonic_ns() / 1_000_000

@@ -130,12 +130,12 @@ def send(conn: ServerConnection, frame: Frame) -> None:
     if prod is None:
         raise NotAllowed(f"Producer id {req.producer_id} is not registered on this connection")
     entry = frame.entry or b""
-    problem = _entry_problem(entry)
+    topic: Topic = conn.producer_topics[req.producer_id]
+    problem = _entry_problem(entry) or _delay_problem(conn, topic, entry)
     if problem is not None:
         code, message = problem
         conn.send_error(req.producer_id, req.sequence_id, code, message)
         return
-    topic: Topic = conn.producer_topics[req.producer_id]
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
     num_messages = req.num_messages if req.HasField("num_messages") else 1
@@ -151,6 +151,19 @@ def _entry_problem(entry: bytes) -> tuple[ServerError, str] | None:
         peek_metadata(entry)
     except ProtocolError as exc:
         return ServerError.NotAllowedError, f"Malformed message: {exc}"
+    return None
+
+
+def _delay_problem(conn: ServerConnection, topic: Topic, entry: bytes) -> tuple[ServerError, str] | None:
+    """As Pulsar, refuse a message to be delivered further after its publish time than
+    ``delayedDeliveryMaxDelayInMillis`` (or the namespace's ``maxDeliveryDelayInMillis``)
+    allows, rather than hold it for longer than the operator wants."""
+    limit = conn.broker.max_delay_ms(topic.name)
+    if limit <= 0:
+        return None
+    meta = peek_metadata(entry)
+    if meta.HasField("deliver_at_time") and meta.deliver_at_time - meta.publish_time > limit:
+        return ServerError.NotAllowedError, f"Exceeds max allowed delivery delay of {limit} milliseconds"
     return None
 
 

@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.spark.message_ids import BATCH_INDEX, ENTRY_ID, LEDGER_ID, decode_fields
+
 OFFSET_VERSION = 1
 #: Reads ``batchIndex`` -1 ("the whole entry") as later than any real batch index.
 _WHOLE_ENTRY = 1 << 31
@@ -118,10 +120,10 @@ class MessagePosition:
     def from_serialized(cls, data: bytes, where: str) -> MessagePosition:
         """Read a serialised ``MessageIdData`` (what ``MessageId.serialize()`` returns)."""
         try:
-            fields = _decode_message_id_data(data)
+            fields = decode_fields(data)
         except (IndexError, ValueError):
             raise OffsetError(f"{where}: not a serialised Pulsar message id") from None
-        return cls.normalised(fields.get(1, -1), fields.get(2, -1), fields.get(4, -1))
+        return cls.normalised(fields.get(LEDGER_ID, -1), fields.get(ENTRY_ID, -1), fields.get(BATCH_INDEX, -1))
 
     @classmethod
     def normalised(cls, ledger_id: int, entry_id: int, batch_index: int = -1) -> MessagePosition:
@@ -131,37 +133,6 @@ class MessagePosition:
 
 
 EARLIEST = MessagePosition(-1, -1, -1)
-
-
-def _decode_message_id_data(data: bytes) -> dict[int, int]:
-    """The varint fields of a ``MessageIdData`` protobuf, read as signed 64-bit values."""
-    fields: dict[int, int] = {}
-    i = 0
-    while i < len(data):
-        key, i = _varint(data, i)
-        number, wire_type = key >> 3, key & 7
-        if wire_type == 0:
-            value, i = _varint(data, i)
-            fields[number] = value - (1 << 64) if value >= (1 << 63) else value
-        elif wire_type == 2:
-            length, i = _varint(data, i)
-            i += length
-        else:
-            raise ValueError("unexpected wire type")
-    return fields
-
-
-def _varint(data: bytes, i: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = data[i]
-        i += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, i
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ Rules both implementations keep (the shared suite in ``tests/store`` checks them
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,6 +109,16 @@ class ManagedLedger(Protocol):
 
     def read(self, pos: Position) -> bytes:
         """The entry at ``pos``; :class:`EntryNotFound` if trimmed or beyond the end."""
+        ...
+
+    def iter_entries(self, after: Position) -> Iterator[tuple[Position, bytes]]:
+        """Every entry after ``after`` in position order: a sequential scan.
+
+        For replays of a whole topic (deduplication recovery at load), where one
+        :meth:`read` per entry costs more than the work done with the entry. Covers
+        the ledgers that exist when the iteration begins, including entries appended
+        to them while it is suspended; a ledger trimmed meanwhile is skipped from there on.
+        """
         ...
 
     def first_position(self) -> Position | None:

@@ -5,14 +5,29 @@ bitmaps and schedule times), entries 1..n the segments, so a segment is read bac
 with one entry read. The bucket id is a broker-wide ledger id from the metadata store;
 a registry key per snapshot (``delayed-bucket/<id>``) names its owner, so what storage
 holds can be listed and nothing leaks unseen.
+
+A snapshot never changes once written, so it is written through a managed ledger that is
+closed at once, and read back straight from its segment files: opening it as a managed
+ledger again would start a new, empty ledger file each time (a topic recovering hundreds
+of buckets would create hundreds of files). Where each entry lies is learnt once per
+snapshot, from the ledger's index file or a scan, and every read checks the entry's
+checksum.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
-from magnetar.core.delayed.bucket_snapshot_storage import BucketNotExistError, BucketSnapshotPersistenceError
+import google_crc32c
+
+from magnetar.core.delayed.bucket_snapshot_storage import (
+    BucketNotExistError,
+    BucketSnapshotError,
+    BucketSnapshotPersistenceError,
+)
 from magnetar.core.delayed.snapshot_format import (
     SnapshotMetadata,
     SnapshotSegment,
@@ -21,20 +36,29 @@ from magnetar.core.delayed.snapshot_format import (
     encode_metadata,
     encode_segment,
 )
-from magnetar.core.positions import Position
 from magnetar.storage.interfaces import LedgerConfig, StorageError
 from magnetar.storage.metadata_store import MetadataStore
-from magnetar.storage.segment_ledger import SegmentLedger, SegmentLedgerFactory
+from magnetar.storage.segment_ledger import (
+    RECORD,
+    SegmentLedgerFactory,
+    load_segment_index,
+    scan_segment,
+    topic_dir_name,
+)
 
 REGISTRY_PREFIX = "delayed-bucket/"
+
+#: (segment file, offset of the record, record length with its header) of one entry.
+Span = tuple[Path, int, int]
 
 
 class LedgerBucketSnapshotStorage:
     def __init__(self, data_dir: Path, metadata: MetadataStore) -> None:
         self.metadata = metadata
+        # No entry cache: a snapshot is written once and each segment read back once.
         self.factory = SegmentLedgerFactory(data_dir, metadata.next_ledger_id, LedgerConfig(
-            max_entries_per_ledger=1_000_000, cache_max_entries=16, cache_max_bytes=1 << 20))
-        self._open: dict[int, SegmentLedger] = {}
+            max_entries_per_ledger=1_000_000, cache_max_entries=0, cache_max_bytes=0))
+        self._spans: dict[int, list[Span]] = {}
 
     def create_bucket_snapshot(self, snapshot_metadata: SnapshotMetadata,
                                bucket_snapshot_segments: Sequence[SnapshotSegment],
@@ -42,13 +66,15 @@ class LedgerBucketSnapshotStorage:
         bucket_id = self.metadata.next_ledger_id()
         try:
             ledger = self.factory.open(self._name(bucket_id))
-            ledger.append(encode_metadata(snapshot_metadata))
-            for segment in bucket_snapshot_segments:
-                ledger.append(encode_segment(segment))
-            ledger.sync()
+            try:
+                ledger.append(encode_metadata(snapshot_metadata))
+                for segment in bucket_snapshot_segments:
+                    ledger.append(encode_segment(segment))
+                ledger.sync()
+            finally:
+                ledger.close()
         except (OSError, StorageError) as exc:
             raise BucketSnapshotPersistenceError(f"cannot write bucket snapshot {bucket_id}: {exc}") from exc
-        self._open[bucket_id] = ledger
         self.metadata.put_json(f"{REGISTRY_PREFIX}{bucket_id}",
                                {"topic": topic_name, "cursor": cursor_name, "bucketKey": bucket_key})
         return bucket_id
@@ -62,48 +88,86 @@ class LedgerBucketSnapshotStorage:
                 for i in range(first_segment_entry_id, last_segment_entry_id + 1)]
 
     def get_bucket_snapshot_length(self, bucket_id: int) -> int:
-        return self._ledger(bucket_id).total_size_bytes()
+        return sum(length - RECORD.size for _, _, length in self._locate(bucket_id))
 
     def delete_bucket_snapshot(self, bucket_id: int) -> None:
-        ledger = self._ledger(bucket_id)
+        key = f"{REGISTRY_PREFIX}{bucket_id}"
+        if self.metadata.get_json(key) is None:
+            raise BucketNotExistError(f"bucket snapshot {bucket_id} does not exist")
+        directory = self._directory(bucket_id)
         try:
-            ledger.delete()
-        except (OSError, StorageError) as exc:
+            if directory.exists():
+                shutil.rmtree(directory)
+                _fsync_dir(directory.parent)
+        except OSError as exc:
             raise BucketSnapshotPersistenceError(f"cannot delete bucket snapshot {bucket_id}: {exc}") from exc
-        self._open.pop(bucket_id, None)
-        self.metadata.delete(f"{REGISTRY_PREFIX}{bucket_id}")
+        self._spans.pop(bucket_id, None)
+        self.metadata.delete(key)
 
     def bucket_ids(self) -> list[int]:
         """Every snapshot storage holds, for leak checks and admin listings."""
         return sorted(int(key[len(REGISTRY_PREFIX):]) for key in self.metadata.list_prefix(REGISTRY_PREFIX))
 
+    def owners(self) -> dict[int, tuple[str, str]]:
+        """Each stored snapshot's (topic, cursor), as recorded when it was created."""
+        owners = {}
+        for key in self.metadata.list_prefix(REGISTRY_PREFIX):
+            entry = self.metadata.get_json(key) or {}
+            owners[int(key[len(REGISTRY_PREFIX):])] = (str(entry.get("topic", "")), str(entry.get("cursor", "")))
+        return owners
+
     def close(self) -> None:
-        for ledger in self._open.values():
-            ledger.close()
-        self._open.clear()
+        self._spans.clear()
 
     def _name(self, bucket_id: int) -> str:
         return f"__delayed_bucket_snapshot/{bucket_id}"
 
-    def _ledger(self, bucket_id: int) -> SegmentLedger:
-        ledger = self._open.get(bucket_id)
-        if ledger is not None:
-            return ledger
+    def _directory(self, bucket_id: int) -> Path:
+        return self.factory.data_dir / topic_dir_name(self._name(bucket_id))
+
+    def _locate(self, bucket_id: int) -> list[Span]:
+        """Where each entry of the snapshot lies, learnt on first use."""
+        spans = self._spans.get(bucket_id)
+        if spans is not None:
+            return spans
         if self.metadata.get_json(f"{REGISTRY_PREFIX}{bucket_id}") is None:
             raise BucketNotExistError(f"bucket snapshot {bucket_id} does not exist")
-        ledger = self.factory.open(self._name(bucket_id))
-        self._open[bucket_id] = ledger
-        return ledger
+        spans = []
+        try:
+            for path in sorted(self._directory(bucket_id).glob("*.seg")):
+                ledger_id = int(path.name[:-4])
+                scan = load_segment_index(path, ledger_id) or scan_segment(path, ledger_id)
+                if scan is None:
+                    continue
+                ends = [*scan.offsets[1:], scan.good_end]
+                spans += [(path, start, end - start) for start, end in zip(scan.offsets, ends, strict=True)]
+        except (OSError, StorageError, ValueError) as exc:
+            raise BucketSnapshotPersistenceError(f"cannot read bucket snapshot {bucket_id}: {exc}") from exc
+        self._spans[bucket_id] = spans
+        return spans
 
     def _read(self, bucket_id: int, index: int) -> bytes:
-        ledger = self._ledger(bucket_id)
-        first = ledger.first_position()
-        if first is None:
-            raise BucketNotExistError(f"bucket snapshot {bucket_id} is empty")
-        pos = first
-        for _ in range(index):
-            pos = ledger.next_position(pos)
+        spans = self._locate(bucket_id)
+        if not 0 <= index < len(spans):
+            raise BucketNotExistError(f"bucket snapshot {bucket_id} has no entry {index}")
+        path, offset, length = spans[index]
         try:
-            return ledger.read(Position(pos.ledger_id, pos.entry_id))
-        except KeyError:
-            raise BucketNotExistError(f"bucket snapshot {bucket_id} has no entry {index}") from None
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                raw = os.pread(fd, length, offset)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise BucketSnapshotPersistenceError(f"cannot read bucket snapshot {bucket_id}: {exc}") from exc
+        data = raw[RECORD.size:]
+        if len(raw) != length or RECORD.unpack_from(raw) != (len(data), google_crc32c.value(data)):
+            raise BucketSnapshotError(f"entry {index} of bucket snapshot {bucket_id} fails its checksum")
+        return data
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

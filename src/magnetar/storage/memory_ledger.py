@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from magnetar.core.positions import Position
@@ -114,6 +114,17 @@ class MemoryLedger:
         if not self._index.contains(pos):
             raise EntryNotFound(self.name, pos)
         return self._stored[pos.ledger_id].entries[pos.entry_id]
+
+    def iter_entries(self, after: Position) -> Iterator[tuple[Position, bytes]]:
+        self._check_open()
+        for info in self._index.ledgers():
+            if info.ledger_id < after.ledger_id:
+                continue
+            entry_id = max(after.entry_id + 1 if info.ledger_id == after.ledger_id else 0, 0)
+            while not self._closed and (slot := self._index.slot(info.ledger_id)) is not None \
+                    and entry_id < slot.entries:
+                yield Position(info.ledger_id, entry_id), self._stored[info.ledger_id].entries[entry_id]
+                entry_id += 1
 
     def first_position(self) -> Position | None:
         return self._index.first_position()

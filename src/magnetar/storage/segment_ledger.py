@@ -23,6 +23,15 @@ Opening a topic scans its files: a torn or corrupt tail (short record, bad check
 cut back to the last good record with a warning, files left empty are removed, and the
 recovered files are synced so nothing exposed after a restart can vanish later. Appends
 then go to a new ledger, never after a recovered tail.
+
+Scanning checks every record, about a quarter of a microsecond each in C but a few in
+Python: ten million entries would take tens of seconds. So a ledger that is complete
+(rolled over) and synced gets an index file beside it (``<id>.idx``: its record offsets
+with a checksum), written by the sync that made its last record durable; opening loads
+that index instead of walking the file, after checking it matches the file (same length,
+valid header and last record). Only ledgers without a matching index, normally the one
+being written at the crash, are scanned; any later damage inside a sealed ledger is still
+caught by the checksum of the entry when it is read.
 """
 
 from __future__ import annotations
@@ -33,10 +42,12 @@ import os
 import re
 import shutil
 import struct
+import sys
 import threading
 from array import array
+from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -62,10 +73,17 @@ SEGMENT_VERSION = 1
 HEADER = struct.Struct(">4sHHQQ")
 #: data length, crc32c(data).
 RECORD = struct.Struct(">II")
+INDEX_MAGIC = b"MGIX"
+INDEX_VERSION = 1
+#: magic, version, flags, ledger id, entry count, end of the last record, crc32c(offsets).
+INDEX_HEADER = struct.Struct(">4sHHQQQI")
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.seg$")
+_INDEX_FILE = re.compile(r"^(\d{20})\.idx$")
 #: Descriptors kept open for reading closed ledgers (readers mostly go sequentially).
 _READ_FDS_MAX = 4
+#: How much of a segment file :meth:`SegmentLedger.iter_entries` reads at once.
+_SCAN_BLOCK_BYTES = 1 << 20
 #: Longest directory name we produce; file systems allow 255 bytes.
 _DIR_NAME_MAX = 200
 _SAFE_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
@@ -89,6 +107,10 @@ def topic_dir_name(topic: str) -> str:
 
 def segment_file_name(ledger_id: int) -> str:
     return f"{ledger_id:020d}.seg"
+
+
+def index_file_name(ledger_id: int) -> str:
+    return f"{ledger_id:020d}.idx"
 
 
 @dataclass
@@ -160,16 +182,95 @@ def scan_segment(path: Path, ledger_id: int) -> SegmentScan | None:
                 f"(magic {magic!r}, version {version}, ledger {stored_id}); move it aside to open the topic"
             )
         offsets: array[int] = array("Q")
-        offset, size_bytes = HEADER.size, 0
-        while offset < file_size:
-            length = _valid_record_length(f, offset, file_size)
-            if length is None:
-                break
-            offsets.append(offset)
-            size_bytes += length
-            offset += RECORD.size + length
+        offset, size_bytes = _scan_records(f.fileno(), HEADER.size, file_size, offsets)
         intact_after = _count_intact_after(f, offset, file_size) if offset < file_size else 0
     return SegmentScan(ledger_id, created_ms, offsets, offset, file_size, size_bytes, intact_after)
+
+
+def _scan_records(fd: int, offset: int, file_size: int, offsets: array[int]) -> tuple[int, int]:
+    """Collect the offsets of the whole, valid records from ``offset`` on, reading large blocks.
+
+    Returns the end of the last good record and the sum of the good records' data
+    lengths. Opening a topic after a crash walks every record of every file, so this
+    loop is a large part of restart time: one ``pread`` per block, not two reads per record.
+    """
+    unpack, crc32c = RECORD.unpack_from, google_crc32c.value
+    size_bytes = 0
+    block, block_start = b"", offset
+    while offset < file_size:
+        at = offset - block_start
+        if at + RECORD.size > len(block):
+            block, block_start, at = os.pread(fd, max(_SCAN_BLOCK_BYTES, RECORD.size), offset), offset, 0
+            if len(block) < RECORD.size:
+                break
+        length, crc = unpack(block, at)
+        if length == 0 or offset + RECORD.size + length > file_size:
+            break
+        end = at + RECORD.size + length
+        if end > len(block):
+            block = os.pread(fd, max(_SCAN_BLOCK_BYTES, RECORD.size + length), offset)
+            block_start, at, end = offset, 0, RECORD.size + length
+            if end > len(block):
+                break
+        if crc32c(block[at + RECORD.size : end]) != crc:
+            break
+        offsets.append(offset)
+        size_bytes += length
+        offset += RECORD.size + length
+    return offset, size_bytes
+
+
+def write_segment_index(segment_path: Path, ledger_id: int, offsets: array[int], end_offset: int) -> None:
+    """Write a complete, durable ledger's offsets beside it. Not synced: an index lost or
+    torn by a crash fails its checks and the file is scanned instead."""
+    body = array("Q", offsets)
+    if sys.byteorder == "little":
+        body.byteswap()
+    data = body.tobytes()
+    header = INDEX_HEADER.pack(INDEX_MAGIC, INDEX_VERSION, 0, ledger_id, len(offsets), end_offset,
+                               google_crc32c.value(data))
+    path = segment_path.with_name(index_file_name(ledger_id))
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(header + data)
+    os.replace(tmp, path)
+
+
+def load_segment_index(segment_path: Path, ledger_id: int) -> SegmentScan | None:
+    """The scan result a valid index file gives for a segment, or None (then scan it)."""
+    try:
+        with open(segment_path.with_name(index_file_name(ledger_id)), "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    if len(raw) < INDEX_HEADER.size:
+        return None
+    magic, version, _flags, stored_id, count, end_offset, crc = INDEX_HEADER.unpack_from(raw)
+    data = raw[INDEX_HEADER.size:]
+    if ((magic, version, stored_id) != (INDEX_MAGIC, INDEX_VERSION, ledger_id) or not count
+            or len(data) != 8 * count or google_crc32c.value(data) != crc):
+        return None
+    offsets = array("Q")
+    offsets.frombytes(data)
+    if sys.byteorder == "little":
+        offsets.byteswap()
+    try:
+        with open(segment_path, "rb") as f:
+            file_size = os.fstat(f.fileno()).st_size
+            head = f.read(HEADER.size)
+            if file_size != end_offset or len(head) < HEADER.size:
+                return None
+            magic, version, _flags, stored_id, created_ms = HEADER.unpack(head)
+            if (magic, version, stored_id) != (SEGMENT_MAGIC, SEGMENT_VERSION, ledger_id):
+                return None
+            last = offsets[-1]
+            f.seek(last)
+            if _valid_record_length(f, last, file_size) is None or f.tell() != end_offset:
+                return None
+    except OSError:
+        return None
+    size_bytes = end_offset - HEADER.size - RECORD.size * count
+    return SegmentScan(ledger_id, created_ms, offsets, end_offset, file_size, size_bytes, 0)
 
 
 def recover_segment(path: Path, ledger_id: int) -> SegmentScan | None:
@@ -289,6 +390,8 @@ class SegmentLedger:
         # Shared with the sync worker; everything below is guarded by _lock.
         self._lock = threading.Lock()
         self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
+        #: ledgers rolled over since the last sync: that sync writes their index files
+        self._sealed: list[_Segment] = []
         self._dir_dirty = False
         self._fault: OSError | None = None
         #: sync() calls that had something to make durable.
@@ -311,14 +414,22 @@ class SegmentLedger:
 
     def _recover(self) -> None:
         removed = False
-        for path in sorted(self.directory.iterdir()):
-            match = _SEGMENT_FILE.match(path.name)
-            if match is None:
-                continue
-            ledger_id = int(match.group(1))
-            scan = recover_segment(path, ledger_id)
+        names = sorted(path.name for path in self.directory.iterdir())
+        segments = {name for name in names if _SEGMENT_FILE.match(name)}
+        for name in names:
+            match = _INDEX_FILE.match(name)
+            if match is not None and segment_file_name(int(match.group(1))) not in segments:
+                (self.directory / name).unlink(missing_ok=True)  # its ledger was trimmed
+        for name in sorted(segments):
+            path = self.directory / name
+            ledger_id = int(name[:-4])
+            scan = load_segment_index(path, ledger_id)
+            indexed = scan is not None
+            if scan is None:
+                scan = recover_segment(path, ledger_id)
             if scan is None or not scan.offsets:
                 path.unlink()
+                path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
                 removed = True
                 continue
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -326,10 +437,19 @@ class SegmentLedger:
                 os.fdatasync(fd)
             finally:
                 os.close(fd)
+            if not indexed:
+                # checked and synced: appends go to a new ledger, so this one is complete
+                self._write_index(ledger_id, path, scan.offsets, scan.good_end)
             self._segments[ledger_id] = _Segment(ledger_id, path, scan.offsets, scan.good_end)
             self._index.add_ledger(ledger_id, scan.timestamp_ms, len(scan.offsets), scan.size_bytes)
         if removed:
             _fsync_dir(self.directory)
+
+    def _write_index(self, ledger_id: int, path: Path, offsets: array[int], end_offset: int) -> None:
+        try:
+            write_segment_index(path, ledger_id, offsets, end_offset)
+        except OSError as exc:
+            log.debug("no index file for %s (it will be scanned at the next open): %s", path, exc)
 
     def _open_ledger(self) -> None:
         """Create the next ledger's file and make it current."""
@@ -353,7 +473,11 @@ class SegmentLedger:
             path.unlink(missing_ok=True)
             raise StorageError(f"cannot write ledger file {path} for {self.name!r}: {exc}") from exc
         if self._write_fd >= 0:
+            sealed = self._segments.get(self._index.current.ledger_id)
             self._retire_write_fd()
+            if sealed is not None and sealed.offsets:
+                with self._lock:
+                    self._sealed.append(sealed)
         self._write_fd = fd
         self._segments[ledger_id] = _Segment(ledger_id, path, array("Q"), HEADER.size)
         self._index.add_ledger(ledger_id, timestamp_ms)
@@ -444,6 +568,8 @@ class SegmentLedger:
             fds, self._dirty = self._dirty, {}
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             covered, fault = self._last_appended, self._fault
+            # every append to these happened before the swap above: this sync covers them
+            sealed, self._sealed = self._sealed, []
         try:
             if fault is not None:
                 raise StorageError(f"managed ledger {self.name!r} cannot sync after a failure: {fault}")
@@ -458,6 +584,8 @@ class SegmentLedger:
         finally:
             for fd in fds.values():
                 os.close(fd)
+        for segment in sealed:
+            self._write_index(segment.ledger_id, segment.path, segment.offsets, segment.end_offset)
         with self._lock:
             if fds or dir_dirty:
                 self.sync_count += 1
@@ -482,6 +610,45 @@ class SegmentLedger:
         if len(raw) != length or RECORD.unpack_from(raw) != (len(data), google_crc32c.value(data)):
             raise LedgerCorruption(f"entry {pos} of {self.name!r} in {segment.path} fails its checksum")
         return data
+
+    def iter_entries(self, after: Position) -> Iterator[tuple[Position, bytes]]:
+        """Every entry after ``after``, checksums checked, reading each file in large blocks.
+
+        Covers the ledgers that exist when the iteration starts, each up to its end as
+        seen when its next block is read; a ledger trimmed meanwhile is skipped from
+        there on.
+        """
+        self._check_open()
+        for info in self._index.ledgers():
+            if info.ledger_id < after.ledger_id:
+                continue
+            first = after.entry_id + 1 if info.ledger_id == after.ledger_id else 0
+            yield from self._iter_segment(info.ledger_id, max(first, 0))
+
+    def _iter_segment(self, ledger_id: int, entry_id: int) -> Iterator[tuple[Position, bytes]]:
+        unpack, crc32c = RECORD.unpack_from, google_crc32c.value
+        while not self._closed and ledger_id in self._segments:
+            segment = self._segments[ledger_id]
+            offsets, count = segment.offsets, len(segment.offsets)
+            if entry_id >= count:
+                return
+            start = offsets[entry_id]
+            # whole records only: those that start within the block, the last one read to its end
+            stop_id = bisect_right(offsets, start + _SCAN_BLOCK_BYTES, entry_id + 1, count)
+            stop = offsets[stop_id] if stop_id < count else segment.end_offset
+            block = os.pread(self._read_fd(ledger_id), stop - start, start)
+            if len(block) != stop - start:
+                raise LedgerCorruption(f"{segment.path} of {self.name!r} ends before entry {stop_id - 1}")
+            ends = offsets[entry_id + 1 : stop_id]
+            ends.append(stop)
+            for i, offset, end in zip(range(entry_id, stop_id), offsets[entry_id:stop_id], ends, strict=True):
+                length, crc = unpack(block, offset - start)
+                data = block[offset - start + RECORD.size : end - start]
+                if length != len(data) or crc != crc32c(data):
+                    raise LedgerCorruption(
+                        f"entry {ledger_id}:{i} of {self.name!r} in {segment.path} fails its checksum")
+                yield Position(ledger_id, i), data
+            entry_id = stop_id
 
     def _read_fd(self, ledger_id: int) -> int:
         if ledger_id == self._index.current.ledger_id:
@@ -524,7 +691,9 @@ class SegmentLedger:
             fd = self._read_fds.pop(ledger_id, None)
             if fd is not None:
                 os.close(fd)
-            self._segments.pop(ledger_id).path.unlink(missing_ok=True)
+            path = self._segments.pop(ledger_id).path
+            path.unlink(missing_ok=True)
+            path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
         self._cache.drop_ledgers(set(ids))
         with self._lock:
             self._dir_dirty = True

@@ -64,6 +64,32 @@ class DelayedMessageIndex:
         bitmap = self._bitmaps.get(ledger_id)
         return bitmap is not None and entry_id in bitmap
 
+    def run_end(self, ledger_id: int, entry_id: int) -> int:
+        """The last entry id of the unbroken run of tracked entries that starts at
+        ``entry_id`` (``entry_id - 1`` when that one is not tracked).
+
+        A reader can pass over the whole run at once: every entry in it is held. The run
+        is found by galloping then bisecting with range checks, so a run of one costs one
+        check and a run of n costs O(log n)."""
+        bitmap = self._bitmaps.get(ledger_id)
+        if bitmap is None or entry_id not in bitmap:
+            return entry_id - 1
+        last = bitmap.max()
+        known, step = entry_id, 1  # [entry_id, known] is tracked
+        while known < last and bitmap.contains_range(entry_id, min(known + step, last) + 1):
+            known = min(known + step, last)
+            step *= 2
+        if known == last:
+            return last
+        beyond = min(known + step, last)  # [entry_id, beyond] is not all tracked
+        while beyond - known > 1:
+            middle = (known + beyond) // 2
+            if bitmap.contains_range(entry_id, middle + 1):
+                known = middle
+            else:
+                beyond = middle
+        return known
+
     def untrack_many(self, ledger_id: int, entry_ids: BitMap) -> BitMap:
         """Remove a set of entries of one ledger; returns those that were present."""
         bitmap = self._bitmaps.get(ledger_id)

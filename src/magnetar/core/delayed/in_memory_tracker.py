@@ -158,6 +158,9 @@ class InMemoryDelayedDeliveryTracker:
     def contains_message(self, ledger_id: int, entry_id: int) -> bool:
         return self._index.contains(ledger_id, entry_id)
 
+    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
+        return self._index.run_end(ledger_id, entry_id)
+
     @property
     def number_of_delayed_messages(self) -> int:
         return len(self._index)

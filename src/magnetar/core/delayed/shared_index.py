@@ -24,13 +24,18 @@ the shared tracker forgets positions at or before the lowest mark-delete of all
 subscriptions (``index_mark_delete_position``), which is also where the topic-level cursor
 holding the index's properties should keep its own mark-delete, so that a restart re-reads
 everything the index held only in memory.
+
+A bucket tracker's snapshot list is not kept in any subscription's cursor: the index
+collects the tracker's property changes into ``properties`` (bumping ``version``), and the
+shell persists them as one topic-level record and hands them back to ``recover`` after a
+restart.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.positions import Position
@@ -47,6 +52,48 @@ class SharedDelayedDeliveryIndex:
     def __init__(self, tracker: DelayedDeliveryTracker) -> None:
         self.tracker = tracker
         self._views: dict[str, SubscriptionDelayedDeliveryView] = {}
+        #: the bucket snapshots the topic-level record must list (bucket trackers only)
+        self.properties: dict[str, int] = {}
+        #: bumped whenever ``properties`` changes, so the shell writes only what moved
+        self.version = 0
+        self._take_changes = getattr(tracker, "take_property_changes", None)
+
+    def recover(self, properties: Mapping[str, int | str], now_ms: int,
+                mark_delete_position: Position | None) -> int:
+        """Rebuild a bucket tracker from the topic-level record; how many messages came back."""
+        recover = getattr(self.tracker, "recover", None)
+        if recover is None:
+            return 0
+        count = int(recover(properties, now_ms, mark_delete_position))
+        if self._take_changes is not None:
+            self._take_changes()
+            self.properties = dict(self.tracker.bucket_properties())  # type: ignore[attr-defined]
+            self.version += 1
+        return count
+
+    def _collect_property_changes(self) -> None:
+        if self._take_changes is None:
+            return
+        changes = self._take_changes()
+        if not changes:
+            return
+        for key, value in changes:
+            if value is None:
+                self.properties.pop(key, None)
+            else:
+                self.properties[key] = value
+        self.version += 1
+
+    def clear(self) -> None:
+        """Delete every stored snapshot and forget everything (the topic's last subscription went)."""
+        for view in self._views.values():
+            view.clear()
+        self.tracker.clear()
+        self._collect_property_changes()
+
+    def close(self) -> None:
+        """Release memory; the stored snapshots stay for the next start."""
+        self.tracker.close()
 
     def register(
         self,
@@ -73,7 +120,9 @@ class SharedDelayedDeliveryIndex:
         """Index a message read by a topic-level reader (optional; views index on their own)."""
         if self.tracker.contains_message(ledger_id, entry_id):
             return True
-        return self.tracker.add_message(ledger_id, entry_id, deliver_at_ms, now_ms)
+        held = self.tracker.add_message(ledger_id, entry_id, deliver_at_ms, now_ms)
+        self._collect_property_changes()
+        return held
 
     def poll(self, max_messages: int, now_ms: int) -> int:
         """Move up to ``max_messages`` due positions to the subscriptions' queues."""
@@ -86,6 +135,7 @@ class SharedDelayedDeliveryIndex:
                     if mark_delete < position < read:
                         view.enqueue(packed, now_ms)
         self._trim()
+        self._collect_property_changes()
         return len(due)
 
     def index_mark_delete_position(self) -> Position | None:
@@ -98,6 +148,7 @@ class SharedDelayedDeliveryIndex:
         position = self.index_mark_delete_position()
         if position is not None:
             self.tracker.on_mark_delete(position)
+            self._collect_property_changes()
 
 
 class SubscriptionDelayedDeliveryView:
@@ -166,6 +217,9 @@ class SubscriptionDelayedDeliveryView:
 
     def contains_message(self, ledger_id: int, entry_id: int) -> bool:
         return self._index.tracker.contains_message(ledger_id, entry_id)
+
+    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
+        return self._index.tracker.held_run_end(ledger_id, entry_id)
 
     @property
     def number_of_delayed_messages(self) -> int:

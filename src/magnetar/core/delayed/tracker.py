@@ -71,6 +71,12 @@ class DelayedDeliveryTracker(Protocol):
         """True if the position is held by the tracker (the dispatcher may skip reading it)."""
         ...
 
+    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
+        """The last entry id of the ledger from ``entry_id`` on that the tracker holds
+        without a gap (``entry_id - 1`` if it does not hold that one): a reader skips them
+        all at once instead of asking entry by entry."""
+        ...
+
     @property
     def number_of_delayed_messages(self) -> int:
         """How many delayed messages are tracked (the subscription stat ``msgDelayed``)."""

@@ -4,6 +4,10 @@ A dispatcher keeps ``last_read``, the position of the last entry it took from th
 ledger (or the position before the first entry to read). Storing the last position
 rather than the next one lets the ledger decide, at read time, where the following
 entry lives (a new ledger may have been opened in between).
+
+The last entry read is kept with its parsed metadata (``read_info``): a Shared or
+Key_Shared dispatcher asks delayed delivery about an entry and then sends it, and
+parsing its metadata once for both halves the cost of dispatching plain entries.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ class Dispatcher(ABC):
         self.held_this_round = 0
         #: the budget ran out with entries left to read: the shell should dispatch again soon
         self.read_more = False
+        self._last_info: tuple[Position, bytes, EntryInfo] | None = None
 
     # -- consumers -------------------------------------------------------
     @abstractmethod
@@ -101,13 +106,26 @@ class Dispatcher(ABC):
         last = self.source.last_readable()
         return last is not None and self.last_read < last
 
-    def load(self, pos: Position) -> tuple[bytes, EntryInfo, list[int] | None, int] | None:
-        """Entry bytes, metadata facts, remaining ack set and message count; None if gone."""
+    def read_info(self, pos: Position) -> tuple[bytes, EntryInfo] | None:
+        """The entry's bytes and metadata facts; None if it is gone. Entries never change,
+        so the last one read is answered again without reading or parsing it."""
+        last = self._last_info
+        if last is not None and last[0] == pos:
+            return last[1], last[2]
         try:
             entry = self.source.read_entry(pos)
         except KeyError:
             return None
         info = EntryInfo.read(entry)
+        self._last_info = (pos, entry, info)
+        return entry, info
+
+    def load(self, pos: Position) -> tuple[bytes, EntryInfo, list[int] | None, int] | None:
+        """Entry bytes, metadata facts, remaining ack set and message count; None if gone."""
+        read = self.read_info(pos)
+        if read is None:
+            return None
+        entry, info = read
         if info.is_marker:
             self.sub.cursor.ack(pos)
             return None

@@ -20,7 +20,9 @@ the subscription leaves its unacked-messages block, the replay queue is full (an
 acknowledged entry there frees room), or a draining hash that blocked a delivery
 clears. Clears are retried together: at once, or, when ``timer_driven`` (the shell
 calls ``on_timer`` when ``next_deadline_ms()`` comes), once per
-``keySharedUnblockingIntervalMs``, as Pulsar batches them.
+``keySharedUnblockingIntervalMs``, as Pulsar batches them. A shell that keeps no
+clock of its own sets ``wake_up``: it is called with the deadline whenever an
+acknowledgement arms one.
 
 Subclasses change the ordering rule through four hooks: ``_consumer_added``,
 ``_consumer_removed``, ``_may_send`` and ``_sent`` (see ``key_shared_classic``).
@@ -29,6 +31,7 @@ Subclasses change the ordering rule through four hooks: ``_consumer_added``,
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.consumer import Consumer, PendingEntry
@@ -69,14 +72,12 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
-        #: entries up to here may have been read before (by an earlier dispatcher, or before a
-        #: rewind): one may already wait in the replay queue or be out (a delayed entry that
-        #: came due), so a read of it is checked; past it, reads are new
-        self._reread_until: Position | None = self.source.last_readable()
         #: per consumer, the mark-delete position its pending entries were last checked against
         self._checked_mark_delete: dict[Consumer, Position] = {}
         #: whether the shell calls ``on_timer`` at ``next_deadline_ms()``; if not, clears are retried at once
         self.timer_driven = timer_driven
+        #: the shell's alarm, called with a deadline at which ``on_timer`` is due
+        self.wake_up: Callable[[int], None] | None = None
         self._now_ms = 0
 
     # -- consumers -------------------------------------------------------
@@ -133,16 +134,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if freed or self._read_ahead_limited() or self._unblocked_now(now_ms):
             self.begin_round()
             self.dispatch(now_ms)
-
-    def rewind(self) -> None:
-        super().rewind()
-        self.replay.clear()
-        self._reread_until = self.source.last_readable()
-
-    def seek(self, last_read: Position) -> None:
-        super().seek(last_read)
-        self.replay.clear()
-        self._reread_until = self.source.last_readable()
+        self._arm_wake_up(now_ms)
 
     def _check_mode(self, mode: int, out_of_order: bool) -> None:
         if self.mode is None:
@@ -233,6 +225,13 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if deadline is not None:
             self.tracker.poll_unblocked(max(now_ms, deadline))
 
+    def _arm_wake_up(self, now_ms: int) -> None:
+        if self.wake_up is None or not self._defers_unblocking():
+            return
+        deadline = self.tracker.next_unblock_deadline_ms(now_ms)
+        if deadline is not None:
+            self.wake_up(deadline)
+
     def next_deadline_ms(self) -> int | None:
         """When the shell should call ``on_timer`` (only when ``timer_driven``), or None."""
         if not self.timer_driven:
@@ -283,9 +282,6 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def _can_take(consumer: Consumer) -> bool:
         return consumer.permits > 0 and not consumer.blocked_on_unacked
 
-    def _pending_somewhere(self, pos: Position) -> bool:
-        return any(pos in c.pending for c in self.consumers)
-
     def _owner_of(self, sticky_hash: int) -> Consumer | None:
         return self.selector.select(sticky_hash) if self.selector is not None else None
 
@@ -294,13 +290,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             pos = self.next_unread()
             if pos is None:
                 return
-            reread_until = self._reread_until
-            if reread_until is not None:
-                if pos > reread_until:
-                    self._reread_until = None
-                elif pos in self.replay or self._pending_somewhere(pos):
-                    continue
-            if self.hold_back(pos, now_ms):
+            if self.already_out(pos) or self.hold_back(pos, now_ms):
                 continue
             loaded = self.load(pos)
             if loaded is None:
@@ -357,6 +347,24 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         stats["keyHashRanges"] = [str(r) for r in ranges]
         return stats
 
+    def hash_status(self, sticky_hash: int) -> dict[str, Any]:
+        """Who a hash goes to, where it drains and what waits for it: why a key is stuck."""
+        owner = self.selector.select(sticky_hash) if self.selector is not None else None
+        draining = self.tracker.get_entry(sticky_hash)
+        return {
+            "stickyKeyHash": sticky_hash,
+            "consumerName": owner.consumer_name if owner is not None else None,
+            "consumerId": owner.consumer_id if owner is not None else None,
+            "drainingConsumerName": draining.consumer.consumer_name if draining is not None else None,
+            "drainingConsumerId": draining.consumer.consumer_id if draining is not None else None,
+            "drainingUnackedMessages": draining.ref_count if draining is not None else 0,
+            "blockedAttempts": draining.blocked_count if draining is not None else 0,
+            "messagesWaitingForReplay": self.replay.count_of(sticky_hash),
+        }
+
+    def is_draining_at(self, consumer: Consumer, sticky_hash: int) -> bool:
+        return self.tracker.draining_consumer(sticky_hash) is consumer
+
     def subscription_stats(self) -> dict[str, Any]:
         stats: dict[str, Any] = self.tracker.subscription_stats().to_json(with_hashes=False)
         stats["allowOutOfOrderDelivery"] = self.allow_out_of_order
@@ -364,12 +372,17 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         return stats
 
 
-def with_timers(factory: DispatcherFactory) -> DispatcherFactory:
+def with_timers(factory: DispatcherFactory,
+                wake_up: Callable[[KeySharedDispatcher, int], None] | None = None) -> DispatcherFactory:
     """A dispatcher factory whose Key_Shared dispatchers are ``timer_driven``: for a shell
-    that calls ``on_timer`` when ``next_deadline_ms()`` comes (``Topic(dispatcher_factory=…)``)."""
+    that calls ``on_timer`` when ``next_deadline_ms()`` comes (``Topic(dispatcher_factory=…)``).
+    ``wake_up(dispatcher, deadline_ms)``, when given, is each dispatcher's alarm."""
     def make(sub: Subscription, sub_type: str) -> Dispatcher:
         dispatcher = factory(sub, sub_type)
         if isinstance(dispatcher, KeySharedDispatcher):
             dispatcher.timer_driven = True
+            if wake_up is not None:
+                alarm = wake_up
+                dispatcher.wake_up = lambda deadline: alarm(dispatcher, deadline)
         return dispatcher
     return make
