@@ -307,3 +307,23 @@ def test_garbage_batches_raise_only_batch_errors(garbage: bytes, count: int, cod
         iter_batch(batch_metadata(count, codec=codec, size=size), garbage)
     except BatchError:
         pass
+
+
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 2**40)), st.binary(max_size=40)), min_size=1,
+                max_size=20),
+       st.integers(0, 200))
+def test_last_sequence_id_agrees_with_the_full_parse(records: list[tuple[int | None, bytes]], cut: int) -> None:
+    """The fast walk over record metadata finds the same last id as decoding every message, and
+    refuses exactly the payloads the full parse refuses."""
+    messages = [(single(seq), body) for seq, body in records]
+    metadata, payload = compressed_batch(messages, pb.NONE, first_sequence_id=3)
+    for candidate in (payload, payload[: max(0, len(payload) - cut)]):
+        try:
+            parsed = iter_batch(metadata, candidate)
+        except BatchError:
+            with pytest.raises(BatchError):
+                last_sequence_id(metadata, candidate)
+            continue
+        last = parsed[-1][0]
+        expected = last.sequence_id if last.HasField("sequence_id") else 3 + len(parsed) - 1
+        assert last_sequence_id(metadata, candidate) == expected
