@@ -41,6 +41,7 @@ from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.segment_ledger import (
     RECORD,
     SegmentLedgerFactory,
+    fsync_dir,
     load_segment_index,
     scan_segment,
     topic_dir_name,
@@ -98,7 +99,7 @@ class LedgerBucketSnapshotStorage:
         try:
             if directory.exists():
                 shutil.rmtree(directory)
-                _fsync_dir(directory.parent)
+                fsync_dir(directory.parent)
         except OSError as exc:
             raise BucketSnapshotPersistenceError(f"cannot delete bucket snapshot {bucket_id}: {exc}") from exc
         self._spans.pop(bucket_id, None)
@@ -163,11 +164,3 @@ class LedgerBucketSnapshotStorage:
         if len(raw) != length or RECORD.unpack_from(raw) != (len(data), google_crc32c.value(data)):
             raise BucketSnapshotError(f"entry {index} of bucket snapshot {bucket_id} fails its checksum")
         return data
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

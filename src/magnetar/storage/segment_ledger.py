@@ -304,7 +304,8 @@ def recover_segment(path: Path, ledger_id: int) -> SegmentScan | None:
     return scan
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a file's creation or removal in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
@@ -401,7 +402,7 @@ class SegmentLedger:
 
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
-            _fsync_dir(self.directory.parent)
+            fsync_dir(self.directory.parent)
         self._recover()
         self._last_appended = self._synced = self._index.last_position()
         self._open_ledger()
@@ -443,7 +444,7 @@ class SegmentLedger:
             self._segments[ledger_id] = _Segment(ledger_id, path, scan.offsets, scan.good_end)
             self._index.add_ledger(ledger_id, scan.timestamp_ms, len(scan.offsets), scan.size_bytes)
         if removed:
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
 
     def _write_index(self, ledger_id: int, path: Path, offsets: array[int], end_offset: int) -> None:
         try:
@@ -576,7 +577,7 @@ class SegmentLedger:
             for fd in fds.values():
                 os.fdatasync(fd)
             if dir_dirty:
-                _fsync_dir(self.directory)
+                fsync_dir(self.directory)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
@@ -721,7 +722,7 @@ class SegmentLedger:
             os.close(fd)
         if self.directory.exists():
             shutil.rmtree(self.directory)
-            _fsync_dir(self.directory.parent)
+            fsync_dir(self.directory.parent)
 
     def _release(self) -> None:
         self._closed = True
