@@ -6,9 +6,8 @@ same words in its name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
+from core_sinks import RecordingSink
 
 from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
@@ -21,25 +20,6 @@ from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
-
-
-@dataclass
-class RecordingSink:
-    messages: list[Position] = field(default_factory=list)
-    active: dict[int, bool] = field(default_factory=dict)
-
-    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
-                     redelivery_count: int, ack_set: list[int] | None) -> None:
-        self.messages.append(pos)
-
-    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        self.active[consumer_id] = is_active
-
-    def close_consumer(self, consumer_id: int) -> None: ...
-    def send_receipt(self, *args: object) -> None: ...
-    def send_error(self, *args: object) -> None: ...
-    def close_producer(self, *args: object) -> None: ...
-    def producer_ready(self, *args: object) -> None: ...
 
 
 def new_topic(name: str = "t", max_entries_per_ledger: int = 50_000) -> Topic:

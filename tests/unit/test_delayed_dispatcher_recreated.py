@@ -8,6 +8,7 @@ lives on: an entry it hands back as due must not also be delivered from that re-
 from __future__ import annotations
 
 import pytest
+from core_sinks import RecordingSink
 
 from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
@@ -23,17 +24,6 @@ from magnetar.wire.frames import make_entry
 TICK_MS = 10
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.messages: list[Position] = []
-
-    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
-                     redelivery_count: int, ack_set: list[int] | None) -> None:
-        self.messages.append(pos)
-
-    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
-    def close_consumer(self, consumer_id: int) -> None: ...
-    def send_receipt(self, *args: object) -> None: ...
 
 
 def delayed_topic() -> Topic:
@@ -44,7 +34,7 @@ def delayed_topic() -> Topic:
 
 
 def publish(topic: Topic, sequence_id: int, deliver_at_ms: int | None = None) -> Position:
-    producer = Producer(0, "p", Sink())  # type: ignore[arg-type]
+    producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
     meta = pb.MessageMetadata(producer_name="p", sequence_id=sequence_id, publish_time=1)
     if deliver_at_ms is not None:
         meta.deliver_at_time = deliver_at_ms
@@ -53,8 +43,8 @@ def publish(topic: Topic, sequence_id: int, deliver_at_ms: int | None = None) ->
     return pos
 
 
-def join(topic: Topic, consumer_id: int, sub_type: str, now_ms: int) -> tuple[Consumer, Sink]:
-    sink = Sink()
+def join(topic: Topic, consumer_id: int, sub_type: str, now_ms: int) -> tuple[Consumer, RecordingSink]:
+    sink = RecordingSink()
     consumer = Consumer(consumer_id, f"c{consumer_id}", sink, sub_type=sub_type)  # type: ignore[arg-type]
     sub = topic.subscribe("s", consumer, now_ms)
     sub.dispatcher.on_flow(consumer, 1000, now_ms)

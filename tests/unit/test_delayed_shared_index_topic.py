@@ -7,6 +7,7 @@ a restart. Time is an argument; snapshots live in memory.
 from __future__ import annotations
 
 import pytest
+from core_sinks import RecordingSink
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,17 +28,6 @@ from magnetar.wire.frames import make_entry
 BUCKETS = "org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory"
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.messages: list[Position] = []
-
-    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
-                     redelivery_count: int, ack_set: list[int] | None) -> None:
-        self.messages.append(pos)
-
-    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
-    def close_consumer(self, consumer_id: int) -> None: ...
-    def send_receipt(self, *args: object) -> None: ...
 
 
 def config(shared: bool = True) -> BrokerConfig:
@@ -59,7 +49,7 @@ class World:
         self.storage = MemoryBucketSnapshotStorage()
         self.ledger = MemoryLedger("t", config=LedgerConfig(max_entries_per_ledger=4))
         self.topic = self.open_topic()
-        self.producer = Producer(0, "p", Sink())  # type: ignore[arg-type]
+        self.producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
         self.sequence = 0
         self.positions: list[Position] = []
 
@@ -84,8 +74,8 @@ class World:
         self.positions.append(pos)
         return pos
 
-    def join(self, sub: str, now_ms: int, consumer_id: int = 0) -> tuple[Consumer, Sink]:
-        sink = Sink()
+    def join(self, sub: str, now_ms: int, consumer_id: int = 0) -> tuple[Consumer, RecordingSink]:
+        sink = RecordingSink()
         consumer = Consumer(consumer_id, sub, sink, sub_type="Shared")  # type: ignore[arg-type]
         subscription = self.topic.subscribe(sub, consumer, now_ms, initial_earliest=True)
         subscription.dispatcher.on_flow(consumer, 1000, now_ms)
@@ -227,7 +217,7 @@ def test_a_bucket_list_left_in_a_cursor_from_running_unshared_is_deleted() -> No
 def test_a_reader_subscription_leaving_unregisters_its_view() -> None:
     w = World()
     _, a = w.join("a", 0)
-    consumer = Consumer(5, "r", Sink(), sub_type="Shared")  # type: ignore[arg-type]
+    consumer = Consumer(5, "r", RecordingSink(), sub_type="Shared")  # type: ignore[arg-type]
     sub = w.topic.subscribe("r", consumer, 0, durable=False, initial_earliest=True)
     sub.dispatcher.on_flow(consumer, 10, 0)
     w.publish(0, deliver_at_ms=100)
@@ -244,7 +234,7 @@ class Checker:
     def __init__(self, w: World, names: list[str]) -> None:
         self.w = w
         self.due: dict[Position, int] = {}
-        self.consumers: dict[str, tuple[Consumer, Sink]] = {}
+        self.consumers: dict[str, tuple[Consumer, RecordingSink]] = {}
         self.seen: dict[str, int] = {}
         self.out: dict[str, set[Position]] = {name: set() for name in names}
         self.acked: dict[str, set[Position]] = {name: set() for name in names}

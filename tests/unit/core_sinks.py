@@ -1,0 +1,26 @@
+"""A consumer/producer sink for core tests: records what the broker would send to a client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from magnetar.core.positions import Position
+
+
+@dataclass
+class RecordingSink:
+    messages: list[Position] = field(default_factory=list)
+    active: dict[int, bool] = field(default_factory=dict)
+
+    def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
+                     redelivery_count: int, ack_set: list[int] | None) -> None:
+        self.messages.append(pos)
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        self.active[consumer_id] = is_active
+
+    def close_consumer(self, consumer_id: int) -> None: ...
+    def send_receipt(self, *args: object) -> None: ...
+    def send_error(self, *args: object) -> None: ...
+    def close_producer(self, *args: object) -> None: ...
+    def producer_ready(self, *args: object) -> None: ...
