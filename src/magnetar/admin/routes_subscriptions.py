@@ -95,6 +95,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             raise conflict("Subscription already exists for topic")
         for loaded in targets:
             broker.create_subscription_at(loaded, subName, mark_delete_for(loaded, messageId or LATEST))
+            await broker.store_cursors(loaded)
 
     @router.delete(base + "/subscription/{subName}", status_code=204,
                    summary="Delete a subscription (refused while consumers are connected unless forced)")
@@ -116,7 +117,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         subs = [(t, require_subscription(t, subName)) for t in targets]
         for loaded, sub in subs:
             sub.skip_all(now_ms())
-            broker.persist_topic_cursors(loaded)
+            await broker.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/skip/{numMessages}", status_code=204,
                  summary="Skip the next N messages of the backlog")
@@ -126,7 +127,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Skipping messages")
         loaded = single_topic(broker, name, "Skipping messages")
         broker.skip_messages(require_subscription(loaded, subName), numMessages)
-        broker.persist_topic_cursors(loaded)
+        await broker.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/expireMessages/{expireTimeInSeconds}", status_code=204,
                  summary="Expire messages older than the given age")
@@ -137,7 +138,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
         for loaded, sub in subs:
             broker.expire_messages(sub, expireTimeInSeconds)
-            broker.persist_topic_cursors(loaded)
+            await broker.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/resetcursor/{timestamp}", status_code=204,
                  summary="Reset the cursor to the first message published at or after a time (ms)")
@@ -148,7 +149,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
         for loaded, sub in subs:
             broker.reset_cursor_by_time(sub, timestamp)
-            broker.persist_topic_cursors(loaded)
+            await broker.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/resetcursor", status_code=204,
                  summary="Reset the cursor to a message id")
@@ -161,7 +162,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         loaded = single_topic(broker, name, "Resetting a cursor to a message id")
         sub = require_subscription(loaded, subName)
         broker.reset_cursor(sub, mark_delete_for(loaded, messageId))
-        broker.persist_topic_cursors(loaded)
+        await broker.store_cursors(loaded)
 
     @router.get(base + "/subscription/{subName}/position/{messagePosition}", responses=OCTET_STREAM,
                 response_class=Response, summary="Peek the n-th unacknowledged message of a subscription")

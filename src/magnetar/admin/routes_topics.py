@@ -317,6 +317,6 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         for loaded in topics_of(broker, name):
             for sub in list(loaded.subscriptions.values()):
                 broker.expire_messages(sub, expireTimeInSeconds)
-            broker.persist_topic_cursors(loaded)
+            await broker.store_cursors(loaded)
 
     return router

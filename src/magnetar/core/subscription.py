@@ -50,6 +50,8 @@ class Subscription:
         self.max_unacked_per_subscription = topic.config.maxUnackedMessagesPerSubscription
         self.properties: dict[str, str] = {}
         self.delayed_tracker: Any = None
+        #: the cursor version last handed to the store (-1: never, or the write failed)
+        self.persisted_version = -1
         self._factory = dispatcher_factory
         self.dispatcher: Dispatcher = dispatcher_factory(self, sub_type)
 

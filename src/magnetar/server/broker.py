@@ -1,36 +1,41 @@
-"""The broker service: owns topics, storage and metadata, and runs their timers.
+"""The broker service: the shell around :class:`~magnetar.core.broker.BrokerCore`.
 
-Everything here runs on the event loop thread except fsync, which the group
-committer runs on its worker thread and reports back with ``call_soon_threadsafe``.
+It owns storage and metadata and executes what core decides. Everything here runs on
+the event loop thread except what can wait on a disk: fsync of appends (the group
+committer's thread, reported back with ``call_soon_threadsafe``) and cursor writes
+(the metadata writer's thread). Core's one timer is armed by :class:`BrokerTimer`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import itertools
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
-from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
-from magnetar.core.subscription import default_dispatcher
 from magnetar.core.topic import Topic
 from magnetar.server import deduplication, delayed_index, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
+from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
-from magnetar.server.dispatcher_alarms import DispatcherAlarms
+from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.memory_ledger import MemoryLedger
-from magnetar.storage.metadata_store import CursorRecord, MetadataStore
+from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
 log = logging.getLogger("magnetar.broker")
@@ -46,13 +51,16 @@ class BrokerService:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = MetadataStore(data_dir / "metadata.db")
-        self.topics: dict[str, Topic] = {}
+        #: cursor writes, in order, off the event loop (a second connection to the store)
+        self.writer = MetadataWriter(data_dir / "metadata.db")
+        self.core = BrokerCore(config)
+        self.timer = BrokerTimer(self.core.timers)
+        self.topics: dict[str, Topic] = self.core.topics
         self.schemas = SchemaRegistry(self.metadata)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
-        self.alarms = DispatcherAlarms()
-        self._dispatcher_factory = with_timers(default_dispatcher, self.alarms.arm)
+        self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
         self.ledger_config = ledger_config
@@ -87,9 +95,10 @@ class BrokerService:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.alarms.loop = loop
         sweep_orphan_snapshots(self)
         self.committer.start()
+        self.core.start(now_ms(), self._persist_tick)
+        self.timer.start(loop)
         self.ready = True
 
     def generate_producer_name(self) -> str:
@@ -196,7 +205,7 @@ class BrokerService:
                                             mark_delete=record.mark_delete, properties=record.properties)
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
-            sub.persisted_version = 0  # type: ignore[attr-defined]
+            sub.persisted_version = 0
         deduplication.refresh(self, topic, now_ms())
         property_dedup.refresh(self, topic)
         for sub in topic.subscriptions.values():
@@ -255,28 +264,6 @@ class BrokerService:
         cache[namespace] = (changes, limit)
         return limit
 
-    def tick_delayed_delivery(self) -> int | None:
-        """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
-        from magnetar.core.delayed_delivery import next_delivery_ms
-        now = now_ms()
-        soonest: int | None = None
-        for topic in list(self.topics.values()):
-            for sub in list(topic.subscriptions.values()):
-                tracker = sub.delayed_tracker
-                if tracker is None or not any(c.permits > 0 and not c.blocked_on_unacked for c in sub.consumers):
-                    # nothing can go out until a consumer can take it, and a flow or an ack
-                    # dispatches by itself: no timer, or due messages would spin it every ms
-                    continue
-                if sub.dispatcher.read_more or tracker.has_message_available(now):
-                    sub.dispatcher.begin_round()
-                    sub.dispatcher.dispatch(now)
-                if sub.dispatcher.read_more:
-                    soonest = now
-                due = next_delivery_ms(sub)
-                if due is not None and (soonest is None or due < soonest):
-                    soonest = due
-        return soonest
-
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
         """A topic appended entries: make them durable with the next group commit."""
@@ -296,52 +283,70 @@ class BrokerService:
                 topic.on_persisted(pos, now)
 
     # -- cursors ---------------------------------------------------------------------------
-    def persist_cursors(self, force: bool = False) -> int:
-        """Write changed durable cursors (rate-limited by the caller's timer)."""
-        written = 0
-        for topic in self.topics.values():
-            written += self.persist_topic_cursors(topic, force)
-            if topic.name.persistent:
-                topic.trim_consumed_ledgers()
-        return written
+    def _persist_tick(self, now: int) -> None:
+        """The cursor-persist deadline: changed cursors, due dedup snapshots, trimming."""
+        self.persist_cursors()
+        self.refresh_deduplication()
+        self.core.trim_consumed_ledgers()
 
-    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> int:
-        if not topic.name.persistent:
-            return 0
-        written = 0
-        for sub in topic.subscriptions.values():
-            if not sub.durable:
-                continue
-            version = getattr(sub, "persisted_version", -1)
-            if sub.cursor.version == version and not force:
-                continue
-            self.metadata.put_cursor(str(topic.name), sub.name, CursorRecord(
-                mark_delete=sub.cursor.mark_delete,
-                individually_deleted=sub.cursor.deleted_ranges(),
-                properties=dict(sub.cursor.properties), last_active_ms=now_ms()))
-            sub.persisted_version = sub.cursor.version  # type: ignore[attr-defined]
-            written += 1
-        return written + delayed_index.persist(self, topic, force)
+    def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
+        """Write changed durable cursors (every one with ``force``) off the event loop."""
+        for topic in self.topics.values():
+            delayed_index.persist(self, topic, force)
+        return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
+
+    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
+        """Write one topic's changed cursors; the future is done once they are durable."""
+        delayed_index.persist(self, topic, force)
+        return self._write_cursors(self.core.cursor_writes([topic], force=force, now_ms=now_ms()))
+
+    async def store_cursors(self, topic: Topic) -> None:
+        """Persist a topic's changed cursors and wait until they are durable."""
+        await asyncio.wrap_future(self.persist_topic_cursors(topic))
+
+    def _write_cursors(self, writes: list[CursorWrite]) -> concurrent.futures.Future[None]:
+        future = self.writer.put_cursors((w.topic, w.name, w.record) for w in writes)
+        if writes:
+            def check(done: concurrent.futures.Future[None]) -> None:
+                if done.exception() is not None:
+                    log.error("writing %d cursors failed", len(writes), exc_info=done.exception())
+                    self.core.cursor_write_failed(writes)
+            future.add_done_callback(check)
+        return future
+
+    def on_loop(self, work: concurrent.futures.Future[Any],
+                callback: Callable[[BaseException | None], None]) -> None:
+        """Call ``callback`` with the error of ``work`` (None when it succeeded) on the
+        event loop once the other thread is done with it."""
+        def done(finished: concurrent.futures.Future[Any]) -> None:
+            error = finished.exception()
+            loop = self.loop
+            if loop is None or loop.is_closed():
+                callback(error)
+            else:
+                loop.call_soon_threadsafe(callback, error)
+        work.add_done_callback(done)
 
     def delete_cursor(self, topic: Topic, name: str) -> None:
         if topic.name.persistent:
-            self.metadata.delete_cursor(str(topic.name), name)
+            self.writer.delete_cursor(str(topic.name), name)
 
     # -- shutdown -----------------------------------------------------------------------------
     async def close(self) -> None:
         self.ready = False
-        self.alarms.cancel_all()
+        self.timer.stop()
         for topic in list(self.topics.values()):
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
         if self.loop is not None:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
             self._on_synced(synced)
-        self.persist_cursors(force=True)
+        await asyncio.wrap_future(self.persist_cursors(force=True))
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
             topic.ledger.close()
+        await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
 
     def metadata_error(self, exc: Exception) -> MetadataError:
@@ -528,7 +533,6 @@ class BrokerOperations(BrokerService):
     def create_subscription_at(self, topic: Topic, name: str, mark_delete: Position) -> None:
         """A durable subscription whose first delivery is the entry after ``mark_delete``."""
         topic.create_subscription(name, "Exclusive", durable=True, mark_delete=mark_delete)
-        self.persist_topic_cursors(topic)
 
     def skip_messages(self, sub: object, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
@@ -575,7 +579,7 @@ class BrokerOperations(BrokerService):
             await self._release_topic(topic, delete_data=True)
         elif name.persistent and self.metadata.get_topic(key) is not None:
             self.ledger_factory.open(key).delete()
-        self.metadata.delete_cursors(key)
+        await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
         self.metadata.delete_schemas(key)
         self.metadata.delete_topic(key)
         self.schemas.forget(key)
@@ -590,7 +594,7 @@ class BrokerOperations(BrokerService):
             self.topics.pop(key, None)
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
-                self.persist_topic_cursors(topic, force=True)
+                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
             if topic.delayed is not None:
                 topic.delayed.release(topic, delete_data)
             if delete_data:

@@ -9,6 +9,7 @@ iteration, so a dispatch of many entries costs one write.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -103,6 +104,19 @@ class ServerConnection(asyncio.Protocol):
 
     def write_command(self, cmd: pb.BaseCommand) -> None:
         self.write(encode_command(cmd))
+
+    def reply_when_done(self, work: concurrent.futures.Future[Any], request: pb.BaseCommand,
+                        reply: pb.BaseCommand) -> None:
+        """Send ``reply`` once ``work`` (done on another thread) succeeded, else an error
+        for ``request``: for answers that promise something is on disk."""
+        def answer(done: asyncio.Future[Any]) -> None:
+            exc = done.exception()
+            if exc is None:
+                self.write_command(reply)
+            else:
+                log.error("%s from %s failed", T.Type.Name(request.type), self.address, exc_info=exc)
+                self._reply_error(request, ServerError.MetadataError, f"metadata store failure: {exc}")
+        asyncio.wrap_future(work).add_done_callback(answer)
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -8,11 +8,18 @@ producer is accepted), and each send's first and last sequence ids.
 
 from __future__ import annotations
 
+import logging
 import struct
+from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome, MessageDeduplication
+from magnetar.core.dedup.message_deduplication import (
+    NO_SEQUENCE_ID,
+    DedupOutcome,
+    DedupSnapshot,
+    MessageDeduplication,
+)
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.topic import Topic
 from magnetar.storage.metadata_store import CursorRecord
@@ -24,6 +31,7 @@ if TYPE_CHECKING:
     from magnetar.server.broker import BrokerService
 
 DEDUP_CURSOR = "pulsar.dedup"
+log = logging.getLogger("magnetar.dedup")
 
 
 def dedup_config(broker: BrokerService) -> DeduplicationConfig:
@@ -100,7 +108,7 @@ def refresh(broker: BrokerService, topic: Topic, now_ms: int) -> None:
         topic.dedup = dedup
     elif not enabled and topic.dedup is not None:
         topic.dedup = None
-        broker.metadata.delete_cursor(str(topic.name), DEDUP_CURSOR)
+        broker.writer.delete_cursor(str(topic.name), DEDUP_CURSOR)
 
 
 def recover(broker: BrokerService, topic: Topic, dedup: MessageDeduplication, now_ms: int) -> None:
@@ -177,13 +185,20 @@ def store_snapshots(broker: BrokerService, now_ms: int) -> None:
         snapshot = dedup.maybe_snapshot(now_ms)
         if snapshot is None:
             continue
-        try:
-            broker.metadata.put_cursor(str(topic.name), DEDUP_CURSOR, CursorRecord(
-                mark_delete=snapshot.position, properties=dict(snapshot.properties), last_active_ms=now_ms))
-        except Exception:
-            dedup.on_snapshot_failed(snapshot)
-            raise
-        dedup.on_snapshot_stored(snapshot, now_ms)
+        record = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties),
+                              last_active_ms=now_ms)
+        written = broker.writer.put_cursors([(str(topic.name), DEDUP_CURSOR, record)])
+        broker.on_loop(written, partial(_snapshot_written, topic, dedup, snapshot, now_ms))
+
+
+def _snapshot_written(topic: Topic, dedup: MessageDeduplication, snapshot: DedupSnapshot, now_ms: int,
+                      error: BaseException | None) -> None:
+    if error is not None:
+        log.error("storing the deduplication snapshot of %s failed", topic.name, exc_info=error)
+        dedup.on_snapshot_failed(snapshot)
+        return
+    dedup.on_snapshot_stored(snapshot, now_ms)
+    if topic.dedup is dedup:
         topic.dedup_snapshot_position = snapshot.position
 
 

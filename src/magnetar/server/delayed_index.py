@@ -36,7 +36,7 @@ def recover(broker: BrokerService, topic: Topic, now: int) -> None:
     if delayed is None or not delayed.shared:
         if delayed is not None and delayed.storage is not None:
             clean_residual_snapshots(record.properties, delayed.storage)
-        broker.metadata.delete_cursor(str(topic.name), SHARED_INDEX_CURSOR)
+        broker.writer.delete_cursor(str(topic.name), SHARED_INDEX_CURSOR)
         return
     count = delayed.recover_shared(topic, dict(record.properties), now)
     log.info("%s: shared delayed index recovered with %d messages", topic.name, count)
@@ -54,10 +54,10 @@ def persist(broker: BrokerService, topic: Topic, force: bool = False) -> int:
     name = str(topic.name)
     if index.properties:
         marks = [s.cursor.mark_delete for s in topic.subscriptions.values() if s.durable]
-        broker.metadata.put_cursor(name, SHARED_INDEX_CURSOR, CursorRecord(
+        broker.writer.put_cursors([(name, SHARED_INDEX_CURSOR, CursorRecord(
             mark_delete=min(marks) if marks else BEFORE_START,
-            properties=dict(index.properties), last_active_ms=now_ms()))
+            properties=dict(index.properties), last_active_ms=now_ms()))])
     else:
-        broker.metadata.delete_cursor(name, SHARED_INDEX_CURSOR)
+        broker.writer.delete_cursor(name, SHARED_INDEX_CURSOR)
     index.persisted_version = index.version  # type: ignore[attr-defined]
     return 1

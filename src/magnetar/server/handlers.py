@@ -211,11 +211,13 @@ def subscribe(conn: ServerConnection, frame: Frame) -> None:
         broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
     if req.subscription_properties and not sub.properties:
         sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
-    if durable:
-        # A new subscription is stored before SUCCESS: one a crash could forget would come
-        # back at Latest and skip every message published in between.
-        broker.persist_topic_cursors(topic)
-    conn.write_command(commands.success(req.request_id))
+    if not durable:
+        conn.write_command(commands.success(req.request_id))
+        return
+    # A new subscription is stored before SUCCESS: one a crash could forget would come
+    # back at Latest and skip every message published in between. The write is a
+    # commit with fsync, so it runs off the event loop and SUCCESS follows it.
+    conn.reply_when_done(broker.persist_topic_cursors(topic), frame.command, commands.success(req.request_id))
 
 
 def _start_position(req: pb.CommandSubscribe) -> Position | None:

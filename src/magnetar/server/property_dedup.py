@@ -14,12 +14,14 @@ after it are replayed when the topic loads.
 from __future__ import annotations
 
 import base64
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.topic import Topic
+from magnetar.storage.metadata_store import MetadataStore
 
 if TYPE_CHECKING:
     from magnetar.server.broker import BrokerService
@@ -91,8 +93,13 @@ def store_snapshots(broker: BrokerService) -> None:
         window = topic.property_dedup
         if window is None or topic.last_durable is None:
             continue
-        broker.metadata.put_json(SNAPSHOT_PREFIX + str(topic.name), {
-            "position": str(topic.last_durable), "snapshot": base64.b64encode(window.snapshot()).decode()})
+        key, value = SNAPSHOT_PREFIX + str(topic.name), {
+            "position": str(topic.last_durable), "snapshot": base64.b64encode(window.snapshot()).decode()}
+        broker.writer.submit(partial(_put_json, key=key, value=value))
+
+
+def _put_json(store: MetadataStore, key: str, value: dict[str, str]) -> None:
+    store.put_json(key, value)
 
 
 def stats(window: PropertyDedupWindow | None) -> dict[str, Any] | None:

@@ -31,8 +31,6 @@ class Standalone:
         http = await self._start_http()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
-        self._tasks.append(asyncio.create_task(self._persist_cursors_periodically()))
-        self._tasks.append(asyncio.create_task(self._deliver_delayed_messages()))
         log.info("Magnetar standalone: pulsar://%s:%d  http://%s:%d  data in %s",
                  self.config.bindAddress, self.config.brokerServicePort, self.config.bindAddress,
                  self.config.webServicePort, self.broker.data_dir)
@@ -56,30 +54,6 @@ class Standalone:
                 raise RuntimeError("HTTP server failed to start")
             await asyncio.sleep(0.01)
         return server, task
-
-    async def _persist_cursors_periodically(self) -> None:
-        rate = self.config.managedLedgerDefaultMarkDeleteRateLimit
-        period = 1.0 / rate if rate > 0 else 1.0
-        while True:
-            await asyncio.sleep(period)
-            try:
-                self.broker.persist_cursors()
-                self.broker.refresh_deduplication()
-            except Exception:
-                log.exception("persisting cursors failed")
-
-    async def _deliver_delayed_messages(self) -> None:
-        """Wake dispatch when delayed messages come due, at most one tick late."""
-        from magnetar.server.clock import now_ms
-        tick_s = max(self.config.delayedDeliveryTickTimeMillis, 10) / 1000
-        while True:
-            try:
-                due = self.broker.tick_delayed_delivery()
-            except Exception:
-                log.exception("delayed delivery tick failed")
-                due = None
-            wait_s = tick_s if due is None else min(tick_s, max(due - now_ms(), 1) / 1000)
-            await asyncio.sleep(wait_s)
 
     async def _shutdown(self, server: asyncio.AbstractServer, http) -> None:  # type: ignore[no-untyped-def]
         log.info("shutting down")

@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.positions import Position
 
 #: Version of the tables below, kept in ``PRAGMA user_version``.
@@ -58,6 +59,9 @@ _NAME = re.compile(r"[-=:.\w]+", re.ASCII)
 _TOPIC = re.compile(r"(?:persistent|non-persistent)://([^/]+)/([^/]+)/([^\x00]+)", re.DOTALL)
 
 
+__all__ = ["CursorRecord", "MetadataStore", "MemoryMetadataStore", "SchemaRecord"]
+
+
 class MetadataError(Exception):
     """The metadata store could not do what was asked."""
 
@@ -72,18 +76,6 @@ class NotFound(MetadataError):
 
 class InvalidMetadata(MetadataError, ValueError):
     """A name or value the store refuses; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class CursorRecord:
-    """A cursor's persisted state (Pulsar's ``ManagedCursorInfo``/``PositionInfo``)."""
-
-    mark_delete: Position
-    #: Acknowledged ranges past the mark-delete position, as the cursor layer defines
-    #: them (Pulsar: lower bound exclusive, upper inclusive), in position order.
-    individually_deleted: list[tuple[Position, Position]] = field(default_factory=list)
-    properties: dict[str, int | str] = field(default_factory=dict)
-    last_active_ms: int = 0
 
 
 @dataclass(frozen=True)

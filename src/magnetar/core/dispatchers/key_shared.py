@@ -68,7 +68,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self.mode: int | None = None
         self.allow_out_of_order = False
         self.selector: Any = None
-        self.tracker: DrainingHashesTracker[Consumer] = DrainingHashesTracker(config.keySharedUnblockingIntervalMs)
+        self.tracker: DrainingHashesTracker[Consumer] = DrainingHashesTracker(
+            config.keySharedUnblockingIntervalMs, unblocking_handler=self._hash_unblocked)
         self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
         self.look_ahead_per_consumer = config.keySharedLookAheadMsgInReplayThresholdPerConsumer
         self.look_ahead_per_subscription = config.keySharedLookAheadMsgInReplayThresholdPerSubscription
@@ -98,6 +99,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
         if consumer not in self.consumers or self.selector is None:
             return
+        self._now_ms = max(self._now_ms, now_ms)
         impacted = self.selector.remove_consumer(consumer)
         self.replay.owners_changed()
         self.consumers.remove(consumer)
@@ -134,7 +136,6 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if freed or self._read_ahead_limited() or self._unblocked_now(now_ms):
             self.begin_round()
             self.dispatch(now_ms)
-        self._arm_wake_up(now_ms)
 
     def _check_mode(self, mode: int, out_of_order: bool) -> None:
         if self.mode is None:
@@ -225,6 +226,11 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if deadline is not None:
             self.tracker.poll_unblocked(max(now_ms, deadline))
 
+    def _hash_unblocked(self, sticky_key_hash: int) -> None:
+        """A hash cleared, by whatever path (ack, redelivery, a consumer leaving, a cursor
+        moved by an admin): ask for the retry at once, or nothing would ever ring for it."""
+        self._arm_wake_up(self._now_ms)
+
     def _arm_wake_up(self, now_ms: int) -> None:
         if self.wake_up is None or not self._defers_unblocking():
             return
@@ -239,10 +245,14 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         return self.tracker.next_unblock_deadline_ms(self._now_ms)
 
     def on_timer(self, now_ms: int) -> None:
+        """Retry blocked deliveries if the unblocking deadline came. A timer rings once:
+        when a later deadline replaced the one it was armed for (a dispatch round served
+        the earlier retry, then another hash cleared), ask again for that one."""
         self._now_ms = now_ms
         if self.tracker.poll_unblocked(now_ms):
             self.begin_round()
             self.dispatch(now_ms)
+        self._arm_wake_up(now_ms)
 
     # -- dispatch --------------------------------------------------------
     def dispatch(self, now_ms: int) -> None:

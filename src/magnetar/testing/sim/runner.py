@@ -177,6 +177,8 @@ def _liveness(world: World, result: RunResult, trace: Any) -> None:
                 _step(world, result, act("receive", client.name, len(client.inbox)), trace)
             if client.received:
                 _step(world, result, act("ack", client.name, ",".join(map(str, range(len(client.received))))), trace)
+        if world.drained():
+            break
         deadline = world.next_deadline_ms()
         if deadline is not None:
             _step(world, result, act("tick", max(1, deadline - world.now_ms)), trace)

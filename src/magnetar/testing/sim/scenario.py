@@ -126,6 +126,8 @@ class Scenario:
                 if client.inbox or client.received:
                     self.ack(client.name)
                     moved = True
+            if not moved and self.world.drained():
+                break
             deadline = self.world.next_deadline_ms()
             if deadline is not None:
                 self.tick(max(1, deadline - self.world.now_ms))

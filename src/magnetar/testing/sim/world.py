@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.core.broker import BrokerCore
 from magnetar.core.consumer import Consumer
-from magnetar.core.delayed_delivery import DelayedDelivery, next_delivery_ms
-from magnetar.core.dispatchers.key_shared import with_timers
+from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
-from magnetar.core.subscription import Subscription, default_dispatcher
+from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
@@ -126,8 +126,12 @@ class World:
         self.config = broker_config(options)
         self.ledger = MemoryLedger("sim", config=LedgerConfig(max_entries_per_ledger=options.entries_per_ledger),
                                    clock_ms=lambda: self.now_ms)
+        #: the broker's core: its one timer drives unblocking and delayed ticks as in the broker
+        self.core = BrokerCore(self.config)
         self.topic = Topic(TopicName.parse("persistent://public/default/sim"), self.ledger, self.config,
-                           dispatcher_factory=with_timers(default_dispatcher))
+                           dispatcher_factory=self.core.dispatcher_factory)
+        self.core.topics[str(self.topic.name)] = self.topic
+        self.core.delayed_tick.start(self.now_ms)
         if options.delayed_probability > 0:
             self.topic.delayed = DelayedDelivery(self.config)
         self.producer = Producer(1, "p", _ProducerSink())
@@ -424,27 +428,21 @@ class World:
         return True
 
     def _fire_timers(self) -> None:
-        """What the broker's timers do: retry unblocked hashes, deliver delayed entries that came due."""
-        dispatcher = self.dispatcher
-        if dispatcher is None:
-            return
-        due = dispatcher.next_deadline_ms() if hasattr(dispatcher, "next_deadline_ms") else None
+        """The broker's one timer, as the shell runs it: whatever came due by now."""
+        due = self.core.next_deadline_ms()
         if due is not None and due <= self.now_ms:
-            dispatcher.on_timer(self.now_ms)
-        tracker = self.sub.delayed_tracker if self.sub is not None else None
-        if tracker is not None and tracker.has_message_available(self.now_ms):
-            dispatcher.dispatch(self.now_ms)
+            self.core.on_timer(self.now_ms)
+            failures, self.core.timers.failures = self.core.timers.failures, []
+            if failures:
+                raise failures[0][1]
 
     def next_deadline_ms(self) -> int | None:
-        """When a timer fires next (unblocking or delayed delivery), if any is armed."""
-        dispatcher = self.dispatcher
-        if dispatcher is None:
-            return None
-        deadlines = [dispatcher.next_deadline_ms() if hasattr(dispatcher, "next_deadline_ms") else None]
-        if self.sub is not None and self.sub.consumers:
-            deadlines.append(next_delivery_ms(self.sub))
-        armed = [d for d in deadlines if d is not None]
-        return min(armed) if armed else None
+        """When the broker's timer rings next (unblocking, delayed tick), if it is armed."""
+        return self.core.next_deadline_ms()
+
+    def drained(self) -> bool:
+        """Everything published was delivered and acknowledged."""
+        return not self.checker.unacked()
 
 
 def _drop(received: list[Delivery], picked: list[Delivery]) -> None:

@@ -1,0 +1,128 @@
+"""The broker's decisions that depend on time, apart from any socket, disk or clock.
+
+``BrokerCore`` owns the loaded topics and the broker's one timer
+(:class:`~magnetar.core.broker_timers.BrokerTimers`). The shell hands it the time with
+every call; it answers with what to do (cursor records to write) or does it through the
+sinks of consumers and producers. The simulation drives the same object, so delayed
+ticks, Key_Shared unblocking and cursor-persist decisions are reachable from a seed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from magnetar.config import BrokerConfig
+from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
+from magnetar.core.cursor_record import CursorRecord
+from magnetar.core.delayed_delivery import next_delivery_ms
+from magnetar.core.dispatchers.key_shared import with_timers
+from magnetar.core.positions import Position
+from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
+from magnetar.core.topic import Topic
+
+
+@dataclass(frozen=True)
+class CursorWrite:
+    """A durable cursor whose state changed since it was last written."""
+
+    topic: str
+    subscription: Subscription
+    record: CursorRecord
+
+    @property
+    def name(self) -> str:
+        return self.subscription.name
+
+
+class BrokerCore:
+    def __init__(self, config: BrokerConfig, alarm: Callable[[int], None] | None = None,
+                 dispatcher_factory: DispatcherFactory = default_dispatcher) -> None:
+        self.config = config
+        self.topics: dict[str, Topic] = {}
+        self.timers = BrokerTimers(alarm)
+        self.dispatcher_factory = with_timers(dispatcher_factory, self.timers.wake_up)
+        tick_ms = max(config.delayedDeliveryTickTimeMillis, MIN_DELAYED_TICK_MS)
+        self.delayed_tick = PeriodicTask(self.timers, tick_ms, self.tick_delayed_delivery)
+        rate = config.managedLedgerDefaultMarkDeleteRateLimit
+        self.persist_period_ms = max(1, round(1000 / rate)) if rate > 0 else 1000
+
+    def start(self, now_ms: int, persist: Callable[[int], int | None]) -> PeriodicTask:
+        """Start the periodic owners; ``persist(now)`` writes what changed (the shell's)."""
+        self.delayed_tick.start(now_ms)
+        task = PeriodicTask(self.timers, self.persist_period_ms, persist)
+        task.start(now_ms)
+        return task
+
+    def next_deadline_ms(self) -> int | None:
+        return self.timers.next_deadline_ms()
+
+    def on_timer(self, now_ms: int) -> int | None:
+        return self.timers.on_timer(now_ms)
+
+    # -- delayed delivery ------------------------------------------------------------
+    def tick_delayed_delivery(self, now_ms: int) -> int | None:
+        """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
+        soonest: int | None = None
+        for topic in list(self.topics.values()):
+            for sub in list(topic.subscriptions.values()):
+                due = tick_subscription(sub, now_ms)
+                if due is not None and (soonest is None or due < soonest):
+                    soonest = due
+        return soonest
+
+    # -- storage ------------------------------------------------------------------------
+    def on_persisted(self, topic_name: str, upto: Position, now_ms: int) -> bool:
+        """Entries up to ``upto`` are durable: receipts, then dispatch. False if the
+        topic is no longer loaded."""
+        topic = self.topics.get(topic_name)
+        if topic is None:
+            return False
+        topic.on_persisted(upto, now_ms)
+        return True
+
+    # -- cursors --------------------------------------------------------------------------
+    def cursor_writes(self, topics: Iterable[Topic] | None = None, *, force: bool = False,
+                      now_ms: int = 0) -> list[CursorWrite]:
+        """The durable cursors to write: those changed since their last write (all with
+        ``force``). Each is marked written; :meth:`cursor_write_failed` undoes that."""
+        writes: list[CursorWrite] = []
+        for topic in self.topics.values() if topics is None else topics:
+            if not topic.name.persistent:
+                continue
+            for sub in topic.subscriptions.values():
+                if not sub.durable or (sub.cursor.version == sub.persisted_version and not force):
+                    continue
+                cursor = sub.cursor
+                writes.append(CursorWrite(str(topic.name), sub, CursorRecord(
+                    mark_delete=cursor.mark_delete, individually_deleted=cursor.deleted_ranges(),
+                    properties=dict(cursor.properties), last_active_ms=now_ms)))
+                sub.persisted_version = cursor.version
+        return writes
+
+    @staticmethod
+    def cursor_write_failed(writes: Iterable[CursorWrite]) -> None:
+        """The writes did not reach the store: write those cursors again next time."""
+        for write in writes:
+            write.subscription.persisted_version = -1
+
+    def trim_consumed_ledgers(self) -> None:
+        for topic in self.topics.values():
+            if topic.name.persistent:
+                topic.trim_consumed_ledgers()
+
+
+def tick_subscription(sub: Subscription, now_ms: int) -> int | None:
+    """Dispatch one subscription's due delayed messages; when it next wants a tick."""
+    tracker = sub.delayed_tracker
+    if tracker is None or not any(c.permits > 0 and not c.blocked_on_unacked for c in sub.consumers):
+        # nothing can go out until a consumer can take it, and a flow or an ack
+        # dispatches by itself: no timer, or due messages would spin it every ms
+        return None
+    dispatcher = sub.dispatcher
+    if dispatcher.read_more or tracker.has_message_available(now_ms):
+        dispatcher.begin_round()
+        dispatcher.dispatch(now_ms)
+    if dispatcher.read_more:
+        return now_ms
+    return next_delivery_ms(sub)

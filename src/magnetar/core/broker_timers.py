@@ -1,0 +1,86 @@
+"""What the broker's one timer drives, and how its owners ask for time.
+
+Three kinds of owner share the :class:`~magnetar.core.deadline_queue.DeadlineQueue`:
+
+- Key_Shared dispatchers that defer unblocking (``keySharedUnblockingIntervalMs``): they
+  ask for a wake-up at their next unblocking deadline;
+- the delayed-delivery tick (``delayedDeliveryTickTimeMillis``): it runs once per tick,
+  or sooner when a delayed message comes due before the tick;
+- cursor persistence (``managedLedgerDefaultMarkDeleteRateLimit`` writes per second),
+  which also stores due deduplication snapshots.
+
+The shell is told through ``alarm`` whenever the earliest deadline moves earlier, and
+after :meth:`BrokerTimers.on_timer` it re-arms at :meth:`BrokerTimers.next_deadline_ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from magnetar.core.deadline_queue import DeadlineQueue
+
+#: The delayed-delivery tick never runs more often than this, whatever the config says.
+MIN_DELAYED_TICK_MS = 10
+
+
+class TimerOwner(Protocol):
+    def on_timer(self, now_ms: int) -> None: ...
+
+
+class BrokerTimers:
+    def __init__(self, alarm: Callable[[int], None] | None = None) -> None:
+        self.queue: DeadlineQueue[TimerOwner] = DeadlineQueue()
+        #: told of every deadline earlier than the one armed (the shell's call_at)
+        self.alarm = alarm
+        self._armed: int | None = None
+        #: owners whose on_timer raised, for the shell to log; core does not log
+        self.failures: list[tuple[TimerOwner, Exception]] = []
+
+    def wake_up(self, owner: TimerOwner, at_ms: int) -> None:
+        self.queue.schedule(owner, at_ms)
+        if self._armed is None or at_ms < self._armed:
+            self._armed = at_ms
+            if self.alarm is not None:
+                self.alarm(at_ms)
+
+    def cancel(self, owner: TimerOwner) -> None:
+        self.queue.cancel(owner)
+
+    def next_deadline_ms(self) -> int | None:
+        return self.queue.next_deadline_ms()
+
+    def on_timer(self, now_ms: int) -> int | None:
+        """Run every owner that came due; the next deadline, for the shell to arm."""
+        self._armed = None
+        for owner in self.queue.pop_due(now_ms):
+            try:
+                owner.on_timer(now_ms)
+            except Exception as exc:  # one owner's bug must not stop the others' timers
+                self.failures.append((owner, exc))
+        self._armed = self.queue.next_deadline_ms()
+        return self._armed
+
+
+@dataclass(eq=False)
+class PeriodicTask:
+    """An owner that runs every ``period_ms``; ``run`` may ask for an earlier next run
+    by returning a time (never sooner than 1 ms from now, so a due item cannot spin)."""
+
+    timers: BrokerTimers
+    period_ms: int
+    run: Callable[[int], int | None]
+
+    def start(self, now_ms: int) -> None:
+        self.timers.wake_up(self, now_ms + self.period_ms)
+
+    def on_timer(self, now_ms: int) -> None:
+        sooner = None
+        try:
+            sooner = self.run(now_ms)
+        finally:
+            at_ms = now_ms + self.period_ms
+            if sooner is not None:
+                at_ms = min(at_ms, max(sooner, now_ms + 1))
+            self.timers.wake_up(self, at_ms)
