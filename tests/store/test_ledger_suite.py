@@ -225,6 +225,7 @@ def test_sync_marks_appends_durable(make_factory: MakeFactory) -> None:
     ledger = make_factory().open(TOPIC)
     assert ledger.sync() is None
     last = fill(ledger, 3)[-1]
+    ledger.flush()
     assert ledger.unsynced()
     assert ledger.sync() == last
     assert not ledger.unsynced()

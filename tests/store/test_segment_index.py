@@ -20,6 +20,7 @@ def write(data_dir: Path, count: int, ids: itertools.count[int]) -> SegmentLedge
     ledger = SegmentLedger(data_dir, TOPIC, ids.__next__, CONFIG)
     for i in range(count):
         ledger.append(f"entry-{i}".encode())
+        ledger.flush()
         ledger.sync()
     return ledger
 

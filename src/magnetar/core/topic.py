@@ -16,7 +16,7 @@ from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, SubscriptionNotFound
+from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
@@ -141,6 +141,31 @@ class Topic:
             self.pending_receipts.append(PendingReceipt(last, producer, sequence_id, highest_sequence_id, duplicate))
         else:
             producer.sink.send_receipt(producer.producer_id, sequence_id, highest_sequence_id, duplicate)
+
+    def appends_taken_back(self, first: Position, reason: str) -> None:
+        """Storage could not write the entries from ``first`` on and took them back: their
+        producers get a retryable error, and deduplication forgets them so the retries
+        are stored (Pulsar resets the pushed sequence ids the same way)."""
+        kept: deque[PendingReceipt] = deque()
+        failed: list[PendingReceipt] = []
+        for receipt in self.pending_receipts:
+            (failed if receipt.pos >= first else kept).append(receipt)
+        self.pending_receipts = kept
+        for r in failed:
+            if r.duplicate_of is None:
+                self.forget_failed_write(r.producer.producer_name, r.dedup_id)
+        message = f"Cannot store the message on {self.name}: {reason}; retry"
+        for r in failed:
+            if not r.producer.closed:
+                r.producer.sink.send_error(r.producer.producer_id, r.sequence_id, ServerError.PersistenceError,
+                                           message)
+
+    def forget_failed_write(self, producer_name: str, dedup_id: str | None) -> None:
+        """A write failed: deduplication must not count what it carried as stored."""
+        if self.dedup is not None:
+            self.dedup.on_write_failed(producer_name)
+        if dedup_id is not None and self.property_dedup is not None:
+            self.property_dedup.on_write_failed(dedup_id)
 
     def on_persisted(self, upto: Position, now_ms: int) -> None:
         """Storage made everything up to ``upto`` durable: receipts, then dispatch."""

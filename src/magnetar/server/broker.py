@@ -32,7 +32,7 @@ from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.group_commit import GroupCommitter
-from magnetar.storage.interfaces import LedgerConfig, ManagedLedger
+from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.storage.metadata_store import MetadataStore
@@ -66,6 +66,8 @@ class BrokerService:
         self.ledger_config = ledger_config
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
         self.recorder = BrokerStatsRecorder()
+        #: topics with appends not yet written (an ordered set): written once per loop turn
+        self._unflushed: dict[Topic, None] = {}
         #: namespace -> (metadata changes when read, max delivery delay in ms)
         self._max_delay_cache: dict[str, tuple[int, int]] = {}
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
@@ -266,8 +268,28 @@ class BrokerService:
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
-        """A topic appended entries: make them durable with the next group commit."""
-        self.committer.mark_dirty(topic.ledger)
+        """A topic appended entries: write them once this loop turn is over (one write per
+        ledger for every SEND the turn received), then the next group commit syncs them."""
+        if topic in self._unflushed:
+            return
+        self._unflushed[topic] = None
+        if len(self._unflushed) == 1:
+            if self.loop is not None and not self.loop.is_closed():
+                self.loop.call_soon(self._flush_appends)
+            else:
+                self._flush_appends()
+
+    def _flush_appends(self) -> None:
+        unflushed, self._unflushed = self._unflushed, {}
+        for topic in unflushed:
+            try:
+                topic.ledger.flush()
+            except AppendFailed as exc:
+                log.error("%s", exc)
+                topic.appends_taken_back(exc.position, exc.reason)
+            except LedgerClosed:
+                continue  # unloaded or deleted meanwhile: its receipts went with it
+            self.committer.mark_dirty(topic.ledger)
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -415,8 +437,15 @@ class BrokerOperations(BrokerService):
         dedup_id = self._judge_property(topic, producer, sequence_id, highest, entry, now)
         if dedup_id is False:
             return
-        pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id,
-                            dedup_id if isinstance(dedup_id, str) else None)
+        business_id = dedup_id if isinstance(dedup_id, str) else None
+        try:
+            pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id, business_id)
+        except AppendFailed as exc:
+            # writing earlier buffered appends failed; this one was not appended
+            topic.appends_taken_back(exc.position, exc.reason)
+            topic.forget_failed_write(producer.producer_name, business_id)
+            from magnetar.core.errors import PersistenceError
+            raise PersistenceError(f"Cannot store the message on {topic.name}: {exc.reason}; retry") from None
         self.recorder.appended(topic.ledger.name, pos)
         if topic.name.persistent:
             self.append_done(topic)

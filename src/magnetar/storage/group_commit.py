@@ -95,7 +95,11 @@ class GroupCommitter:
             return self._round_done.wait_for(lambda: self.rounds >= target, timeout_s)
 
     def mark_dirty(self, ledger: ManagedLedger) -> None:
-        """Ask for everything appended to ``ledger`` so far to be made durable and reported."""
+        """Ask for everything appended to ``ledger`` so far to be made durable and reported.
+
+        Writes what the ledger buffers first (:class:`~magnetar.storage.interfaces.AppendFailed`
+        if that fails: nothing is marked then)."""
+        ledger.flush()
         reached = None if self.sync_enabled else ledger.last_position()
         with self._wakeup:
             if self._stopping:

@@ -35,6 +35,16 @@ class StorageError(Exception):
     """Storage could not do what was asked; the message says which topic and why."""
 
 
+class AppendFailed(StorageError):
+    """Buffered appends from ``position`` on could not be written and were taken back:
+    the ledger ends before ``position`` again, and the next append lands there."""
+
+    def __init__(self, name: str, position: Position, reason: str) -> None:
+        super().__init__(f"cannot append to {name!r} from {position}: {reason}")
+        self.position = position
+        self.reason = reason
+
+
 class EntryNotFound(StorageError, KeyError):
     """No entry at that position: it was trimmed, or it lies beyond the end."""
 
@@ -93,7 +103,17 @@ class ManagedLedger(Protocol):
     name: str
 
     def append(self, data: bytes) -> Position:
-        """Store a non-empty entry at the next position; readable at once, durable after sync."""
+        """Store a non-empty entry at the next position; readable at once, written to the
+        file by :meth:`flush`, durable after the :meth:`sync` that follows.
+
+        May flush earlier appends first (a full ledger, a full buffer): if that fails it
+        raises :class:`AppendFailed` and ``data`` is not appended."""
+        ...
+
+    def flush(self) -> None:
+        """Write buffered appends to the file, one write for all of them (the owner thread,
+        once per event-loop turn). On failure the unwritten appends are taken back and
+        :class:`AppendFailed` says from which position."""
         ...
 
     def unsynced(self) -> bool:
@@ -101,7 +121,7 @@ class ManagedLedger(Protocol):
         ...
 
     def sync(self) -> Position | None:
-        """Make every entry appended before the call durable; return the last position covered.
+        """Make every entry flushed before the call durable; return the last position covered.
 
         Safe to call from a worker thread while the owner thread keeps appending.
         """

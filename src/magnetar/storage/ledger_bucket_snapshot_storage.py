@@ -71,6 +71,7 @@ class LedgerBucketSnapshotStorage:
                 ledger.append(encode_metadata(snapshot_metadata))
                 for segment in bucket_snapshot_segments:
                     ledger.append(encode_segment(segment))
+                ledger.flush()
                 ledger.sync()
             finally:
                 ledger.close()

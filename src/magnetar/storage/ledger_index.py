@@ -69,6 +69,14 @@ class LedgerIndex:
         slot.size_bytes += size_bytes
         return pos
 
+    def take_back(self, entries: int, size_bytes: int) -> None:
+        """Forget the last ``entries`` appends of the current ledger (a failed write)."""
+        slot = self._slots[-1]
+        if not 0 <= entries <= slot.entries:
+            raise ValueError(f"cannot take back {entries} of {slot.entries} entries")
+        slot.entries -= entries
+        slot.size_bytes -= size_bytes
+
     def contains(self, pos: Position) -> bool:
         slot = self.slot(pos.ledger_id)
         return slot is not None and 0 <= pos.entry_id < slot.entries

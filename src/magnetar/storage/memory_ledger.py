@@ -98,6 +98,9 @@ class MemoryLedger:
                 log.warning("managed ledger %r: rollover failed: %s", self.name, exc)
         return pos
 
+    def flush(self) -> None:
+        """Nothing to write: an append is in memory at once."""
+
     def unsynced(self) -> bool:
         with self._lock:
             return self._last_appended != self._synced

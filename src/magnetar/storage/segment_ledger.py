@@ -7,12 +7,15 @@ files. A topic owns a directory under the data directory (its name encoded by
     header  magic "MGSG" | u16 version | u16 flags (0) | u64 ledger id | u64 created ms
     record  u32 length | u32 crc32c(data) | data        (big-endian, repeated)
 
-Writes go straight to an ``O_APPEND`` descriptor (no user-space buffer), so an entry is
-readable as soon as :meth:`SegmentLedger.append` returns; it is durable once
-:meth:`SegmentLedger.sync` has ``fdatasync``-ed its file, and, for a new file, the
-directory. ``sync`` runs on the group-commit worker: it swaps out the set of files with
-unsynced writes under a lock and syncs private duplicates of their descriptors, so the
-owner thread may keep appending, roll over, trim or close meanwhile.
+Appends are buffered (readable at once from the tail cache) and written by
+:meth:`SegmentLedger.flush` with one ``writev`` for all of them: the broker flushes each
+ledger once per event-loop turn, so a turn that received a thousand SENDs makes one
+system call, not a thousand. A flushed entry is durable once :meth:`SegmentLedger.sync`
+has ``fdatasync``-ed its file, and, for a new file, the directory. ``sync`` runs on the
+group-commit worker: it swaps out the set of files with unsynced writes under a lock and
+syncs private duplicates of their descriptors, so the owner thread may keep appending,
+roll over, trim or close meanwhile. A write that fails is cut off the file and its
+entries are taken back (:class:`AppendFailed`), so the ledger never has a hole.
 
 The ledger list is the set of segment files, not a list in the metadata store. Ids come
 from the store's durable counter, so a deleted ledger's id is never reused, and a
@@ -56,6 +59,7 @@ import google_crc32c
 
 from magnetar.core.positions import Position
 from magnetar.storage.interfaces import (
+    AppendFailed,
     EntryNotFound,
     LedgerClosed,
     LedgerConfig,
@@ -80,6 +84,10 @@ INDEX_HEADER = struct.Struct(">4sHHQQQI")
 
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.seg$")
 _INDEX_FILE = re.compile(r"^(\d{20})\.idx$")
+#: Buffered appends are written once they reach this size, whatever the turn.
+_FLUSH_BYTES = 1 << 20
+#: writev takes at most IOV_MAX (1024 on Linux) buffers; each entry needs two.
+_IOV_MAX = 1024
 #: Descriptors kept open for reading closed ledgers (readers mostly go sequentially).
 _READ_FDS_MAX = 4
 #: How much of a segment file :meth:`SegmentLedger.iter_entries` reads at once.
@@ -356,6 +364,11 @@ class _TailCache:
         while self._entries and next(iter(self._entries)).ledger_id in ledger_ids:
             self._evict_oldest()
 
+    def drop_from(self, pos: Position) -> None:
+        """Forget the entries at and after ``pos`` (appends taken back)."""
+        while self._entries and next(reversed(self._entries)) >= pos:
+            self._bytes -= len(self._entries.popitem(last=True)[1])
+
     def clear(self) -> None:
         self._entries.clear()
         self._bytes = 0
@@ -385,6 +398,13 @@ class SegmentLedger:
         self._segments: dict[int, _Segment] = {}
         self._cache = _TailCache(self._config.cache_max_entries, self._config.cache_max_bytes)
         self._write_fd = -1
+        #: record headers and entries appended since the last flush, in file order
+        self._unwritten: list[bytes] = []
+        self._unwritten_bytes = 0
+        #: the first buffered entry's position (None: nothing buffered)
+        self._unwritten_from: Position | None = None
+        #: the last entry appended, written or not
+        self._appended: Position | None = None
         self._read_fds: OrderedDict[int, int] = OrderedDict()
         self._closed = False
         self._sync_mutex = threading.Lock()
@@ -404,7 +424,7 @@ class SegmentLedger:
             self.directory.mkdir(parents=True)
             fsync_dir(self.directory.parent)
         self._recover()
-        self._last_appended = self._synced = self._index.last_position()
+        self._last_appended = self._synced = self._appended = self._index.last_position()
         self._open_ledger()
 
     @property
@@ -474,6 +494,7 @@ class SegmentLedger:
             path.unlink(missing_ok=True)
             raise StorageError(f"cannot write ledger file {path} for {self.name!r}: {exc}") from exc
         if self._write_fd >= 0:
+            self.flush()
             sealed = self._segments.get(self._index.current.ledger_id)
             self._retire_write_fd()
             if sealed is not None and sealed.offsets:
@@ -513,46 +534,76 @@ class SegmentLedger:
     def append(self, data: bytes) -> Position:
         self._check_writable()
         check_entry(self.name, data)
+        if self._unwritten_bytes >= _FLUSH_BYTES or len(self._unwritten) >= _IOV_MAX:
+            self.flush()
         if is_full(self._index.current, self._config):
-            self._open_ledger()  # the rollover after the previous append failed
+            self._open_ledger()  # flushes what the full ledger still buffers
         segment = self._segments[self._index.current.ledger_id]
         record = RECORD.pack(len(data), google_crc32c.value(data))
-        self._write_record(segment, record, data)
+        self._unwritten += (record, data)
+        self._unwritten_bytes += RECORD.size + len(data)
         segment.offsets.append(segment.end_offset)
         segment.end_offset += RECORD.size + len(data)
         pos = self._index.record_append(len(data))
+        if self._unwritten_from is None:
+            self._unwritten_from = pos
+        self._appended = pos
         self._cache.put(pos, data)
-        with self._lock:
-            self._last_appended = pos
-            if segment.ledger_id not in self._dirty:
-                self._dirty[segment.ledger_id] = os.dup(self._write_fd)
         if is_full(self._index.current, self._config):
             self._roll_over_after_append()
         return pos
 
     def _roll_over_after_append(self) -> None:
-        """Open the next ledger; on failure keep the entry just written and retry later."""
+        """Open the next ledger (writing this one's buffer first); if the new file cannot
+        be made, keep appending here and retry at the next append."""
+        self.flush()
         try:
             self._open_ledger()
         except Exception as exc:
             log.warning("managed ledger %r: rollover failed, retrying at the next append: %s", self.name, exc)
 
-    def _write_record(self, segment: _Segment, record: bytes, data: bytes) -> None:
-        """Write one record whole, or leave the file as it was and raise."""
-        expected = len(record) + len(data)
+    def flush(self) -> None:
+        first = self._unwritten_from
+        if first is None:
+            return
+        self._check_open()
+        chunks, expected = self._unwritten, self._unwritten_bytes
+        self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
+        segment = self._segments[first.ledger_id]
+        start = segment.offsets[first.entry_id]
+        error = self._write_all(chunks, expected)
+        if error is not None:
+            self._take_back(segment, first, start)
+            raise AppendFailed(self.name, first, error)
+        with self._lock:
+            self._last_appended = self._appended
+            if segment.ledger_id not in self._dirty:
+                self._dirty[segment.ledger_id] = os.dup(self._write_fd)
+
+    def _write_all(self, chunks: list[bytes], expected: int) -> str | None:
+        """Write the chunks in as few system calls as writev allows; the error, if any."""
+        written = 0
         try:
-            written = os.writev(self._write_fd, [record, data])
-            if written == expected:
-                return
-            error = f"short write ({written} of {expected} bytes)"
+            for i in range(0, len(chunks), _IOV_MAX):
+                written += os.writev(self._write_fd, chunks[i:i + _IOV_MAX])
         except OSError as exc:
-            error = str(exc)
+            return str(exc)
+        return None if written == expected else f"short write ({written} of {expected} bytes)"
+
+    def _take_back(self, segment: _Segment, first: Position, start: int) -> None:
+        """Cut the file back to before ``first`` and forget the entries from it on."""
         try:
-            os.ftruncate(self._write_fd, segment.end_offset)
+            os.ftruncate(self._write_fd, start)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
-        raise StorageError(f"cannot append to {segment.path} of {self.name!r}: {error}")
+        dropped = len(segment.offsets) - first.entry_id
+        dropped_bytes = segment.end_offset - start - dropped * RECORD.size
+        del segment.offsets[first.entry_id:]
+        segment.end_offset = start
+        self._index.take_back(dropped, dropped_bytes)
+        self._cache.drop_from(first)
+        self._appended = self._index.last_position()
 
     def unsynced(self) -> bool:
         with self._lock:
@@ -604,6 +655,8 @@ class SegmentLedger:
         cached = self._cache.get(pos)
         if cached is not None:
             return cached
+        if self._unwritten_from is not None and pos >= self._unwritten_from:
+            self.flush()  # not in the cache (too large for it): read it from the file
         segment = self._segments[pos.ledger_id]
         offset, length = segment.span(pos.entry_id)
         raw = os.pread(self._read_fd(pos.ledger_id), length, offset)
@@ -620,6 +673,7 @@ class SegmentLedger:
         there on.
         """
         self._check_open()
+        self.flush()
         for info in self._index.ledgers():
             if info.ledger_id < after.ledger_id:
                 continue
@@ -709,6 +763,8 @@ class SegmentLedger:
         if self._closed:
             return
         try:
+            if self._unwritten_from is not None and self._fault is None:
+                self.flush()
             if self.unsynced():
                 self.sync()
         finally:
@@ -727,6 +783,7 @@ class SegmentLedger:
     def _release(self) -> None:
         self._closed = True
         self._cache.clear()
+        self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
         if self._write_fd >= 0:
             os.close(self._write_fd)
             self._write_fd = -1

@@ -209,6 +209,7 @@ class World:
         return True
 
     def _persist(self) -> bool:
+        self.ledger.flush()
         upto = self.ledger.sync()
         if upto is not None:
             self.topic.on_persisted(upto, self.now_ms)
