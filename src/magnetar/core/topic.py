@@ -24,6 +24,9 @@ from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
 from magnetar.storage.interfaces import ManagedLedger
 
+#: Recently published entries whose parsed metadata a topic keeps for dispatch.
+RECENT_ENTRIES_MAX = 2048
+
 
 @dataclass
 class PendingReceipt:
@@ -60,6 +63,8 @@ class Topic:
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
+        #: recently published entries with the metadata parsed when they were checked
+        self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
     def __str__(self) -> str:
         return str(self.name)
@@ -67,6 +72,19 @@ class Topic:
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
         return self.ledger.read(pos)
+
+    def read_entry_info(self, pos: Position) -> tuple[bytes, EntryInfo]:
+        """The entry and its metadata facts, parsed at publish for recent entries."""
+        found = self._recent.get(pos)
+        if found is not None:
+            return found
+        entry = self.ledger.read(pos)
+        return entry, EntryInfo.read(entry)
+
+    def _forget_recent_before(self, pos: Position) -> None:
+        recent = self._recent
+        while recent and next(iter(recent)) < pos:
+            del recent[next(iter(recent))]
 
     def next_position(self, pos: Position) -> Position:
         return self.ledger.next_position(pos)
@@ -123,10 +141,17 @@ class Topic:
     # -- publishing ----------------------------------------------------------------
     def publish(self, producer: Producer, sequence_id: int, highest_sequence_id: int,
                 num_messages: int, entry: bytes, now_ms: int, last_sequence_id: int = -1,
-                dedup_id: str | None = None) -> Position:
+                dedup_id: str | None = None, info: EntryInfo | None = None) -> Position:
+        """Append; ``info``, the metadata the shell parsed to check the entry, is kept for
+        the dispatch that follows, so an entry's metadata is parsed once."""
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
         pos = self.ledger.append(entry)
+        if info is not None:
+            recent = self._recent
+            recent[pos] = (entry, info)
+            if len(recent) > RECENT_ENTRIES_MAX:
+                del recent[next(iter(recent))]
         self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id,
                                                     last_sequence_id=last_sequence_id, dedup_id=dedup_id))
         producer.msg_in.add(now_ms, num_messages, len(entry))
@@ -226,6 +251,7 @@ class Topic:
         for sub in self.subscriptions.values():
             sub.dispatcher.seek(max(sub.dispatcher.last_read, upto))
         self.ledger.trim_before(upto)
+        self._forget_recent_before(upto)
 
     def _initial_mark_delete(self, earliest: bool, start: Position | None) -> Position:
         if not self.name.persistent:
@@ -294,7 +320,9 @@ class Topic:
         slowest = self.slowest_mark_delete()
         if slowest is None or slowest < BEFORE_START:
             return []
-        return self.ledger.trim_before(self.ledger.next_position(slowest))
+        first_kept = self.ledger.next_position(slowest)
+        self._forget_recent_before(first_kept)
+        return self.ledger.trim_before(first_kept)
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:

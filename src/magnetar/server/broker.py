@@ -19,6 +19,7 @@ from typing import Any
 from magnetar.config import BrokerConfig
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
@@ -420,7 +421,7 @@ class BrokerOperations(BrokerService):
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
 
     def publish(self, topic: Topic, producer: object, sequence_id: int, highest: int, num_messages: int,
-                entry: bytes, send: object) -> None:
+                entry: bytes, info: EntryInfo | None = None) -> None:
         from magnetar.core.dedup.message_deduplication import DedupOutcome
         from magnetar.core.producer import Producer
         assert isinstance(producer, Producer)
@@ -439,7 +440,7 @@ class BrokerOperations(BrokerService):
             return
         business_id = dedup_id if isinstance(dedup_id, str) else None
         try:
-            pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id, business_id)
+            pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id, business_id, info)
         except AppendFailed as exc:
             # writing earlier buffered appends failed; this one was not appended
             topic.appends_taken_back(exc.position, exc.reason)

@@ -26,7 +26,8 @@ from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command, encode_payload_command
+from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command
+from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame
 
 log = logging.getLogger("magnetar.connection")
 
@@ -157,8 +158,9 @@ class ServerConnection(asyncio.Protocol):
     # -- sinks used by core ---------------------------------------------------------
     def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
                      redelivery_count: int, ack_set: list[int] | None) -> None:
-        cmd = commands.message(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count, ack_set)
-        self.write(encode_payload_command(cmd, entry))
+        self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
+                                        ack_set, len(entry)))
+        self.write(entry)
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         if self.protocol_version >= 12:
@@ -170,8 +172,7 @@ class ServerConnection(asyncio.Protocol):
             self.write_command(commands.close_consumer(consumer_id))
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
-        self.write_command(commands.send_receipt(producer_id, sequence_id, pos.ledger_id, pos.entry_id,
-                                                 highest_sequence_id))
+        self.write(send_receipt_frame(producer_id, sequence_id, pos.ledger_id, pos.entry_id, highest_sequence_id))
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.write_command(commands.send_error(producer_id, sequence_id, code, message))

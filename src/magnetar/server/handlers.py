@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.core.consumer import Consumer
+from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
     BrokerError,
     ConsumerBusy,
@@ -131,37 +132,38 @@ def send(conn: ServerConnection, frame: Frame) -> None:
         raise NotAllowed(f"Producer id {req.producer_id} is not registered on this connection")
     entry = frame.entry or b""
     topic: Topic = conn.producer_topics[req.producer_id]
-    problem = _entry_problem(entry) or _delay_problem(conn, topic, entry)
+    checked = _checked_metadata(entry)
+    problem = checked if isinstance(checked, tuple) else _delay_problem(conn, topic, checked)
     if problem is not None:
         code, message = problem
         conn.send_error(req.producer_id, req.sequence_id, code, message)
         return
+    assert not isinstance(checked, tuple)
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
     num_messages = req.num_messages if req.HasField("num_messages") else 1
-    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, frame.command.send)
+    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, EntryInfo.of(checked))
 
 
-def _entry_problem(entry: bytes) -> tuple[ServerError, str] | None:
-    """Why an entry must not be stored, if it must not: a stored entry is replayed to every
-    consumer, and one whose metadata cannot be read would stop its subscriptions for good."""
+def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, str]:
+    """The entry's metadata, or why it must not be stored: a stored entry is replayed to
+    every consumer, and one whose metadata cannot be read would stop its subscriptions for
+    good. Parsed once here; dispatch reuses it."""
     try:
         if verify_entry_checksum(entry) is False:
             return ServerError.ChecksumError, "Checksum of the message does not match its content"
-        peek_metadata(entry)
+        return peek_metadata(entry)
     except ProtocolError as exc:
         return ServerError.NotAllowedError, f"Malformed message: {exc}"
-    return None
 
 
-def _delay_problem(conn: ServerConnection, topic: Topic, entry: bytes) -> tuple[ServerError, str] | None:
+def _delay_problem(conn: ServerConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
     """As Pulsar, refuse a message to be delivered further after its publish time than
     ``delayedDeliveryMaxDelayInMillis`` (or the namespace's ``maxDeliveryDelayInMillis``)
     allows, rather than hold it for longer than the operator wants."""
     limit = conn.broker.max_delay_ms(topic.name)
     if limit <= 0:
         return None
-    meta = peek_metadata(entry)
     if meta.HasField("deliver_at_time") and meta.deliver_at_time - meta.publish_time > limit:
         return ServerError.NotAllowedError, f"Exceeds max allowed delivery delay of {limit} milliseconds"
     return None

@@ -33,6 +33,8 @@ class EntrySource(Protocol):
 
     def read_entry(self, pos: Position) -> bytes: ...
 
+    def read_entry_info(self, pos: Position) -> tuple[bytes, EntryInfo]: ...
+
     def next_position(self, pos: Position) -> Position: ...
 
     def last_readable(self) -> Position | None: ...
@@ -113,10 +115,9 @@ class Dispatcher(ABC):
         if last is not None and last[0] == pos:
             return last[1], last[2]
         try:
-            entry = self.source.read_entry(pos)
+            entry, info = self.source.read_entry_info(pos)
         except KeyError:
             return None
-        info = EntryInfo.read(entry)
         self._last_info = (pos, entry, info)
         return entry, info
 
