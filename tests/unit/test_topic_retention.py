@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from magnetar.config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
@@ -60,4 +62,25 @@ def test_last_message_id_survives_trimming_of_its_ledger(tmp_path) -> None:  # t
     sub.cursor.ack_cumulative(last)  # type: ignore[arg-type]
     assert topic.trim_consumed_ledgers()
     assert broker.last_message_id(topic) == (last, -1)
+    broker.metadata.close()
+
+
+def test_stats_say_recovering_while_deduplication_replays(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from magnetar.admin.stats import deduplication_status
+    from magnetar.core.dedup.message_deduplication import MessageDeduplication
+    from magnetar.core.errors import ServiceNotReady
+    from magnetar.server.broker import BrokerOperations
+    broker = BrokerOperations(BrokerConfig(), tmp_path / "data")
+    topic = topic_with_entries(1)
+    assert deduplication_status(topic) == "Disabled"
+    dedup = MessageDeduplication()
+    dedup.set_enabled(True)
+    topic.dedup = dedup
+    assert deduplication_status(topic) == "Recovering"
+    with pytest.raises(ServiceNotReady):
+        broker.check_producer_allowed(topic)
+    dedup.begin_recovery({})
+    dedup.finish_recovery(0)
+    assert deduplication_status(topic) == "Enabled"
+    broker.check_producer_allowed(topic)
     broker.metadata.close()

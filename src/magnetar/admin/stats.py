@@ -248,9 +248,7 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
 # -- topics -------------------------------------------------------------------------------------------
 def deduplication_status(topic: Topic) -> str:
     dedup = topic.dedup
-    if dedup is None:
-        return "Disabled"
-    return "Recovering" if getattr(dedup, "recovering", False) else "Enabled"
+    return "Disabled" if dedup is None else str(dedup.status)
 
 
 def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,

@@ -19,6 +19,7 @@ from typing import Any
 from magnetar.config import BrokerConfig
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
@@ -405,7 +406,7 @@ class BrokerOperations(BrokerService):
         return int(topic.dedup.last_sequence_id(producer_name))
 
     def check_producer_allowed(self, topic: Topic) -> None:
-        if topic.dedup is not None and getattr(topic.dedup, "recovering", False):
+        if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
         policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
