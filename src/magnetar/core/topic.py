@@ -146,7 +146,11 @@ class Topic:
         the dispatch that follows, so an entry's metadata is parsed once."""
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
-        pos = self.ledger.append(entry)
+        try:
+            pos = self.ledger.append(entry)
+        except Exception:
+            self.forget_failed_write(producer.producer_name, dedup_id)
+            raise
         if info is not None:
             recent = self._recent
             recent[pos] = (entry, info)

@@ -17,13 +17,16 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.core import cursor_moves, publish
 from magnetar.core.broker import BrokerCore, CursorWrite
-from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.dedup.message_deduplication import DedupStatus
+from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.positions import Position
+from magnetar.core.producer import Producer
+from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.server import deduplication, delayed_index, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -421,33 +424,18 @@ class BrokerOperations(BrokerService):
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
 
-    def publish(self, topic: Topic, producer: object, sequence_id: int, highest: int, num_messages: int,
-                entry: bytes, info: EntryInfo | None = None) -> None:
-        from magnetar.core.dedup.message_deduplication import DedupOutcome
-        from magnetar.core.producer import Producer
-        assert isinstance(producer, Producer)
+    def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
+                entry: bytes, info: EntryInfo) -> None:
+        """Core judges and appends; the shell answers storage failures and writes the append."""
         now = now_ms()
-        outcome, last_id = deduplication.judge(topic, producer.producer_name, sequence_id, entry, now)
-        if outcome is DedupOutcome.DUP:
-            topic.answer_duplicate(producer, sequence_id, highest)
-            return
-        if outcome is not DedupOutcome.NOT_DUP:
-            from magnetar.core.errors import PersistenceError
-            raise PersistenceError(
-                f"Cannot determine whether message {sequence_id} of {producer.producer_name} is a duplicate "
-                f"({outcome.value}); retry")
-        dedup_id = self._judge_property(topic, producer, sequence_id, highest, entry, now)
-        if dedup_id is False:
-            return
-        business_id = dedup_id if isinstance(dedup_id, str) else None
         try:
-            pos = topic.publish(producer, sequence_id, highest, num_messages, entry, now, last_id, business_id, info)
+            pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now)
         except AppendFailed as exc:
-            # writing earlier buffered appends failed; this one was not appended
+            # writing earlier buffered appends failed; this one was not appended either
             topic.appends_taken_back(exc.position, exc.reason)
-            topic.forget_failed_write(producer.producer_name, business_id)
-            from magnetar.core.errors import PersistenceError
             raise PersistenceError(f"Cannot store the message on {topic.name}: {exc.reason}; retry") from None
+        if pos is None:
+            return
         self.recorder.appended(topic.ledger.name, pos)
         if topic.name.persistent:
             self.append_done(topic)
@@ -456,23 +444,6 @@ class BrokerOperations(BrokerService):
             if last is not None:
                 self.recorder.persisted(topic.ledger.name, last)
                 topic.on_persisted(last, now_ms())
-
-    def _judge_property(self, topic: Topic, producer: object, sequence_id: int, highest: int,
-                        entry: bytes, now: int) -> str | bool | None:
-        """The business id to record, or False when the message is a duplicate (already answered)."""
-        window = topic.property_dedup
-        if window is None:
-            return None
-        dedup_id, _ = property_dedup.dedup_id_of(window, entry)
-        if dedup_id is None:
-            return None
-        if window.check_and_record(dedup_id, now):
-            if window.is_pending(dedup_id):
-                from magnetar.core.errors import PersistenceError
-                raise PersistenceError(f"A message with {window.property_name}={dedup_id} is being stored; retry")
-            topic.answer_duplicate(producer, sequence_id, highest)  # type: ignore[arg-type]
-            return False
-        return dedup_id
 
     def ensure_subscription(self, topic: Topic, name: str) -> None:
         if name not in topic.subscriptions:
@@ -485,42 +456,19 @@ class BrokerOperations(BrokerService):
         self.delete_cursor(topic, name)
         delayed_index.persist(self, topic)
 
-    def reset_cursor(self, sub: object, mark_delete: Position) -> None:
-        from magnetar.core.subscription import Subscription
-        assert isinstance(sub, Subscription)
+    def reset_cursor(self, sub: Subscription, mark_delete: Position) -> None:
         sub.reset_cursor(mark_delete, now_ms())
 
-    def reset_cursor_by_time(self, sub: object, timestamp_ms: int) -> None:
-        from magnetar.core.subscription import Subscription
-        assert isinstance(sub, Subscription)
-        self.reset_cursor(sub, self.position_before_time(sub.topic, timestamp_ms))
+    def reset_cursor_by_time(self, sub: Subscription, timestamp_ms: int) -> None:
+        cursor_moves.reset_cursor_by_time(sub, timestamp_ms, now_ms())
 
-    def position_before_time(self, topic: Topic, timestamp_ms: int) -> Position:
-        """The mark-delete position whose next entry is the first published at or after the time."""
-        from magnetar.core.entry import EntryInfo
-        from magnetar.core.positions import BEFORE_START
-        last = topic.last_readable()
-        previous = BEFORE_START
-        pos = topic.ledger.first_position()
-        while pos is not None and last is not None and pos <= last:
-            if EntryInfo.read(topic.read_entry(pos)).publish_time_ms >= timestamp_ms:
-                return previous if previous != BEFORE_START else topic.position_before(pos)
-            previous = pos
-            pos = topic.next_position(pos)
-        return last if last is not None else BEFORE_START
+    @staticmethod
+    def position_before_time(topic: Topic, timestamp_ms: int) -> Position:
+        return cursor_moves.position_before_time(topic, timestamp_ms)
 
-    def last_message_id(self, topic: Topic) -> tuple[Position, int]:
-        from magnetar.core.entry import EntryInfo
-        last = topic.last_readable()
-        if last is None:
-            return Position(-1, -1), -1
-        try:
-            info = EntryInfo.read(topic.read_entry(last))
-        except KeyError:
-            # every subscription consumed it and its ledger was trimmed: the id still stands
-            return last, -1
-        batch = info.num_messages - 1 if info.metadata.HasField("num_messages_in_batch") else -1
-        return last, batch
+    @staticmethod
+    def last_message_id(topic: Topic) -> tuple[Position, int]:
+        return cursor_moves.last_message_id(topic)
 
     def register_schema(self, topic: Topic, schema: object) -> bytes:
         from magnetar.wire import pulsar_api_pb2 as pb
@@ -565,32 +513,15 @@ class BrokerOperations(BrokerService):
         """A durable subscription whose first delivery is the entry after ``mark_delete``."""
         topic.create_subscription(name, "Exclusive", durable=True, mark_delete=mark_delete)
 
-    def skip_messages(self, sub: object, count: int) -> int:
+    @staticmethod
+    def skip_messages(sub: Subscription, count: int) -> int:
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
-        from magnetar.core.subscription import Subscription
-        assert isinstance(sub, Subscription)
-        last = sub.topic.last_readable()
-        pos = sub.cursor.mark_delete
-        skipped = 0
-        while skipped < count and last is not None and pos < last:
-            pos = sub.topic.next_position(pos)
-            if pos > last:
-                break
-            if not sub.cursor.is_acked(pos):
-                sub.cursor.ack(pos)
-                skipped += 1
-        return skipped
+        return cursor_moves.skip_messages(sub, count)
 
-    def expire_messages(self, sub: object, expire_time_s: int) -> int:
+    def expire_messages(self, sub: Subscription, expire_time_s: int) -> int:
         """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
-        from magnetar.core.subscription import Subscription
-        assert isinstance(sub, Subscription)
         now = now_ms()
-        target = self.position_before_time(sub.topic, now - expire_time_s * 1000)
-        before = sub.backlog()
-        if target > sub.cursor.mark_delete:
-            sub.cursor.ack_cumulative(target)
-        expired = before - sub.backlog()
+        expired = cursor_moves.expire_messages(sub, expire_time_s, now)
         self.recorder.expired(str(sub.topic.name), sub.name, expired, now)
         return expired
 

@@ -9,23 +9,18 @@ producer is accepted), and each send's first and last sequence ids.
 from __future__ import annotations
 
 import logging
-import struct
 from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import (
-    NO_SEQUENCE_ID,
-    DedupOutcome,
     DedupSnapshot,
     MessageDeduplication,
 )
 from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.publish import is_last_chunk, last_sequence_id, stored_metadata
 from magnetar.core.topic import Topic
 from magnetar.storage.metadata_store import CursorRecord
-from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
-from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, parse_entry
 
 if TYPE_CHECKING:
     from magnetar.server.broker import BrokerService
@@ -54,48 +49,6 @@ def dedup_enabled(broker: BrokerService, topic: Topic) -> bool:
     if isinstance(policies.get("deduplicationEnabled"), bool):
         return bool(policies["deduplicationEnabled"])
     return broker.config.brokerDeduplicationEnabled
-
-
-def last_sequence_id(metadata: pb.MessageMetadata, entry: bytes, sequence_id: int) -> int:
-    """The id a send is judged by: highest_sequence_id if given, else the batch's last message."""
-    if metadata.HasField("highest_sequence_id") and metadata.highest_sequence_id > sequence_id:
-        return int(metadata.highest_sequence_id)
-    if metadata.HasField("num_messages_in_batch"):
-        return batch_last_sequence_id(metadata, parse_entry(entry).payload)
-    return sequence_id
-
-
-def is_last_chunk(metadata: pb.MessageMetadata) -> bool:
-    """False for the chunks before the last of a chunked message (they are judged by the last).
-
-    Read from the values, not field presence: an absent ``num_chunks_from_msg`` reads
-    0, and a message in 0 chunks is no chunked message either.
-    """
-    chunks = metadata.num_chunks_from_msg
-    return chunks <= 0 or metadata.chunk_id == chunks - 1
-
-
-_U32 = struct.Struct(">I")
-_BROKER_ENTRY_MAGIC = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
-_CRC_MAGIC = MAGIC_CRC32C.to_bytes(2, "big")
-_parse_metadata = pb.MessageMetadata.FromString
-
-
-def stored_metadata(entry: bytes) -> pb.MessageMetadata:
-    """The MessageMetadata of an entry that passed ``peek_metadata``'s checks, with little Python work.
-
-    Every entry passes those checks before it is stored (and a stored one its record
-    checksum when read back), so only the section layout is followed here. Replay reads
-    every entry since the last snapshot before the topic accepts a producer, so the
-    cost per entry is restart time.
-    """
-    offset = 0
-    if entry[:2] == _BROKER_ENTRY_MAGIC:
-        offset = 6 + _U32.unpack_from(entry, 2)[0]
-    if entry[offset : offset + 2] == _CRC_MAGIC:
-        offset += 6
-    start = offset + 4
-    return _parse_metadata(memoryview(entry)[start : start + _U32.unpack_from(entry, offset)[0]])
 
 
 def refresh(broker: BrokerService, topic: Topic, now_ms: int) -> None:
@@ -150,29 +103,6 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
             highest[name] = last
     dedup.replay_entries(highest, count, pos)
     return count
-
-
-def judge(topic: Topic, producer_name: str, sequence_id: int, entry: bytes,
-          now_ms: int) -> tuple[DedupOutcome, int]:
-    """The verdict on a send and the sequence id to record once it is persisted.
-
-    That id is -1 for a chunk before the last: a chunked message is recorded by its
-    last chunk, and recording an earlier chunk's id when it is persisted would make
-    the last chunk, arriving after that, a duplicate (the message would be lost).
-    """
-    dedup = topic.dedup
-    if dedup is None:
-        return DedupOutcome.NOT_DUP, sequence_id
-    metadata = stored_metadata(entry)
-    last = last_sequence_id(metadata, entry, sequence_id)
-    last_chunk = is_last_chunk(metadata)
-    # A batch is judged by its last id (the issue's rule for clients that never send
-    # highest_sequence_id): one whose tail is new is stored whole rather than refused,
-    # since a client resending the same batch would otherwise be refused forever.
-    outcome = dedup.check(producer_name, sequence_id, last, now_ms, is_last_chunk=last_chunk, store_partial=True)
-    if outcome is DedupOutcome.PARTIAL_DUP:
-        outcome = DedupOutcome.NOT_DUP
-    return outcome, last if last_chunk else NO_SEQUENCE_ID
 
 
 def store_snapshots(broker: BrokerService, now_ms: int) -> None:

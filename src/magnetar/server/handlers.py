@@ -23,6 +23,7 @@ from magnetar.core.errors import (
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.publish import delay_problem
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.server.clock import now_ms
@@ -158,15 +159,8 @@ def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, s
 
 
 def _delay_problem(conn: ServerConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
-    """As Pulsar, refuse a message to be delivered further after its publish time than
-    ``delayedDeliveryMaxDelayInMillis`` (or the namespace's ``maxDeliveryDelayInMillis``)
-    allows, rather than hold it for longer than the operator wants."""
-    limit = conn.broker.max_delay_ms(topic.name)
-    if limit <= 0:
-        return None
-    if meta.HasField("deliver_at_time") and meta.deliver_at_time - meta.publish_time > limit:
-        return ServerError.NotAllowedError, f"Exceeds max allowed delivery delay of {limit} milliseconds"
-    return None
+    refused = delay_problem(conn.broker.max_delay_ms(topic.name), meta)
+    return None if refused is None else (refused.code, refused.message)
 
 
 def close_producer(conn: ServerConnection, frame: Frame) -> None:

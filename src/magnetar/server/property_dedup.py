@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.publish import business_id
 from magnetar.core.topic import Topic
 from magnetar.storage.metadata_store import MetadataStore
 
@@ -47,12 +48,7 @@ def policy(broker: BrokerService, topic: Topic) -> dict[str, Any] | None:
 def dedup_id_of(window: PropertyDedupWindow, entry: bytes) -> tuple[str | None, int]:
     """The entry's business id (None for batches or messages without it) and publish time."""
     info = EntryInfo.read(entry)
-    if info.metadata.HasField("num_messages_in_batch"):
-        return None, info.publish_time_ms
-    for kv in info.metadata.properties:
-        if kv.key == window.property_name:
-            return kv.value, info.publish_time_ms
-    return None, info.publish_time_ms
+    return business_id(window, info), info.publish_time_ms
 
 
 def refresh(broker: BrokerService, topic: Topic) -> None:

@@ -1,0 +1,70 @@
+"""Moving a subscription's cursor on request: seek by id or time, skip, expire, and the
+last message id a reader compares against.
+
+Pulsar's ``PersistentSubscription.resetCursor``/``skipMessages``/``expireMessages`` and
+``PersistentTopic.getLastMessageId``, as functions of a topic and the time. The client
+protocol (SEEK, GET_LAST_MESSAGE_ID, a subscribe with a rollback duration), the admin
+API and the simulation all call these, so a cursor moves the same way whoever asks.
+"""
+
+from __future__ import annotations
+
+from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.subscription import Subscription
+from magnetar.core.topic import Topic
+
+
+def position_before_time(topic: Topic, timestamp_ms: int) -> Position:
+    """The mark-delete position whose next entry is the first published at or after the time."""
+    last = topic.last_readable()
+    previous = BEFORE_START
+    pos = topic.ledger.first_position()
+    while pos is not None and last is not None and pos <= last:
+        if topic.read_entry_info(pos)[1].publish_time_ms >= timestamp_ms:
+            return previous if previous != BEFORE_START else topic.position_before(pos)
+        previous = pos
+        pos = topic.next_position(pos)
+    return last if last is not None else BEFORE_START
+
+
+def reset_cursor_by_time(sub: Subscription, timestamp_ms: int, now_ms: int) -> None:
+    sub.reset_cursor(position_before_time(sub.topic, timestamp_ms), now_ms)
+
+
+def skip_messages(sub: Subscription, count: int) -> int:
+    """Acknowledge the next ``count`` unacknowledged entries; how many were skipped."""
+    last = sub.topic.last_readable()
+    pos = sub.cursor.mark_delete
+    skipped = 0
+    while skipped < count and last is not None and pos < last:
+        pos = sub.topic.next_position(pos)
+        if pos > last:
+            break
+        if not sub.cursor.is_acked(pos):
+            sub.cursor.ack(pos)
+            skipped += 1
+    return skipped
+
+
+def expire_messages(sub: Subscription, expire_time_s: int, now_ms: int) -> int:
+    """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL);
+    how many messages that took off the backlog."""
+    target = position_before_time(sub.topic, now_ms - expire_time_s * 1000)
+    before = sub.backlog()
+    if target > sub.cursor.mark_delete:
+        sub.cursor.ack_cumulative(target)
+    return before - sub.backlog()
+
+
+def last_message_id(topic: Topic) -> tuple[Position, int]:
+    """The last readable entry and its last batch index (-1 when not a batch)."""
+    last = topic.last_readable()
+    if last is None:
+        return Position(-1, -1), -1
+    try:
+        info = topic.read_entry_info(last)[1]
+    except KeyError:
+        # every subscription consumed it and its ledger was trimmed: the id still stands
+        return last, -1
+    batch = info.num_messages - 1 if info.metadata.HasField("num_messages_in_batch") else -1
+    return last, batch

@@ -1,0 +1,146 @@
+"""The publish path: what the broker decides about a SEND whose frame checked out.
+
+In Pulsar's order (``PersistentTopic.publishMessage`` and ``MessageDeduplication``):
+the delivery delay is bounded by policy, producer deduplication judges the sequence
+ids, the business-id window judges the message property, and only then is the entry
+appended. A duplicate is answered with a receipt at (-1, -1) in order with the
+receipts still pending; a send deduplication cannot judge yet is refused with a
+retryable error. The shell parses and checks the frame and reads policies; everything
+here is a function of the topic, the entry and the time, so the simulation runs it.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome
+from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
+from magnetar.core.entry import EntryInfo
+from magnetar.core.errors import NotAllowed, PersistenceError
+from magnetar.core.positions import Position
+from magnetar.core.producer import Producer
+from magnetar.core.topic import Topic
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
+from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, parse_entry
+
+_U32 = struct.Struct(">I")
+_BROKER_ENTRY_MAGIC = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
+_CRC_MAGIC = MAGIC_CRC32C.to_bytes(2, "big")
+_parse_metadata = pb.MessageMetadata.FromString
+
+
+def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
+            entry: bytes, info: EntryInfo, now_ms: int) -> Position | None:
+    """Judge and append; the position, or None when the send was a duplicate (answered).
+
+    Raises :class:`PersistenceError` when deduplication cannot judge the send yet, and
+    lets the ledger's error through when the append fails (the shell answers both)."""
+    outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, entry, info.metadata, now_ms)
+    if outcome is DedupOutcome.DUP:
+        topic.answer_duplicate(producer, sequence_id, highest)
+        return None
+    if outcome is not DedupOutcome.NOT_DUP:
+        raise PersistenceError(
+            f"Cannot determine whether message {sequence_id} of {producer.producer_name} is a duplicate "
+            f"({outcome.value}); retry")
+    dedup_id = judge_business_id(topic, info, now_ms)
+    if dedup_id is False:
+        topic.answer_duplicate(producer, sequence_id, highest)
+        return None
+    business = dedup_id if isinstance(dedup_id, str) else None
+    return topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms, last_id, business, info)
+
+
+def delay_problem(limit_ms: int, metadata: pb.MessageMetadata) -> NotAllowed | None:
+    """As Pulsar, refuse a message to be delivered further after its publish time than
+    ``delayedDeliveryMaxDelayInMillis`` (or the namespace's ``maxDeliveryDelayInMillis``)
+    allows, rather than hold it for longer than the operator wants (0: no limit)."""
+    if limit_ms > 0 and metadata.HasField("deliver_at_time") and \
+            metadata.deliver_at_time - metadata.publish_time > limit_ms:
+        return NotAllowed(f"Exceeds max allowed delivery delay of {limit_ms} milliseconds")
+    return None
+
+
+def judge_sequence(topic: Topic, producer_name: str, sequence_id: int, entry: bytes,
+                   metadata: pb.MessageMetadata, now_ms: int) -> tuple[DedupOutcome, int]:
+    """The verdict on a send and the sequence id to record once it is persisted.
+
+    That id is -1 for a chunk before the last: a chunked message is recorded by its
+    last chunk, and recording an earlier chunk's id when it is persisted would make
+    the last chunk, arriving after that, a duplicate (the message would be lost).
+    """
+    dedup = topic.dedup
+    if dedup is None:
+        return DedupOutcome.NOT_DUP, sequence_id
+    last = last_sequence_id(metadata, entry, sequence_id)
+    last_chunk = is_last_chunk(metadata)
+    # A batch is judged by its last id (the rule for clients that never send
+    # highest_sequence_id): one whose tail is new is stored whole rather than refused,
+    # since a client resending the same batch would otherwise be refused forever.
+    outcome = dedup.check(producer_name, sequence_id, last, now_ms, is_last_chunk=last_chunk, store_partial=True)
+    if outcome is DedupOutcome.PARTIAL_DUP:
+        outcome = DedupOutcome.NOT_DUP
+    return outcome, last if last_chunk else NO_SEQUENCE_ID
+
+
+def judge_business_id(topic: Topic, info: EntryInfo, now_ms: int) -> str | bool | None:
+    """The business id to record, False for a duplicate, None when the window does not
+    apply (no window, a batch, no such property)."""
+    window = topic.property_dedup
+    if window is None:
+        return None
+    dedup_id = business_id(window, info)
+    if dedup_id is None:
+        return None
+    if window.check_and_record(dedup_id, now_ms):
+        if window.is_pending(dedup_id):
+            raise PersistenceError(f"A message with {window.property_name}={dedup_id} is being stored; retry")
+        return False
+    return dedup_id
+
+
+def business_id(window: PropertyDedupWindow, info: EntryInfo) -> str | None:
+    """The entry's business id: None for batches and messages without the property."""
+    if info.metadata.HasField("num_messages_in_batch"):
+        return None
+    for kv in info.metadata.properties:
+        if kv.key == window.property_name:
+            return str(kv.value)
+    return None
+
+
+def last_sequence_id(metadata: pb.MessageMetadata, entry: bytes, sequence_id: int) -> int:
+    """The id a send is judged by: highest_sequence_id if given, else the batch's last message."""
+    if metadata.HasField("highest_sequence_id") and metadata.highest_sequence_id > sequence_id:
+        return int(metadata.highest_sequence_id)
+    if metadata.HasField("num_messages_in_batch"):
+        return batch_last_sequence_id(metadata, parse_entry(entry).payload)
+    return sequence_id
+
+
+def is_last_chunk(metadata: pb.MessageMetadata) -> bool:
+    """False for the chunks before the last of a chunked message (they are judged by the last).
+
+    Read from the values, not field presence: an absent ``num_chunks_from_msg`` reads
+    0, and a message in 0 chunks is no chunked message either.
+    """
+    chunks = metadata.num_chunks_from_msg
+    return chunks <= 0 or metadata.chunk_id == chunks - 1
+
+
+def stored_metadata(entry: bytes) -> pb.MessageMetadata:
+    """The MessageMetadata of an entry that passed ``peek_metadata``'s checks, with little Python work.
+
+    Every entry passes those checks before it is stored (and a stored one its record
+    checksum when read back), so only the section layout is followed here. Replay reads
+    every entry since the last snapshot before the topic accepts a producer, so the
+    cost per entry is restart time.
+    """
+    offset = 0
+    if entry[:2] == _BROKER_ENTRY_MAGIC:
+        offset = 6 + _U32.unpack_from(entry, 2)[0]
+    if entry[offset : offset + 2] == _CRC_MAGIC:
+        offset += 6
+    start = offset + 4
+    return _parse_metadata(memoryview(entry)[start : start + _U32.unpack_from(entry, offset)[0]])
