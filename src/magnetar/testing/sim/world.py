@@ -442,8 +442,11 @@ class World:
         return self.core.next_deadline_ms()
 
     def drained(self) -> bool:
-        """Everything published was delivered and acknowledged."""
-        return not self.checker.unacked()
+        """Everything published was acknowledged and the dispatcher holds nothing back (an
+        acknowledged entry may wait in the replay queue until the next round prunes it)."""
+        dispatcher = self.dispatcher
+        return not self.checker.unacked() and not len(getattr(dispatcher, "replay", ())) \
+            and not len(getattr(dispatcher, "tracker", ()))
 
 
 def _drop(received: list[Delivery], picked: list[Delivery]) -> None:
