@@ -15,7 +15,8 @@ from pydantic import StrictBool
 from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
 from magnetar.admin.errors import conflict
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
-from magnetar.admin.policies import (
+from magnetar.admin.policies import full_policies, policies_to_store
+from magnetar.core.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
@@ -24,8 +25,6 @@ from magnetar.admin.policies import (
     Policies,
     RetentionPolicies,
     SubscriptionType,
-    full_policies,
-    policies_to_store,
 )
 from magnetar.server.broker import BrokerOperations
 

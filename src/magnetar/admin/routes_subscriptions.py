@@ -27,8 +27,8 @@ from magnetar.admin.common import (
 )
 from magnetar.admin.errors import conflict, not_allowed, precondition_failed
 from magnetar.admin.messages import entry_response, nth_unacked
-from magnetar.admin.policies import Int64
 from magnetar.core.names import TopicName
+from magnetar.core.policies import Int64
 from magnetar.core.positions import LATEST_ID, Position
 from magnetar.core.topic import Topic
 from magnetar.server.broker import BrokerOperations

@@ -28,8 +28,8 @@ from magnetar.admin.common import (
 from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
 from magnetar.admin.messages import entry_response, nth_from
 from magnetar.admin.namespace_ops import delete_partitioned_topic
-from magnetar.admin.policies import INT64_MAX
 from magnetar.core.names import TopicName
+from magnetar.core.policies import INT64_MAX, deduplication_enabled
 from magnetar.core.positions import Position
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -286,12 +286,10 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         name = name_of(tenant, namespace, topic)
         require_exists(broker, name)
         value = (broker.metadata.get_topic(topic_records(broker, name)[0]) or {}).get(DEDUP_POLICY)
-        if isinstance(value, bool) or not applied:
-            return value if isinstance(value, bool) else None
-        policies = broker.metadata.get_namespace_policies(name.namespace_name) or {}
-        if isinstance(policies.get("deduplicationEnabled"), bool):
-            return bool(policies["deduplicationEnabled"])
-        return broker.config.brokerDeduplicationEnabled
+        topic_policy = value if isinstance(value, bool) else None
+        if topic_policy is not None or not applied:
+            return topic_policy
+        return deduplication_enabled(None, broker.policies_of(name), broker.config)
 
     @router.post("/{tenant}/{namespace}/{topic}/deduplicationEnabled", status_code=204,
                  summary="Set the topic's deduplication policy (applies when the topic is next loaded)")

@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.config import BrokerConfig
-from magnetar.core import cursor_moves, publish
+from magnetar.core import cursor_moves, policies, publish
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
+from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.subscription import Subscription
@@ -73,8 +74,9 @@ class BrokerService:
         self.recorder = BrokerStatsRecorder()
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
-        #: namespace -> (metadata changes when read, max delivery delay in ms)
-        self._max_delay_cache: dict[str, tuple[int, int]] = {}
+        #: namespace -> its policies, valid while the store's change count is _policies_at
+        self._policies: dict[str, Policies | None] = {}
+        self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
@@ -137,23 +139,30 @@ class BrokerService:
             return partitions
         return 0
 
+    def namespace_policies(self, namespace: str) -> Policies | None:
+        """The namespace's policies as the typed model, None if it does not exist. Asked on
+        hot paths (every delayed entry, every publish with a delay bound), so each is
+        parsed once and read again only after a metadata write."""
+        changes = self.metadata.changes
+        if self._policies_at != changes:
+            self._policies.clear()
+            self._policies_at = changes
+        if namespace not in self._policies:
+            stored = self.metadata.get_namespace_policies(namespace)
+            self._policies[namespace] = None if stored is None else policies.read_stored(stored)
+        return self._policies[namespace]
+
+    def policies_of(self, name: TopicName) -> Policies:
+        return self.namespace_policies(name.namespace_name) or Policies()
+
     def auto_topic_type(self, name: TopicName) -> tuple[str, int]:
         """The topic type and partition count auto-creation uses: the namespace's override, else config."""
-        policies = self.metadata.get_namespace_policies(name.namespace_name) or {}
-        override = policies.get("autoTopicCreationOverride")
-        if isinstance(override, dict) and override.get("allowAutoTopicCreation") and override.get("topicType"):
-            partitions = override.get("defaultNumPartitions") or self.config.defaultNumPartitions
-            return str(override["topicType"]), int(partitions)
-        return self.config.allowAutoTopicCreationType, self.config.defaultNumPartitions
+        _, topic_type, partitions = policies.auto_topic_creation(self.policies_of(name), self.config)
+        return topic_type, partitions
 
     def auto_create_allowed(self, name: TopicName) -> bool:
-        policies = self.metadata.get_namespace_policies(name.namespace_name)
-        if policies is None:
-            return False
-        override = policies.get("autoTopicCreationOverride")
-        if isinstance(override, dict) and "allowAutoTopicCreation" in override:
-            return bool(override["allowAutoTopicCreation"])
-        return self.config.allowAutoTopicCreation
+        found = self.namespace_policies(name.namespace_name)
+        return found is not None and policies.auto_topic_creation(found, self.config)[0]
 
     def check_namespace(self, name: TopicName) -> None:
         if self.metadata.get_namespace_policies(name.namespace_name) is None:
@@ -232,19 +241,8 @@ class BrokerService:
     def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
         namespace = name.namespace_name
 
-        # asked for every delayed entry dispatched: the policy is read again only after a write
-        cached: list[int | bool] = [-1, False]
-
         def enabled() -> bool:
-            changes = self.metadata.changes
-            if cached[0] != changes:
-                policies = self.metadata.get_namespace_policies(namespace) or {}
-                policy = policies.get("delayed_delivery_policies")
-                if isinstance(policy, dict) and "active" in policy:
-                    cached[:] = [changes, bool(policy["active"])]
-                else:
-                    cached[:] = [changes, self.config.delayedDeliveryEnabled]
-            return bool(cached[1])
+            return policies.delayed_delivery_active(self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
         return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
 
@@ -256,20 +254,8 @@ class BrokerService:
         return storage
 
     def max_delay_ms(self, name: TopicName) -> int:
-        """The longest delivery delay a message may ask for (0: no limit). Asked for every
-        message published, so the policy is read again only after a metadata write."""
-        namespace, changes = name.namespace_name, self.metadata.changes
-        cache = self._max_delay_cache
-        cached = cache.get(namespace)
-        if cached is not None and cached[0] == changes:
-            return cached[1]
-        policies = self.metadata.get_namespace_policies(namespace) or {}
-        policy = policies.get("delayed_delivery_policies")
-        limit = self.config.delayedDeliveryMaxDelayInMillis
-        if isinstance(policy, dict) and policy.get("maxDeliveryDelayInMillis"):
-            limit = int(policy["maxDeliveryDelayInMillis"])
-        cache[namespace] = (changes, limit)
-        return limit
+        """The longest delivery delay a message may ask for (0: no limit)."""
+        return policies.max_delivery_delay_ms(self.policies_of(name), self.config)
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
@@ -412,15 +398,13 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
-        limit = policies.get("max_producers_per_topic")
-        if isinstance(limit, int) and limit > 0 and len(topic.producers) >= limit:
+        limit = self.policies_of(topic.name).max_producers_per_topic
+        if limit and len(topic.producers) >= limit:
             from magnetar.core.errors import ProducerBusy
             raise ProducerBusy(f"Topic {topic.name} reached max producers limit ({limit})")
 
     def check_subscription_allowed(self, topic: Topic, sub_type: str) -> None:
-        policies = self.metadata.get_namespace_policies(topic.name.namespace_name) or {}
-        enabled = policies.get("subscription_types_enabled") or []
+        enabled = self.policies_of(topic.name).subscription_types_enabled
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
 

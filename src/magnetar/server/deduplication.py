@@ -17,6 +17,7 @@ from magnetar.core.dedup.message_deduplication import (
     DedupSnapshot,
     MessageDeduplication,
 )
+from magnetar.core.policies import deduplication_enabled
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.publish import is_last_chunk, last_sequence_id, stored_metadata
 from magnetar.core.topic import Topic
@@ -42,13 +43,9 @@ def dedup_enabled(broker: BrokerService, topic: Topic) -> bool:
     """Topic policy over namespace policy over ``brokerDeduplicationEnabled``."""
     if not topic.name.persistent:
         return False
-    props = broker.metadata.get_topic(str(topic.name)) or {}
-    if isinstance(props.get("deduplicationEnabled"), bool):
-        return bool(props["deduplicationEnabled"])
-    policies = broker.metadata.get_namespace_policies(topic.name.namespace_name) or {}
-    if isinstance(policies.get("deduplicationEnabled"), bool):
-        return bool(policies["deduplicationEnabled"])
-    return broker.config.brokerDeduplicationEnabled
+    topic_policy = (broker.metadata.get_topic(str(topic.name)) or {}).get("deduplicationEnabled")
+    return deduplication_enabled(topic_policy if isinstance(topic_policy, bool) else None,
+                                 broker.policies_of(topic.name), broker.config)
 
 
 def refresh(broker: BrokerService, topic: Topic, now_ms: int) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
+from magnetar.core.policies import PropertyDeduplicationPolicy, property_deduplication
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.publish import business_id
 from magnetar.core.topic import Topic
@@ -30,19 +31,10 @@ if TYPE_CHECKING:
 SNAPSHOT_PREFIX = "property-dedup/"
 
 
-def policy(broker: BrokerService, topic: Topic) -> dict[str, Any] | None:
+def policy(broker: BrokerService, topic: Topic) -> PropertyDeduplicationPolicy | None:
     if not topic.name.persistent:
         return None
-    policies = broker.metadata.get_namespace_policies(topic.name.namespace_name) or {}
-    configured = policies.get("propertyDeduplication")
-    if isinstance(configured, dict):
-        return configured if configured.get("enabled", True) else None
-    c = broker.config
-    if not c.brokerPropertyDeduplicationEnabled:
-        return None
-    return {"propertyName": c.brokerPropertyDeduplicationPropertyName,
-            "windowSeconds": c.brokerPropertyDeduplicationWindowSeconds,
-            "maxIds": c.brokerPropertyDeduplicationMaxIdsPerTopic}
+    return property_deduplication(broker.policies_of(topic.name), broker.config)
 
 
 def dedup_id_of(window: PropertyDedupWindow, entry: bytes) -> tuple[str | None, int]:
@@ -56,9 +48,7 @@ def refresh(broker: BrokerService, topic: Topic) -> None:
     if wanted is None:
         topic.property_dedup = None
         return
-    window_ms = int(wanted.get("windowSeconds", 600)) * 1000
-    max_ids = int(wanted.get("maxIds", 100_000))
-    name = str(wanted.get("propertyName") or "__dedup_id")
+    window_ms, max_ids, name = wanted.windowSeconds * 1000, wanted.maxIds, wanted.propertyName
     current = topic.property_dedup
     wanted_shape = (window_ms, max_ids, name)
     if current is not None and (current.window_ms, current.max_ids, current.property_name) == wanted_shape:

@@ -1,0 +1,147 @@
+"""Namespace policies, one typed model, and how the broker resolves what applies.
+
+The model is Pulsar's ``Policies`` JSON (``deduplicationEnabled``, ``retention_policies``,
+``delayed_delivery_policies``, ``autoTopicCreationOverride``, ...): the admin API
+validates request bodies with it, the metadata store keeps what was set, and the broker
+reads stored policies back through it, so no code guesses at the shape of a dict.
+Resolution follows Pulsar 4.x: a topic's own policy, else its namespace's, else the
+broker's config.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
+
+from magnetar.config import BrokerConfig
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
+Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=INT64_MAX)]
+SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
+BacklogQuotaType = Literal["destination_storage", "message_age"]
+
+
+class RetentionPolicies(BaseModel):
+    """How long (minutes) and how much (MB) acknowledged data is kept; -1 is unlimited."""
+
+    model_config = ConfigDict(extra="forbid")
+    retentionTimeInMinutes: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] = 0
+    retentionSizeInMB: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = 0
+
+
+class BacklogQuota(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limit: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] | None = None
+    limitSize: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] | None = None
+    limitTime: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
+    policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] | None = None
+
+
+class DelayedDeliveryPolicies(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tickTime: Annotated[StrictInt, Field(ge=1, le=INT64_MAX)] = 1000
+    active: StrictBool = True
+    maxDeliveryDelayInMillis: Annotated[StrictInt, Field(ge=0, le=INT64_MAX)] = 0
+
+
+class AutoTopicCreationOverride(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    allowAutoTopicCreation: StrictBool
+    topicType: Literal["partitioned", "non-partitioned"] | None = None
+    defaultNumPartitions: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] | None = None
+
+    @model_validator(mode="after")
+    def _partitions_for_partitioned(self) -> AutoTopicCreationOverride:
+        if self.allowAutoTopicCreation and self.topicType is None:
+            raise ValueError("topicType is required when allowAutoTopicCreation is true")
+        if self.topicType == "partitioned" and self.defaultNumPartitions is None:
+            raise ValueError("defaultNumPartitions must be at least 1 for the partitioned topic type")
+        return self
+
+
+class PropertyDeduplicationPolicy(BaseModel):
+    """Magnetar's business-id deduplication window for a namespace (``propertyDeduplication``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: StrictBool = True
+    propertyName: Annotated[str, Field(min_length=1)] = "__dedup_id"
+    windowSeconds: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = 600
+    maxIds: Annotated[StrictInt, Field(ge=1, le=INT32_MAX)] = 100_000
+
+
+class Policies(BaseModel):
+    """A namespace's policies on creation; fields Magnetar does not use are kept as given."""
+
+    model_config = ConfigDict(extra="allow")
+    replication_clusters: list[str] | None = None
+    deduplicationEnabled: StrictBool | None = None
+    autoTopicCreationOverride: AutoTopicCreationOverride | None = None
+    message_ttl_in_seconds: NonNegativeInt | None = None
+    retention_policies: RetentionPolicies | None = None
+    delayed_delivery_policies: DelayedDeliveryPolicies | None = None
+    backlog_quota_map: dict[BacklogQuotaType, BacklogQuota] | None = None
+    max_producers_per_topic: NonNegativeInt | None = None
+    max_consumers_per_topic: NonNegativeInt | None = None
+    max_consumers_per_subscription: NonNegativeInt | None = None
+    max_unacked_messages_per_consumer: NonNegativeInt | None = None
+    max_unacked_messages_per_subscription: NonNegativeInt | None = None
+    subscription_types_enabled: list[SubscriptionType] | None = None
+    properties: dict[str, str] | None = None
+    propertyDeduplication: PropertyDeduplicationPolicy | None = None
+
+
+def read_stored(stored: dict[str, Any]) -> Policies:
+    """The model of policies read back from the store; a field the model refuses (written by
+    an older version) is dropped rather than taking the namespace down."""
+    try:
+        return Policies.model_validate(stored)
+    except ValidationError as exc:
+        bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"]}
+        return Policies.model_validate({k: v for k, v in stored.items() if k not in bad})
+
+
+def auto_topic_creation(policies: Policies, config: BrokerConfig) -> tuple[bool, str, int]:
+    """Whether topics are created on first use, of which type, with how many partitions."""
+    override = policies.autoTopicCreationOverride
+    if override is None:
+        return config.allowAutoTopicCreation, config.allowAutoTopicCreationType, config.defaultNumPartitions
+    if not override.allowAutoTopicCreation or override.topicType is None:
+        return override.allowAutoTopicCreation, config.allowAutoTopicCreationType, config.defaultNumPartitions
+    return True, override.topicType, override.defaultNumPartitions or config.defaultNumPartitions
+
+
+def delayed_delivery_active(policies: Policies, config: BrokerConfig) -> bool:
+    policy = policies.delayed_delivery_policies
+    return config.delayedDeliveryEnabled if policy is None else policy.active
+
+
+def max_delivery_delay_ms(policies: Policies, config: BrokerConfig) -> int:
+    """The longest delivery delay a message may ask for (0: no limit)."""
+    policy = policies.delayed_delivery_policies
+    if policy is not None and policy.maxDeliveryDelayInMillis:
+        return policy.maxDeliveryDelayInMillis
+    return config.delayedDeliveryMaxDelayInMillis
+
+
+def deduplication_enabled(topic_policy: bool | None, policies: Policies, config: BrokerConfig) -> bool:
+    if topic_policy is not None:
+        return topic_policy
+    if policies.deduplicationEnabled is not None:
+        return policies.deduplicationEnabled
+    return config.brokerDeduplicationEnabled
+
+
+def property_deduplication(policies: Policies, config: BrokerConfig) -> PropertyDeduplicationPolicy | None:
+    """The business-id window that applies, or None when off."""
+    configured = policies.propertyDeduplication
+    if configured is not None:
+        return configured if configured.enabled else None
+    if not config.brokerPropertyDeduplicationEnabled:
+        return None
+    return PropertyDeduplicationPolicy(propertyName=config.brokerPropertyDeduplicationPropertyName,
+                                       windowSeconds=config.brokerPropertyDeduplicationWindowSeconds,
+                                       maxIds=config.brokerPropertyDeduplicationMaxIdsPerTopic)
