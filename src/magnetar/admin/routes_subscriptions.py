@@ -8,6 +8,7 @@ partitioned topic (create, delete, skip all, expire, reset by time) apply to all
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path
@@ -107,6 +108,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             raise precondition_failed("Subscription has active connected consumers")
         for loaded, _ in subs:
             broker.delete_subscription(loaded, subName)
+        await asyncio.wrap_future(broker.writer.barrier())
 
     @router.post(base + "/subscription/{subName}/skip_all", status_code=204,
                  summary="Skip every message of the backlog")

@@ -78,6 +78,7 @@ class BrokerService:
         self._policies: dict[str, Policies | None] = {}
         self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
+        self._bucket_storage: LedgerBucketSnapshotStorage | None = None
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self.ready = False
@@ -248,10 +249,19 @@ class BrokerService:
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
-        storage = getattr(self, "_bucket_storage", None)
+        storage = self._bucket_storage
         if storage is None:
-            storage = self._bucket_storage = LedgerBucketSnapshotStorage(self.data_dir / "buckets", self.metadata)
+            storage = self._bucket_storage = LedgerBucketSnapshotStorage(
+                self.data_dir / "buckets", self.metadata, background=self._bucket_work)
         return storage
+
+    def _bucket_work(self, work: Callable[[MetadataStore], None]) -> object:
+        """Bucket snapshot writes and deletes, on the metadata writer's thread once the broker
+        runs (before, at start-up, the sweep may do them here)."""
+        if self.loop is None:
+            work(self.metadata)
+            return None
+        return self.writer.submit(work)
 
     def max_delay_ms(self, name: TopicName) -> int:
         """The longest delivery delay a message may ask for (0: no limit)."""
@@ -524,7 +534,8 @@ class BrokerOperations(BrokerService):
         if topic is not None:
             await self._release_topic(topic, delete_data=True)
         elif name.persistent and self.metadata.get_topic(key) is not None:
-            self.ledger_factory.open(key).delete()
+            unloaded = self.ledger_factory.open(key)
+            await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
         self.metadata.delete_schemas(key)
         self.metadata.delete_topic(key)
@@ -543,9 +554,8 @@ class BrokerOperations(BrokerService):
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
             if topic.delayed is not None:
                 topic.delayed.release(topic, delete_data)
-            if delete_data:
-                topic.ledger.delete()
-            else:
-                topic.ledger.close()
+            # closing syncs and deleting removes a directory: off the event loop
+            release = topic.ledger.delete if delete_data else topic.ledger.close
+            await asyncio.get_running_loop().run_in_executor(None, release)
         finally:
             self.unloading.discard(key)

@@ -272,7 +272,8 @@ def unsubscribe(conn: ServerConnection, frame: Frame) -> None:
         raise ConsumerBusy(f"Subscription {sub.name} has other connected consumers")
     conn.consumers.pop(req.consumer_id, None)
     conn.broker.delete_subscription(sub.topic, sub.name)
-    conn.write_command(commands.success(req.request_id))
+    # the cursor and the delayed index's snapshots are deleted on the writer thread
+    conn.reply_when_done(conn.broker.writer.barrier(), frame.command, commands.success(req.request_id))
 
 
 def seek(conn: ServerConnection, frame: Frame) -> None:

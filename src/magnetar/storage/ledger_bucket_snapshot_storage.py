@@ -12,13 +12,20 @@ ledger again would start a new, empty ledger file each time (a topic recovering 
 of buckets would create hundreds of files). Where each entry lies is learnt once per
 snapshot, from the ledger's index file or a scan, and every read checks the entry's
 checksum.
+
+Writing a snapshot means fsyncs and deleting one an ``rmtree``: a broker passes
+``background`` (its metadata-writer thread, which hands each task its own connection to
+the store) so neither runs on the event loop. The snapshot is then served from memory
+until it is on disk, and because the same thread later writes the cursor whose
+properties list the bucket, that list never becomes durable before the snapshot does.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import google_crc32c
@@ -48,38 +55,62 @@ from magnetar.storage.segment_ledger import (
 )
 
 REGISTRY_PREFIX = "delayed-bucket/"
+log = logging.getLogger("magnetar.delayed")
 
 #: (segment file, offset of the record, record length with its header) of one entry.
 Span = tuple[Path, int, int]
 
 
+#: Runs a task on another thread with that thread's own connection to the store.
+Background = Callable[[Callable[[MetadataStore], None]], object]
+
+
 class LedgerBucketSnapshotStorage:
-    def __init__(self, data_dir: Path, metadata: MetadataStore) -> None:
+    def __init__(self, data_dir: Path, metadata: MetadataStore, background: Background | None = None) -> None:
         self.metadata = metadata
         # No entry cache: a snapshot is written once and each segment read back once.
         self.factory = SegmentLedgerFactory(data_dir, metadata.next_ledger_id, LedgerConfig(
             max_entries_per_ledger=1_000_000, cache_max_entries=0, cache_max_bytes=0))
         self._spans: dict[int, list[Span]] = {}
+        self._background = background
+        #: snapshots handed to the background and not yet on disk, served from here
+        self._unwritten: dict[int, list[bytes]] = {}
 
     def create_bucket_snapshot(self, snapshot_metadata: SnapshotMetadata,
                                bucket_snapshot_segments: Sequence[SnapshotSegment],
                                bucket_key: str, topic_name: str, cursor_name: str) -> int:
         bucket_id = self.metadata.next_ledger_id()
+        entries = [encode_metadata(snapshot_metadata), *map(encode_segment, bucket_snapshot_segments)]
+        owner = {"topic": topic_name, "cursor": cursor_name, "bucketKey": bucket_key}
+        if self._background is None:
+            self._write(bucket_id, entries, owner, self.metadata)
+            return bucket_id
+        self._unwritten[bucket_id] = entries
+        self._background(lambda store: self._write_behind(bucket_id, entries, owner, store))
+        return bucket_id
+
+    def _write_behind(self, bucket_id: int, entries: list[bytes], owner: dict[str, str],
+                      store: MetadataStore) -> None:
+        try:
+            self._write(bucket_id, entries, owner, store)
+        except BucketSnapshotError:
+            log.exception("bucket snapshot %d was not stored; its indexes are read back from the topic", bucket_id)
+        finally:
+            self._unwritten.pop(bucket_id, None)
+
+    def _write(self, bucket_id: int, entries: list[bytes], owner: dict[str, str], store: MetadataStore) -> None:
         try:
             ledger = self.factory.open(self._name(bucket_id))
             try:
-                ledger.append(encode_metadata(snapshot_metadata))
-                for segment in bucket_snapshot_segments:
-                    ledger.append(encode_segment(segment))
+                for entry in entries:
+                    ledger.append(entry)
                 ledger.flush()
                 ledger.sync()
             finally:
                 ledger.close()
         except (OSError, StorageError) as exc:
             raise BucketSnapshotPersistenceError(f"cannot write bucket snapshot {bucket_id}: {exc}") from exc
-        self.metadata.put_json(f"{REGISTRY_PREFIX}{bucket_id}",
-                               {"topic": topic_name, "cursor": cursor_name, "bucketKey": bucket_key})
-        return bucket_id
+        store.put_json(f"{REGISTRY_PREFIX}{bucket_id}", owner)
 
     def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
         return decode_metadata(self._read(bucket_id, 0))
@@ -90,12 +121,29 @@ class LedgerBucketSnapshotStorage:
                 for i in range(first_segment_entry_id, last_segment_entry_id + 1)]
 
     def get_bucket_snapshot_length(self, bucket_id: int) -> int:
+        unwritten = self._unwritten.get(bucket_id)
+        if unwritten is not None:
+            return sum(map(len, unwritten))
         return sum(length - RECORD.size for _, _, length in self._locate(bucket_id))
 
     def delete_bucket_snapshot(self, bucket_id: int) -> None:
         key = f"{REGISTRY_PREFIX}{bucket_id}"
-        if self.metadata.get_json(key) is None:
+        if bucket_id not in self._unwritten and self.metadata.get_json(key) is None:
             raise BucketNotExistError(f"bucket snapshot {bucket_id} does not exist")
+        self._spans.pop(bucket_id, None)
+        if self._background is None:
+            self._delete(bucket_id, self.metadata)
+            return
+        # after the write (same thread, in order); a failure leaves an orphan the start-up sweep removes
+        self._background(lambda store: self._delete_behind(bucket_id, store))
+
+    def _delete_behind(self, bucket_id: int, store: MetadataStore) -> None:
+        try:
+            self._delete(bucket_id, store)
+        except BucketSnapshotError:
+            log.exception("bucket snapshot %d was not deleted; the next start-up removes it", bucket_id)
+
+    def _delete(self, bucket_id: int, store: MetadataStore) -> None:
         directory = self._directory(bucket_id)
         try:
             if directory.exists():
@@ -103,8 +151,7 @@ class LedgerBucketSnapshotStorage:
                 fsync_dir(directory.parent)
         except OSError as exc:
             raise BucketSnapshotPersistenceError(f"cannot delete bucket snapshot {bucket_id}: {exc}") from exc
-        self._spans.pop(bucket_id, None)
-        self.metadata.delete(key)
+        store.delete(f"{REGISTRY_PREFIX}{bucket_id}")
 
     def bucket_ids(self) -> list[int]:
         """Every snapshot storage holds, for leak checks and admin listings."""
@@ -149,6 +196,11 @@ class LedgerBucketSnapshotStorage:
         return spans
 
     def _read(self, bucket_id: int, index: int) -> bytes:
+        unwritten = self._unwritten.get(bucket_id)
+        if unwritten is not None:
+            if not 0 <= index < len(unwritten):
+                raise BucketNotExistError(f"bucket snapshot {bucket_id} has no entry {index}")
+            return unwritten[index]
         spans = self._locate(bucket_id)
         if not 0 <= index < len(spans):
             raise BucketNotExistError(f"bucket snapshot {bucket_id} has no entry {index}")
