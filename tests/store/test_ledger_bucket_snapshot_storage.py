@@ -61,3 +61,29 @@ def test_a_damaged_snapshot_entry_fails_its_read(tmp_path: Path) -> None:
     with pytest.raises(BucketSnapshotError):
         storage.get_bucket_snapshot_segment(bucket_id, len(segments), len(segments))
     metadata.close()
+
+
+def test_written_behind_a_snapshot_is_served_from_memory_until_the_background_stores_it(tmp_path: Path) -> None:
+    metadata = MetadataStore(tmp_path / "metadata.db")
+    queued: list[object] = []
+    storage = LedgerBucketSnapshotStorage(tmp_path / "buckets", metadata, background=queued.append)
+    snapshot, segments = build_snapshot(KEYS, 300_000, 5)
+    bucket_id = storage.create_bucket_snapshot(snapshot, segments, "k", "persistent://t/n/x", "sub")
+    assert files(tmp_path) == [] and storage.bucket_ids() == []  # nothing on disk yet
+    assert storage.get_bucket_snapshot_metadata(bucket_id) == snapshot
+    assert storage.get_bucket_snapshot_segment(bucket_id, 1, len(segments)) == segments
+    length = storage.get_bucket_snapshot_length(bucket_id)
+    writer = MetadataStore(tmp_path / "metadata.db")  # the background's own connection
+    for task in queued:
+        task(writer)  # type: ignore[operator]
+    queued.clear()
+    assert files(tmp_path) != [] and storage.bucket_ids() == [bucket_id]
+    assert storage.get_bucket_snapshot_segment(bucket_id, 1, len(segments)) == segments
+    assert storage.get_bucket_snapshot_length(bucket_id) == length
+    storage.delete_bucket_snapshot(bucket_id)
+    assert files(tmp_path) != []  # deleted behind too
+    for task in queued:
+        task(writer)  # type: ignore[operator]
+    assert files(tmp_path) == [] and storage.bucket_ids() == []
+    writer.close()
+    metadata.close()
