@@ -40,6 +40,9 @@ class Consumer:
     #: told of every pending entry that leaves (acked, redelivered, consumer closed);
     #: Key_Shared uses it to release draining hashes
     on_pending_removed: Callable[[Consumer, PendingEntry, bool], None] | None = None
+    #: whether ``pending`` is in position order (deliveries of a tailing consumer are), so a
+    #: cumulative ack stops at the first entry past it instead of scanning every pending one
+    _pending_in_order: bool = True
 
     def __hash__(self) -> int:
         return id(self)
@@ -47,7 +50,10 @@ class Consumer:
     def deliver(self, pos: Position, partition: int, entry: bytes, messages: int,
                 redelivery_count: int, ack_set: list[int] | None, now_ms: int, sticky_hash: int = 0) -> None:
         self.permits -= messages
-        self.pending[pos] = PendingEntry(messages, sticky_hash)
+        pending = self.pending
+        if pending and self._pending_in_order and pos <= next(reversed(pending)):
+            self._pending_in_order = False
+        pending[pos] = PendingEntry(messages, sticky_hash)
         self.unacked_messages += messages
         self.msg_out.add(now_ms, messages, len(entry))
         self.sink.send_message(self.consumer_id, pos, partition, entry, redelivery_count, ack_set)
@@ -61,13 +67,23 @@ class Consumer:
         return pending
 
     def remove_pending_up_to(self, pos: Position) -> list[Position]:
-        done = [p for p in self.pending if p <= pos]
+        if self._pending_in_order:
+            done = []
+            for p in self.pending:
+                if p > pos:
+                    break
+                done.append(p)
+        else:
+            done = [p for p in self.pending if p <= pos]
         for p in done:
             self.remove_pending(p)
+        if not self.pending:
+            self._pending_in_order = True
         return done
 
     def take_all_pending(self) -> dict[Position, PendingEntry]:
         pending, self.pending = self.pending, {}
+        self._pending_in_order = True
         self.unacked_messages = 0
         if self.on_pending_removed is not None:
             for entry in pending.values():

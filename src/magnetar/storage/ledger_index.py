@@ -99,6 +99,10 @@ class LedgerIndex:
         return Position(slot.ledger_id, slot.entries)
 
     def next_position(self, pos: Position) -> Position:
+        current = self._slots[-1] if self._slots else None
+        if current is not None and pos.ledger_id == current.ledger_id:  # the common case: the tail
+            entry_id = pos.entry_id + 1 if pos.entry_id >= 0 else 0
+            return Position(pos.ledger_id, min(entry_id, current.entries))
         i = bisect_left(self._slots, pos.ledger_id, key=_BY_ID)
         if i < len(self._slots) and self._slots[i].ledger_id == pos.ledger_id:
             entry_id = max(pos.entry_id + 1, 0)

@@ -43,6 +43,8 @@ def varint(value: int) -> bytes:
     """Protobuf's base-128 varint of a non-negative value below 2**64."""
     if value < 0x4000:
         return _SMALL[value]
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append(value & 0x7F | 0x80)
