@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
+from magnetar.core.topic import topic_of
 
 if TYPE_CHECKING:
     from magnetar.core.consumer import Consumer
@@ -208,7 +209,7 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
         "messageAckRate": float(sum(c["messageAckRate"] for c in consumers)),
         "chunkedMessageRate": 0,
         "msgBacklog": backlog,
-        "backlogSize": backlog_size_bytes(sub.topic, sub.cursor.mark_delete)
+        "backlogSize": backlog_size_bytes(topic_of(sub), sub.cursor.mark_delete)
         if options.subscription_backlog_size else -1,
         "earliestMsgPublishTimeInBacklog": earliest_publish_time_in_backlog(sub)
         if options.get_earliest_time_in_backlog else 0,

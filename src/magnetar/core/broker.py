@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
 from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.delayed_delivery import next_delivery_ms

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscription import Subscription
+from magnetar.core.subscription_view import TopicView
 from magnetar.core.topic import Topic
 
 
-def position_before_time(topic: Topic, timestamp_ms: int) -> Position:
+def position_before_time(topic: TopicView, timestamp_ms: int) -> Position:
     """The mark-delete position whose next entry is the first published at or after the time."""
     last = topic.last_readable()
     previous = BEFORE_START

@@ -17,22 +17,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
 from magnetar.core.delayed.shared_index import SharedDelayedDeliveryIndex, SubscriptionDelayedDeliveryView
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscription_view import SubscriptionView, TopicView
 
 DELAYED_TYPES = ("Shared", "Key_Shared")
 BUCKET_FACTORY_SUFFIX = "BucketDelayedDeliveryTrackerFactory"
 #: The topic-level record of a shared index's bucket snapshots (a cursor that is no subscription).
 SHARED_INDEX_CURSOR = "pulsar.delayed.index"
-TrackerFactory = Callable[["Subscription"], Any]
-SharedTrackerFactory = Callable[["Topic"], Any]
+TrackerFactory = Callable[["SubscriptionView"], Any]
+SharedTrackerFactory = Callable[["TopicView"], Any]
 #: Reads an entry and its metadata facts once for the hold-back check and the send after it.
 EntryReader = Callable[[Position], "tuple[bytes, EntryInfo] | None"]
 LatencyClock = Callable[[], float]
@@ -75,7 +74,7 @@ def bucket_factory(config: BrokerConfig, storage: Any, latency_clock_ms: Latency
     """PIP-195 trackers whose snapshots go to ``storage``; they see the cursor's acks.
     ``latency_clock_ms`` (the shell's monotonic clock) times snapshot operations for metrics."""
 
-    def make(sub: Subscription) -> Any:
+    def make(sub: SubscriptionView) -> Any:
         cursor = sub.cursor
         return bucket_tracker(config, storage, str(sub.topic.name), sub.name,
                               lambda ledger, entry: cursor.is_acked(Position(ledger, entry)), latency_clock_ms)
@@ -87,7 +86,7 @@ def shared_bucket_factory(config: BrokerConfig, storage: Any,
     """One PIP-195 tracker per topic; a position counts as acknowledged only when every
     durable subscription of the topic acknowledged it."""
 
-    def make(topic: Topic) -> Any:
+    def make(topic: TopicView) -> Any:
         def acknowledged_everywhere(ledger: int, entry: int) -> bool:
             pos = Position(ledger, entry)
             subs = [s for s in topic.subscriptions.values() if s.durable]
@@ -110,7 +109,7 @@ def delayed_delivery(config: BrokerConfig, storage: Any, enabled: Callable[[], b
                            storage=storage if buckets else None)
 
 
-def sync_properties(sub: Subscription, tracker: Any) -> None:
+def sync_properties(sub: SubscriptionView, tracker: Any) -> None:
     """Bucket trackers keep their bucket list in the cursor's properties (persisted with it)."""
     take = getattr(tracker, "take_property_changes", None)
     if take is None:
@@ -130,7 +129,7 @@ def has_bucket_properties(properties: dict[str, int | str]) -> bool:
     return any(is_bucket_key(key) for key in properties)
 
 
-def read_position(sub: Subscription) -> Position:
+def read_position(sub: SubscriptionView) -> Position:
     """The position after the last one the subscription's dispatcher read."""
     last = sub.dispatcher.last_read
     return Position(last.ledger_id, last.entry_id + 1)
@@ -154,7 +153,7 @@ class DelayedDelivery:
     def shared(self) -> bool:
         return self.shared_factory is not None
 
-    def holds(self, sub: Subscription, pos: Position, now_ms: int, read: EntryReader | None = None) -> bool:
+    def holds(self, sub: SubscriptionView, pos: Position, now_ms: int, read: EntryReader | None = None) -> bool:
         """True when the entry at ``pos`` must wait for its delivery time.
 
         ``read`` lets the dispatcher parse the entry once for this check and the send
@@ -188,13 +187,13 @@ class DelayedDelivery:
         sync_properties(sub, tracker)
         return held
 
-    def tracker_for(self, sub: Subscription) -> Any:
+    def tracker_for(self, sub: SubscriptionView) -> Any:
         tracker = sub.delayed_tracker
         if tracker is None:
             tracker = sub.delayed_tracker = self._new_tracker(sub)
         return tracker
 
-    def _new_tracker(self, sub: Subscription) -> Any:
+    def _new_tracker(self, sub: SubscriptionView) -> Any:
         if self.shared_factory is None:
             return self.factory(sub)
         index = self.index_of(sub.topic)
@@ -202,7 +201,7 @@ class DelayedDelivery:
         cursor = sub.cursor
         return index.register(sub.name, lambda: cursor.mark_delete, lambda: read_position(sub))
 
-    def index_of(self, topic: Topic) -> SharedDelayedDeliveryIndex:
+    def index_of(self, topic: TopicView) -> SharedDelayedDeliveryIndex:
         """The topic's shared index, made on first use."""
         assert self.shared_factory is not None, "the index is not shared"
         if self.shared_index is None:
@@ -211,7 +210,7 @@ class DelayedDelivery:
 
     # -- restart ---------------------------------------------------------------------------
 
-    def recover(self, sub: Subscription, now_ms: int) -> None:
+    def recover(self, sub: SubscriptionView, now_ms: int) -> None:
         """After a restart: rebuild the tracker from the bucket list in the cursor's properties.
 
         With a shared index, a bucket list in a cursor is left from running unshared: its
@@ -225,7 +224,7 @@ class DelayedDelivery:
         tracker.recover(dict(sub.cursor.properties), now_ms, sub.cursor.mark_delete)
         sync_properties(sub, tracker)
 
-    def _drop_subscription_snapshots(self, sub: Subscription) -> None:
+    def _drop_subscription_snapshots(self, sub: SubscriptionView) -> None:
         if self.storage is None:
             return
         from magnetar.core.delayed.bucket_delayed_delivery_tracker import clean_residual_snapshots
@@ -233,7 +232,7 @@ class DelayedDelivery:
             sub.cursor.properties.pop(key, None)
         sub.cursor.version += 1
 
-    def recover_shared(self, topic: Topic, properties: dict[str, int | str], now_ms: int) -> int:
+    def recover_shared(self, topic: TopicView, properties: dict[str, int | str], now_ms: int) -> int:
         """Rebuild the shared index from its topic-level record; how many messages came back.
 
         Positions at or before every subscription's mark-delete are acknowledged everywhere
@@ -243,7 +242,7 @@ class DelayedDelivery:
 
     # -- subscriptions and topics going away ----------------------------------------------
 
-    def remove_subscription(self, topic: Topic, sub: Subscription) -> None:
+    def remove_subscription(self, topic: TopicView, sub: SubscriptionView) -> None:
         """The subscription was deleted: its tracker's snapshots go; a shared index's go with
         the topic's last subscription."""
         tracker, sub.delayed_tracker = sub.delayed_tracker, None
@@ -254,7 +253,7 @@ class DelayedDelivery:
         if self.shared_index is not None and not topic.subscriptions:
             self.shared_index.clear()
 
-    def release(self, topic: Topic, delete_data: bool) -> None:
+    def release(self, topic: TopicView, delete_data: bool) -> None:
         """The topic is unloaded (snapshots stay for the next start) or deleted (they go)."""
         for sub in topic.subscriptions.values():
             tracker = sub.delayed_tracker
@@ -274,7 +273,7 @@ class DelayedDelivery:
                 index.close()
 
 
-def take_due(sub: Subscription, now_ms: int, max_messages: int = 1000) -> list[Position]:
+def take_due(sub: SubscriptionView, now_ms: int, max_messages: int = 1000) -> list[Position]:
     """Delayed entries of ``sub`` whose time has come, oldest first."""
     tracker = sub.delayed_tracker
     if tracker is None or not tracker.has_message_available(now_ms):
@@ -284,6 +283,6 @@ def take_due(sub: Subscription, now_ms: int, max_messages: int = 1000) -> list[P
     return due
 
 
-def next_delivery_ms(sub: Subscription) -> int | None:
+def next_delivery_ms(sub: SubscriptionView) -> int | None:
     tracker = sub.delayed_tracker
     return None if tracker is None else tracker.next_delivery_time_ms()

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker_config import BrokerConfig
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

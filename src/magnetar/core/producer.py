@@ -4,9 +4,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
-from magnetar.core.sinks import ProducerSink
+from magnetar.core.positions import Position
 from magnetar.core.stats import RateCounter
+
+
+class ProducerSink(Protocol):
+    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None: ...
+
+    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
+
+    def close_producer(self, producer_id: int) -> None: ...
+
+    def producer_ready(self, producer: Producer) -> None:
+        """A producer waiting for exclusive access (WaitForExclusive) got it."""
+        ...
 
 
 class AccessMode(IntEnum):

@@ -17,6 +17,7 @@ from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutco
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, PersistenceError
+from magnetar.core.managed_ledger import AppendFailed
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.topic import Topic
@@ -34,8 +35,8 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
             entry: bytes, info: EntryInfo, now_ms: int) -> Position | None:
     """Judge and append; the position, or None when the send was a duplicate (answered).
 
-    Raises :class:`PersistenceError` when deduplication cannot judge the send yet, and
-    lets the ledger's error through when the append fails (the shell answers both)."""
+    Raises :class:`PersistenceError` when deduplication cannot judge the send yet or the
+    ledger could not write (the client retries either)."""
     outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, entry, info.metadata, now_ms)
     if outcome is DedupOutcome.DUP:
         topic.answer_duplicate(producer, sequence_id, highest)
@@ -49,7 +50,12 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
         topic.answer_duplicate(producer, sequence_id, highest)
         return None
     business = dedup_id if isinstance(dedup_id, str) else None
-    return topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms, last_id, business, info)
+    try:
+        return topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms, last_id, business, info)
+    except AppendFailed as exc:
+        # writing earlier buffered appends failed; this one was not appended either
+        topic.appends_taken_back(exc.position, exc.reason)
+        raise PersistenceError(f"Cannot store the message on {topic.name}: {exc.reason}; retry") from None
 
 
 def delay_problem(limit_ms: int, metadata: pb.MessageMetadata) -> NotAllowed | None:

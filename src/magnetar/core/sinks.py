@@ -6,12 +6,10 @@ connection implements it by encoding frames, tests implement it by recording cal
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from magnetar.core.positions import Position
-
-if TYPE_CHECKING:
-    from magnetar.core.producer import Producer
+from magnetar.core.producer import ProducerSink
 
 
 class ConsumerSink(Protocol):
@@ -32,13 +30,4 @@ class ConsumerSink(Protocol):
         ...
 
 
-class ProducerSink(Protocol):
-    def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None: ...
-
-    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
-
-    def close_producer(self, producer_id: int) -> None: ...
-
-    def producer_ready(self, producer: Producer) -> None:
-        """A producer waiting for exclusive access (WaitForExclusive) got it."""
-        ...
+__all__ = ["ConsumerSink", "ProducerSink"]

@@ -8,25 +8,22 @@ a consumer of another type is refused, as Pulsar does. Non-durable subscriptions
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
-from magnetar.core.dispatchers.base import Dispatcher, EntrySource
+from magnetar.core.dispatchers.base import Dispatcher, DispatcherFactory
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
 from magnetar.core.entry import EntryInfo, with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
-
-if TYPE_CHECKING:
-    from magnetar.core.topic import Topic
+from magnetar.core.subscription_view import EntrySource, SubscriptionView, TopicView
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
-DispatcherFactory = Callable[["Subscription", str], Dispatcher]
 
 
-def default_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
+def default_dispatcher(sub: SubscriptionView, sub_type: str) -> Dispatcher:
     if sub_type in ("Exclusive", "Failover"):
         return SingleActiveConsumerDispatcher(sub, failover=sub_type == "Failover")
     if sub_type == "Key_Shared":
@@ -39,7 +36,7 @@ def default_dispatcher(sub: Subscription, sub_type: str) -> Dispatcher:
 
 
 class Subscription:
-    def __init__(self, topic: Topic, cursor: Cursor, sub_type: str,
+    def __init__(self, topic: TopicView, cursor: Cursor, sub_type: str,
                  dispatcher_factory: DispatcherFactory = default_dispatcher) -> None:
         self.topic = topic
         self.source: EntrySource = topic

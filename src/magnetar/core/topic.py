@@ -12,17 +12,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
+from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
-from magnetar.storage.interfaces import ManagedLedger
+from magnetar.core.subscription_view import SubscriptionView
 
 #: Recently published entries whose parsed metadata a topic keeps for dispatch.
 RECENT_ENTRIES_MAX = 2048
@@ -305,7 +306,7 @@ class Topic:
         elif sub.delayed_tracker is not None:
             sub.delayed_tracker.clear()
 
-    def delayed_holds(self, sub: Subscription, pos: Position, now_ms: int,
+    def delayed_holds(self, sub: SubscriptionView, pos: Position, now_ms: int,
                       read: Callable[[Position], tuple[bytes, EntryInfo] | None] | None = None) -> bool:
         if self.delayed is None:
             return False
@@ -344,3 +345,12 @@ class Topic:
 
     def has_clients(self) -> bool:
         return bool(self.producers) or any(s.consumers for s in self.subscriptions.values())
+
+
+def topic_of(sub: Subscription) -> Topic:
+    """The topic a subscription belongs to, as the full object (a subscription sees it
+    through :class:`~magnetar.core.subscription_view.TopicView`); every subscription is
+    made by a topic, so this only narrows the type."""
+    topic = sub.topic
+    assert isinstance(topic, Topic), f"subscription {sub.name} belongs to {topic!r}, not a Topic"
+    return topic

@@ -22,7 +22,7 @@ from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
@@ -421,13 +421,7 @@ class BrokerOperations(BrokerService):
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:
         """Core judges and appends; the shell answers storage failures and writes the append."""
-        now = now_ms()
-        try:
-            pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now)
-        except AppendFailed as exc:
-            # writing earlier buffered appends failed; this one was not appended either
-            topic.appends_taken_back(exc.position, exc.reason)
-            raise PersistenceError(f"Cannot store the message on {topic.name}: {exc.reason}; retry") from None
+        pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now_ms())
         if pos is None:
             return
         self.recorder.appended(topic.ledger.name, pos)

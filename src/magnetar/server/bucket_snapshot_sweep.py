@@ -17,7 +17,7 @@ from magnetar.core.delayed.bucket import is_bucket_key
 from magnetar.core.delayed.bucket_snapshot_storage import BucketNotExistError, BucketSnapshotError
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerService
+    from magnetar.server.broker_shell import BrokerShell
 
 log = logging.getLogger("magnetar.delayed")
 
@@ -33,7 +33,7 @@ def listed_buckets(properties: dict[str, int | str]) -> set[int]:
     return listed
 
 
-def sweep_orphan_snapshots(broker: BrokerService) -> int:
+def sweep_orphan_snapshots(broker: BrokerShell) -> int:
     """Delete unlisted snapshots; how many went. Call before any topic is opened."""
     if not (broker.data_dir / "buckets").exists():
         return 0

@@ -21,6 +21,7 @@ from magnetar.core.names import TopicName
 from magnetar.core.positions import Position, to_signed64
 from magnetar.core.producer import Producer
 from magnetar.core.subscription import Subscription
+from magnetar.core.topic import Topic, topic_of
 from magnetar.server import handlers
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -45,7 +46,7 @@ class ServerConnection(asyncio.Protocol):
         self.protocol_version = 0
         self.connected = False
         self.producers: dict[int, Producer] = {}
-        self.producer_topics: dict[int, Any] = {}
+        self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
         self._out: list[bytes] = []
@@ -89,9 +90,9 @@ class ServerConnection(asyncio.Protocol):
         self.broker.connections.discard(self)
         now = now_ms()
         for producer_id in list(self.producers):
-            self._drop_producer(producer_id)
+            self.drop_producer(producer_id)
         for consumer, sub in list(self.consumers.values()):
-            sub.topic.remove_consumer(sub, consumer, now)
+            topic_of(sub).remove_consumer(sub, consumer, now)
         self.consumers.clear()
 
     # -- writing ------------------------------------------------------------------
@@ -234,7 +235,7 @@ class ServerConnection(asyncio.Protocol):
         self._reply_error(cmd, ServerError.NotAllowedError, f"Command {name} is not supported by Magnetar",
                           always=True)
 
-    def _drop_producer(self, producer_id: int) -> None:
+    def drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)
         topic = self.producer_topics.pop(producer_id, None)
         if producer is not None and topic is not None:

@@ -24,13 +24,13 @@ from magnetar.core.topic import Topic
 from magnetar.storage.metadata_store import CursorRecord
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerService
+    from magnetar.server.broker_shell import BrokerShell
 
 DEDUP_CURSOR = "pulsar.dedup"
 log = logging.getLogger("magnetar.dedup")
 
 
-def dedup_config(broker: BrokerService) -> DeduplicationConfig:
+def dedup_config(broker: BrokerShell) -> DeduplicationConfig:
     c = broker.config
     return DeduplicationConfig(
         entries_interval=c.brokerDeduplicationEntriesInterval,
@@ -39,7 +39,7 @@ def dedup_config(broker: BrokerService) -> DeduplicationConfig:
         producer_inactivity_timeout_minutes=c.brokerDeduplicationProducerInactivityTimeoutMinutes)
 
 
-def dedup_enabled(broker: BrokerService, topic: Topic) -> bool:
+def dedup_enabled(broker: BrokerShell, topic: Topic) -> bool:
     """Topic policy over namespace policy over ``brokerDeduplicationEnabled``."""
     if not topic.name.persistent:
         return False
@@ -48,7 +48,7 @@ def dedup_enabled(broker: BrokerService, topic: Topic) -> bool:
                                  broker.policies_of(topic.name), broker.config)
 
 
-def refresh(broker: BrokerService, topic: Topic, now_ms: int) -> None:
+def refresh(broker: BrokerShell, topic: Topic, now_ms: int) -> None:
     """Apply the effective policy: enable (and recover) or disable at run time."""
     enabled = dedup_enabled(broker, topic)
     if enabled and topic.dedup is None:
@@ -61,7 +61,7 @@ def refresh(broker: BrokerService, topic: Topic, now_ms: int) -> None:
         broker.writer.delete_cursor(str(topic.name), DEDUP_CURSOR)
 
 
-def recover(broker: BrokerService, topic: Topic, dedup: MessageDeduplication, now_ms: int) -> None:
+def recover(broker: BrokerShell, topic: Topic, dedup: MessageDeduplication, now_ms: int) -> None:
     """Load the snapshot and replay every entry after it; producers wait until this ends."""
     record = broker.metadata.get_cursor(str(topic.name), DEDUP_CURSOR)
     start = record.mark_delete if record is not None else BEFORE_START
@@ -102,7 +102,7 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
     return count
 
 
-def store_snapshots(broker: BrokerService, now_ms: int) -> None:
+def store_snapshots(broker: BrokerShell, now_ms: int) -> None:
     """Write due snapshots into the dedup cursor's properties; purge inactive producers."""
     for topic in list(broker.topics.values()):
         dedup = topic.dedup

@@ -20,12 +20,12 @@ from magnetar.server.clock import now_ms
 from magnetar.storage.metadata_store import CursorRecord
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerService
+    from magnetar.server.broker_shell import BrokerShell
 
 log = logging.getLogger("magnetar.delayed")
 
 
-def recover(broker: BrokerService, topic: Topic, now: int) -> None:
+def recover(broker: BrokerShell, topic: Topic, now: int) -> None:
     """Rebuild the topic's shared index from its record, or delete a record left from sharing."""
     if not topic.name.persistent:
         return
@@ -43,7 +43,7 @@ def recover(broker: BrokerService, topic: Topic, now: int) -> None:
     persist(broker, topic)
 
 
-def persist(broker: BrokerService, topic: Topic, force: bool = False) -> int:
+def persist(broker: BrokerShell, topic: Topic, force: bool = False) -> int:
     """Write the record if the index's bucket list changed; 1 if written or deleted."""
     index = getattr(topic.delayed, "shared_index", None)
     if index is None or not topic.name.persistent:

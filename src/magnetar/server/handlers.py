@@ -6,8 +6,9 @@ answers with the reply the official clients expect (shared/reference/protocol.md
 
 from __future__ import annotations
 
+import concurrent.futures
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo
@@ -24,19 +25,42 @@ from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.publish import delay_problem
+from magnetar.core.sinks import ConsumerSink, ProducerSink
 from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.topic import Topic, topic_of
+from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame, ProtocolError, peek_metadata, verify_entry_checksum
 
-if TYPE_CHECKING:
-    from magnetar.server.connection import ServerConnection
-
 T = pb.BaseCommand
 SUB_TYPE_NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
-Handler = Callable[["ServerConnection", Frame], None]
+
+
+class ClientConnection(ProducerSink, ConsumerSink, Protocol):
+    """What a handler uses of the connection its command came on (the server's
+    ``ClientConnection``; a Protocol here so handlers do not import it back)."""
+
+    broker: BrokerOperations
+    address: str
+    client_version: str
+    producers: dict[int, Producer]
+    producer_topics: dict[int, Topic]
+    producer_requests: dict[int, int]
+    consumers: dict[int, tuple[Consumer, Subscription]]
+
+    def write_command(self, cmd: pb.BaseCommand) -> None: ...
+
+    def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
+
+    def reply_when_done(self, work: concurrent.futures.Future[Any], request: pb.BaseCommand,
+                        reply: pb.BaseCommand) -> None: ...
+
+    def drop_producer(self, producer_id: int) -> None: ...
+
+
+Handler = Callable[[ClientConnection, Frame], None]
 
 
 def request_id_of(cmd: pb.BaseCommand) -> int | None:
@@ -55,26 +79,26 @@ def _topic_name(text: str) -> TopicName:
 
 
 # -- lookups ------------------------------------------------------------------------
-def partitioned_metadata(conn: ServerConnection, frame: Frame) -> None:
+def partitioned_metadata(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.partitionMetadata
     partitions = conn.broker.partitioned_metadata(_topic_name(req.topic))
     conn.write_command(commands.partitioned_metadata_response(req.request_id, partitions))
 
 
-def lookup(conn: ServerConnection, frame: Frame) -> None:
+def lookup(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.lookupTopic
     _topic_name(req.topic)
     conn.write_command(commands.lookup_response(req.request_id, conn.broker.broker_url))
 
 
-def topics_of_namespace(conn: ServerConnection, frame: Frame) -> None:
+def topics_of_namespace(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getTopicsOfNamespace
     topics = conn.broker.list_topics(req.namespace, int(req.mode))
     conn.write_command(commands.topics_of_namespace_response(req.request_id, topics))
 
 
 # -- producers -------------------------------------------------------------------------
-def producer(conn: ServerConnection, frame: Frame) -> None:
+def producer(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.producer
     existing = conn.producers.get(req.producer_id)
     if existing is not None:
@@ -126,7 +150,7 @@ def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
     raise ProducerBusy(f"Producer with name '{prod.producer_name}' is already connected to topic {topic.name}")
 
 
-def send(conn: ServerConnection, frame: Frame) -> None:
+def send(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.send
     prod = conn.producers.get(req.producer_id)
     if prod is None:
@@ -158,19 +182,19 @@ def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, s
         return ServerError.NotAllowedError, f"Malformed message: {exc}"
 
 
-def _delay_problem(conn: ServerConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
+def _delay_problem(conn: ClientConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
     refused = delay_problem(conn.broker.max_delay_ms(topic.name), meta)
     return None if refused is None else (refused.code, refused.message)
 
 
-def close_producer(conn: ServerConnection, frame: Frame) -> None:
+def close_producer(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.close_producer
-    conn._drop_producer(req.producer_id)
+    conn.drop_producer(req.producer_id)
     conn.write_command(commands.success(req.request_id))
 
 
 # -- consumers ----------------------------------------------------------------------------
-def subscribe(conn: ServerConnection, frame: Frame) -> None:
+def subscribe(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.subscribe
     if req.consumer_id in conn.consumers:
         conn.write_command(commands.success(req.request_id))
@@ -223,14 +247,14 @@ def _start_position(req: pb.CommandSubscribe) -> Position | None:
     return Position(to_signed64(mid.ledgerId), to_signed64(mid.entryId))
 
 
-def _consumer(conn: ServerConnection, consumer_id: int) -> tuple[Consumer, Subscription]:
+def _consumer(conn: ClientConnection, consumer_id: int) -> tuple[Consumer, Subscription]:
     found = conn.consumers.get(consumer_id)
     if found is None:
         raise MetadataError("Consumer not found")
     return found
 
 
-def flow(conn: ServerConnection, frame: Frame) -> None:
+def flow(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.flow
     found = conn.consumers.get(req.consumer_id)
     if found is not None:
@@ -238,7 +262,7 @@ def flow(conn: ServerConnection, frame: Frame) -> None:
         sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
 
 
-def ack(conn: ServerConnection, frame: Frame) -> None:
+def ack(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.ack
     found = conn.consumers.get(req.consumer_id)
     if found is None:
@@ -254,7 +278,7 @@ def ack(conn: ServerConnection, frame: Frame) -> None:
         conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
 
 
-def redeliver(conn: ServerConnection, frame: Frame) -> None:
+def redeliver(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.redeliverUnacknowledgedMessages
     found = conn.consumers.get(req.consumer_id)
     if found is None:
@@ -264,19 +288,19 @@ def redeliver(conn: ServerConnection, frame: Frame) -> None:
     sub.redeliver(consumer, positions, now_ms())
 
 
-def unsubscribe(conn: ServerConnection, frame: Frame) -> None:
+def unsubscribe(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.unsubscribe
     consumer, sub = _consumer(conn, req.consumer_id)
     others = [c for c in sub.consumers if c is not consumer]
     if others and not req.force:
         raise ConsumerBusy(f"Subscription {sub.name} has other connected consumers")
     conn.consumers.pop(req.consumer_id, None)
-    conn.broker.delete_subscription(sub.topic, sub.name)
+    conn.broker.delete_subscription(topic_of(sub), sub.name)
     # the cursor and the delayed index's snapshots are deleted on the writer thread
     conn.reply_when_done(conn.broker.writer.barrier(), frame.command, commands.success(req.request_id))
 
 
-def seek(conn: ServerConnection, frame: Frame) -> None:
+def seek(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.seek
     _, sub = _consumer(conn, req.consumer_id)
     if req.HasField("message_id"):
@@ -289,10 +313,10 @@ def seek(conn: ServerConnection, frame: Frame) -> None:
     conn.write_command(commands.success(req.request_id))
 
 
-def get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
+def get_last_message_id(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getLastMessageId
     _, sub = _consumer(conn, req.consumer_id)
-    topic: Topic = sub.topic
+    topic = topic_of(sub)
     last, batch_index = conn.broker.last_message_id(topic)
     mark = sub.cursor.mark_delete
     conn.write_command(commands.get_last_message_id_response(
@@ -300,16 +324,16 @@ def get_last_message_id(conn: ServerConnection, frame: Frame) -> None:
         mark_delete=(mark.ledger_id, mark.entry_id) if mark.ledger_id >= 0 else None))
 
 
-def close_consumer(conn: ServerConnection, frame: Frame) -> None:
+def close_consumer(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.close_consumer
     found = conn.consumers.pop(req.consumer_id, None)
     if found is not None:
         consumer, sub = found
-        sub.topic.remove_consumer(sub, consumer, now_ms())
+        topic_of(sub).remove_consumer(sub, consumer, now_ms())
     conn.write_command(commands.success(req.request_id))
 
 
-def consumer_stats(conn: ServerConnection, frame: Frame) -> None:
+def consumer_stats(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.consumerStats
     found = conn.consumers.get(req.consumer_id)
     if found is None:
@@ -322,13 +346,13 @@ def consumer_stats(conn: ServerConnection, frame: Frame) -> None:
 
 
 # -- schemas --------------------------------------------------------------------------------
-def get_schema(conn: ServerConnection, frame: Frame) -> None:
+def get_schema(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getSchema
     version = req.schema_version if req.HasField("schema_version") else None
     conn.write_command(conn.broker.get_schema_response(req.request_id, _topic_name(req.topic), version))
 
 
-def get_or_create_schema(conn: ServerConnection, frame: Frame) -> None:
+def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getOrCreateSchema
     topic = conn.broker.get_topic(_topic_name(req.topic), create=True)
     version = conn.broker.register_schema(topic, req.schema)

@@ -26,12 +26,12 @@ from magnetar.core.topic import Topic
 from magnetar.storage.metadata_store import MetadataStore
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerService
+    from magnetar.server.broker_shell import BrokerShell
 
 SNAPSHOT_PREFIX = "property-dedup/"
 
 
-def policy(broker: BrokerService, topic: Topic) -> PropertyDeduplicationPolicy | None:
+def policy(broker: BrokerShell, topic: Topic) -> PropertyDeduplicationPolicy | None:
     if not topic.name.persistent:
         return None
     return property_deduplication(broker.policies_of(topic.name), broker.config)
@@ -43,7 +43,7 @@ def dedup_id_of(window: PropertyDedupWindow, entry: bytes) -> tuple[str | None, 
     return business_id(window, info), info.publish_time_ms
 
 
-def refresh(broker: BrokerService, topic: Topic) -> None:
+def refresh(broker: BrokerShell, topic: Topic) -> None:
     wanted = policy(broker, topic)
     if wanted is None:
         topic.property_dedup = None
@@ -58,7 +58,7 @@ def refresh(broker: BrokerService, topic: Topic) -> None:
     topic.property_dedup = window
 
 
-def recover(broker: BrokerService, topic: Topic, window: PropertyDedupWindow) -> None:
+def recover(broker: BrokerShell, topic: Topic, window: PropertyDedupWindow) -> None:
     stored = broker.metadata.get_json(SNAPSHOT_PREFIX + str(topic.name))
     pos = BEFORE_START
     if isinstance(stored, dict):
@@ -74,7 +74,7 @@ def recover(broker: BrokerService, topic: Topic, window: PropertyDedupWindow) ->
             window.record_persisted(dedup_id, published_ms)
 
 
-def store_snapshots(broker: BrokerService) -> None:
+def store_snapshots(broker: BrokerShell) -> None:
     for topic in list(broker.topics.values()):
         window = topic.property_dedup
         if window is None or topic.last_durable is None:

@@ -13,35 +13,22 @@ parsing its metadata once for both halves the cost of dispatching plain entries.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable
 
 from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
+from magnetar.core.subscription_view import EntrySource, SubscriptionView
 
-if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
+#: Makes the dispatcher of a subscription's type (``Topic(dispatcher_factory=...)``).
+DispatcherFactory = Callable[[SubscriptionView, str], "Dispatcher"]
 
 
 MAX_HELD_PER_ROUND = 2000
 
 
-class EntrySource(Protocol):
-    """The topic as a dispatcher sees it."""
-
-    partition_index: int
-
-    def read_entry(self, pos: Position) -> bytes: ...
-
-    def read_entry_info(self, pos: Position) -> tuple[bytes, EntryInfo]: ...
-
-    def next_position(self, pos: Position) -> Position: ...
-
-    def last_readable(self) -> Position | None: ...
-
-
 class Dispatcher(ABC):
-    def __init__(self, sub: Subscription) -> None:
+    def __init__(self, sub: SubscriptionView) -> None:
         self.sub = sub
         self.source: EntrySource = sub.source
         self.consumers: list[Consumer] = []

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.consumer import Consumer, PendingEntry
+from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared_replay import KeyedReplayQueue
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.errors import ConsumerAssignError, ConsumerBusy
@@ -47,7 +48,7 @@ from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
     from magnetar.core.dispatchers.base import Dispatcher
-    from magnetar.core.subscription import DispatcherFactory, Subscription
+    from magnetar.core.subscription_view import SubscriptionView
 
 AUTO_SPLIT, STICKY = 0, 1
 MODE_NAMES = {AUTO_SPLIT: "AUTO_SPLIT", STICKY: "STICKY"}
@@ -62,7 +63,7 @@ def key_shared_mode(meta: Any) -> tuple[int, bool]:
 
 
 class KeySharedDispatcher(MultipleConsumersDispatcher):
-    def __init__(self, sub: Subscription, timer_driven: bool = False) -> None:
+    def __init__(self, sub: SubscriptionView, timer_driven: bool = False) -> None:
         super().__init__(sub)
         config = sub.topic.config
         self.mode: int | None = None
@@ -387,7 +388,7 @@ def with_timers(factory: DispatcherFactory,
     """A dispatcher factory whose Key_Shared dispatchers are ``timer_driven``: for a shell
     that calls ``on_timer`` when ``next_deadline_ms()`` comes (``Topic(dispatcher_factory=…)``).
     ``wake_up(dispatcher, deadline_ms)``, when given, is each dispatcher's alarm."""
-    def make(sub: Subscription, sub_type: str) -> Dispatcher:
+    def make(sub: SubscriptionView, sub_type: str) -> Dispatcher:
         dispatcher = factory(sub, sub_type)
         if isinstance(dispatcher, KeySharedDispatcher):
             dispatcher.timer_driven = True

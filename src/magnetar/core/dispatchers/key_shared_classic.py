@@ -39,14 +39,13 @@ from magnetar.core.key_shared.recently_joined_consumers import RecentlyJoinedCon
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscription_view import SubscriptionView, TopicView
 
 
 class TopicLedgerNavigator:
     """Positions before and after an entry, across ledger boundaries, from the topic's ledger."""
 
-    def __init__(self, topic: Topic) -> None:
+    def __init__(self, topic: TopicView) -> None:
         self.topic = topic
 
     def next_position(self, position: Position) -> Position:
@@ -82,7 +81,7 @@ class SentBeforeJoining:
 
 
 class KeySharedClassicDispatcher(KeySharedDispatcher):
-    def __init__(self, sub: Subscription, timer_driven: bool = False) -> None:
+    def __init__(self, sub: SubscriptionView, timer_driven: bool = False) -> None:
         super().__init__(sub, timer_driven)
         self.navigator = TopicLedgerNavigator(sub.topic)
         self.recently_joined: RecentlyJoinedConsumers[Consumer] = RecentlyJoinedConsumers(

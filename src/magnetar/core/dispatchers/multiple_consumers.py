@@ -24,7 +24,7 @@ from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
+    from magnetar.core.subscription_view import SubscriptionView
 
 
 class ReplayQueue:
@@ -69,7 +69,7 @@ class ReplayQueue:
 
 
 class MultipleConsumersDispatcher(Dispatcher):
-    def __init__(self, sub: Subscription) -> None:
+    def __init__(self, sub: SubscriptionView) -> None:
         super().__init__(sub)
         self.replay = ReplayQueue()
         self._next_index = 0

@@ -17,11 +17,11 @@ from magnetar.core.errors import ConsumerBusy
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription import Subscription
+    from magnetar.core.subscription_view import SubscriptionView
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
-    def __init__(self, sub: Subscription, failover: bool) -> None:
+    def __init__(self, sub: SubscriptionView, failover: bool) -> None:
         super().__init__(sub)
         self.failover = failover
         self.active: Consumer | None = None

@@ -1,0 +1,143 @@
+"""The broker's settings with Pulsar's key names and defaults, typed and checked.
+
+Core reads its settings from here; reading them from a ``broker.conf`` file is the
+business of :mod:`magnetar.config`. Keys Magnetar does not use are kept in ``extra``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; the message names the key and the fix."""
+
+
+@dataclass
+class BrokerConfig:
+    # network
+    brokerServicePort: int = 6650
+    webServicePort: int = 8080
+    bindAddress: str = "0.0.0.0"
+    advertisedAddress: str = "localhost"
+    clusterName: str = "standalone"
+    keepAliveIntervalSeconds: int = 30
+    brokerShutdownTimeoutMs: int = 60000
+    maxMessageSize: int = 5 * 1024 * 1024
+    maxPendingPublishRequestsPerConnection: int = 1000
+    # topics
+    allowAutoTopicCreation: bool = True
+    allowAutoTopicCreationType: str = "non-partitioned"
+    defaultNumPartitions: int = 1
+    #: 0 means unlimited in Pulsar; Magnetar caps it so a typo cannot create a million partitions
+    maxNumPartitionsPerPartitionedTopic: int = 1024
+    allowAutoSubscriptionCreation: bool = True
+    brokerDeleteInactiveTopicsEnabled: bool = False
+    # dispatch
+    maxUnackedMessagesPerConsumer: int = 50000
+    maxUnackedMessagesPerSubscription: int = 200000
+    acknowledgmentAtBatchIndexLevelEnabled: bool = True
+    dispatcherMaxReadBatchSize: int = 100
+    subscriptionKeySharedUseConsistentHashing: bool = True
+    subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
+    subscriptionKeySharedUseClassicPersistentImplementation: bool = False
+    keySharedUnblockingIntervalMs: int = 10
+    keySharedLookAheadMsgInReplayThresholdPerConsumer: int = 2000
+    keySharedLookAheadMsgInReplayThresholdPerSubscription: int = 20000
+    # storage
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerDefaultMarkDeleteRateLimit: float = 1.0
+    journalSyncData: bool = True
+    # delayed delivery
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
+    isDelayedDeliveryDeliverAtTimeStrict: bool = False
+    delayedDeliveryMaxDelayInMillis: int = 0
+    delayedDeliveryTrackerFactoryClassName: str = (
+        "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
+    )
+    delayedDeliveryMinIndexCountPerBucket: int = 50000
+    delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
+    delayedDeliveryMaxIndexesPerBucketSnapshotSegment: int = 5000
+    delayedDeliveryMaxNumBuckets: int = -1
+    delayedDeliverySharedIndexEnabled: bool = False
+    # deduplication
+    brokerDeduplicationEnabled: bool = False
+    brokerDeduplicationEntriesInterval: int = 1000
+    brokerDeduplicationSnapshotIntervalSeconds: int = 120
+    brokerDeduplicationMaxNumberOfProducers: int = 10000
+    brokerDeduplicationProducerInactivityTimeoutMinutes: int = 360
+    # deduplication by a message property (Magnetar extension)
+    brokerPropertyDeduplicationEnabled: bool = False
+    brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
+    brokerPropertyDeduplicationWindowSeconds: int = 600
+    brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
+    # metrics
+    exposeTopicLevelMetricsInPrometheus: bool = True
+    exposeConsumerLevelMetricsInPrometheus: bool = False
+    # admin HTTP: largest request body accepted (bytes); Pulsar's default -1 means
+    # unlimited, Magnetar caps it since no admin body comes near 1 MiB. -1 disables.
+    httpMaxRequestSize: int = 1024 * 1024
+    extra: dict[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def max_frame_size(self) -> int:
+        """Pulsar's frame decoder accepts maxMessageSize plus 10 KiB of command overhead."""
+        return self.maxMessageSize + 10240
+
+    def as_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+
+    def with_overrides(self, values: dict[str, str]) -> BrokerConfig:
+        """A copy with string values applied; unknown keys are returned in ``extra``."""
+        known = {f.name: f for f in fields(self) if f.name != "extra"}
+        updates: dict[str, Any] = {}
+        unknown: dict[str, str] = {}
+        for key, raw in values.items():
+            if key in known:
+                updates[key] = _coerce(key, raw, known[key].type)
+            else:
+                unknown[key] = raw
+        config = dataclasses.replace(self, **updates, extra={**self.extra, **unknown})
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        for key in ("brokerServicePort", "webServicePort"):
+            port = getattr(self, key)
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"{key}={port} is not a TCP port (0..65535)")
+        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
+            raise ConfigError(
+                f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
+                "use 'non-partitioned' or 'partitioned'"
+            )
+        positive = ("maxMessageSize", "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
+                    "dispatcherMaxReadBatchSize", "keepAliveIntervalSeconds")
+        for key in positive:
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
+        for key in ("maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription",
+                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs"):
+            if getattr(self, key) < 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+
+
+def _coerce(key: str, raw: str, kind: Any) -> Any:
+    text = raw.strip()
+    kind_name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    try:
+        if kind_name == "bool":
+            lowered = text.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError
+            return lowered == "true"
+        if kind_name == "int":
+            return int(text)
+        if kind_name == "float":
+            return float(text)
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r}: expected {kind_name}") from None
+    return text

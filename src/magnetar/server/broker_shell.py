@@ -1,0 +1,37 @@
+"""What the broker's helper modules (deduplication, property dedup, the shared delayed
+index, the snapshot sweep) use of the broker service.
+
+A Protocol in a module of its own, so that those modules depend on this leaf and the
+service depends on them, with no import path leading back to the service.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.names import TopicName
+from magnetar.core.policies import Policies
+from magnetar.core.topic import Topic
+from magnetar.server.metadata_writer import MetadataWriter
+from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
+from magnetar.storage.metadata_store import MetadataStore
+
+
+class BrokerShell(Protocol):
+    config: BrokerConfig
+    data_dir: Path
+    metadata: MetadataStore
+    writer: MetadataWriter
+    topics: dict[str, Topic]
+
+    @property
+    def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
+
+    def policies_of(self, name: TopicName) -> Policies: ...
+
+    def on_loop(self, work: concurrent.futures.Future[Any],
+                callback: Callable[[BaseException | None], None]) -> None: ...
