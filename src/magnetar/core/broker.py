@@ -16,9 +16,10 @@ from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
 from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.delayed_delivery import next_delivery_ms
+from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.positions import Position
-from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
+from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.topic import Topic
 
 

@@ -149,4 +149,6 @@ def stored_metadata(entry: bytes) -> pb.MessageMetadata:
     if entry[offset : offset + 2] == _CRC_MAGIC:
         offset += 6
     start = offset + 4
-    return _parse_metadata(memoryview(entry)[start : start + _U32.unpack_from(entry, offset)[0]])
+    end = start + _U32.unpack_from(entry, offset)[0]
+    metadata: pb.MessageMetadata = _parse_metadata(memoryview(entry)[start:end])
+    return metadata

@@ -15,6 +15,7 @@ from typing import Any
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
+from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
 from magnetar.core.managed_ledger import ManagedLedger
@@ -22,7 +23,7 @@ from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.stats import RateCounter
-from magnetar.core.subscription import DispatcherFactory, Subscription, default_dispatcher
+from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.subscription_view import SubscriptionView
 
 #: Recently published entries whose parsed metadata a topic keeps for dispatch.

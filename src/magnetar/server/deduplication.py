@@ -12,11 +12,9 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING
 
+from magnetar.core.dedup.dedup_snapshot import DedupSnapshot
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.message_deduplication import (
-    DedupSnapshot,
-    MessageDeduplication,
-)
+from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.policies import deduplication_enabled
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.publish import is_last_chunk, last_sequence_id, stored_metadata

@@ -54,7 +54,7 @@ _DECOMPRESSORS_INTO: dict[int, _DecompressInto] = {
 
 def _codec_name(codec: int) -> str:
     try:
-        return pb.CompressionType.Name(codec)
+        return str(pb.CompressionType.Name(codec))
     except ValueError:
         return f"compression type {codec}"
 
@@ -97,7 +97,7 @@ def decompress(codec: int, data: bytes, uncompressed_size: int, max_size_bytes: 
 
 def is_batch(metadata: pb.MessageMetadata) -> bool:
     """Clients treat a payload as a batch iff this field is present."""
-    return metadata.HasField("num_messages_in_batch")
+    return bool(metadata.HasField("num_messages_in_batch"))
 
 
 def iter_batch(

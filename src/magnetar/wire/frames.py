@@ -207,7 +207,7 @@ def _copy(buffer: bytes | bytearray, start: int, end: int) -> bytes:
 
 def encode_command(command: pb.BaseCommand) -> bytes:
     """A simple frame. Raises EncodeError if a required field is unset."""
-    body = command.SerializeToString()
+    body: bytes = command.SerializeToString()
     return _SIZES.pack(_U32.size + len(body), len(body)) + body
 
 
@@ -215,7 +215,7 @@ def payload_frame_header(
     command: pb.BaseCommand, entry_size: int, broker_entry_metadata: bytes | None = None
 ) -> bytes:
     """Everything of a SEND/MESSAGE frame before the entry, for zero-copy writes."""
-    body = command.SerializeToString()
+    body: bytes = command.SerializeToString()
     section = b""
     if broker_entry_metadata is not None:
         section = _MAGIC_AND_U32.pack(MAGIC_BROKER_ENTRY_METADATA, len(broker_entry_metadata))
@@ -238,7 +238,7 @@ def encode_payload_command(
 
 def make_entry(metadata: pb.MessageMetadata, payload: bytes, with_checksum: bool = True) -> bytes:
     """Serialize an entry the way producers do (the inverse of parse_entry)."""
-    encoded = metadata.SerializeToString()
+    encoded: bytes = metadata.SerializeToString()
     body = _U32.pack(len(encoded)) + encoded + payload
     if not with_checksum:
         return body

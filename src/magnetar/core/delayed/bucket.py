@@ -78,9 +78,9 @@ class _SegmentBuilder:
     """Accumulates one segment's columns and per-ledger bitmaps."""
 
     def __init__(self) -> None:
-        self.timestamps: array = array("q")
-        self.ledger_ids: array = array("Q")
-        self.entry_ids: array = array("I")
+        self.timestamps: array[int] = array("q")
+        self.ledger_ids: array[int] = array("Q")
+        self.entry_ids: array[int] = array("I")
         self.bitmaps: dict[int, BitMap] = {}
 
     def __len__(self) -> int:

@@ -71,9 +71,9 @@ class SnapshotMetadata:
 class SnapshotSegment:
     """Sorted delayed indexes as three parallel columns."""
 
-    timestamps: array = field(default_factory=lambda: array("q"))
-    ledger_ids: array = field(default_factory=lambda: array("Q"))
-    entry_ids: array = field(default_factory=lambda: array("I"))
+    timestamps: array[int] = field(default_factory=lambda: array("q"))
+    ledger_ids: array[int] = field(default_factory=lambda: array("Q"))
+    entry_ids: array[int] = field(default_factory=lambda: array("I"))
 
     def __len__(self) -> int:
         return len(self.timestamps)
@@ -147,7 +147,7 @@ def decode_metadata(data: bytes) -> SnapshotMetadata:
     return SnapshotMetadata(tuple(segments))
 
 
-def _column_bytes(column: array) -> bytes:
+def _column_bytes(column: array[int]) -> bytes:
     if _BIG_ENDIAN:
         column = array(column.typecode, column)
         column.byteswap()
