@@ -269,8 +269,9 @@ class BrokerService:
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
-        """A topic appended entries: write them once this loop turn is over (one write per
-        ledger for every SEND the turn received), then the next group commit syncs them."""
+        """A topic appended entries: write them once the connection's read is handled (one
+        write per ledger for every SEND that read carried; ``write_appends``), at the
+        latest when this loop turn is over; then the next group commit syncs them."""
         if topic in self._unflushed:
             return
         self._unflushed[topic] = None
@@ -279,6 +280,13 @@ class BrokerService:
                 self.loop.call_soon(self._flush_appends)
             else:
                 self._flush_appends()
+
+    def write_appends(self) -> None:
+        """Write what the SENDs handled so far appended. Waiting longer would batch more
+        but delays every receipt, and clients with a bounded queue of pending sends (the
+        official ones) then send less."""
+        if self._unflushed:
+            self._flush_appends()
 
     def _flush_appends(self) -> None:
         unflushed, self._unflushed = self._unflushed, {}

@@ -72,10 +72,12 @@ class ServerConnection(asyncio.Protocol):
         except ProtocolError as exc:
             # The frames before the bad one arrived whole: serve them, then give up.
             self._handle_all(exc.frames_before)
+            self.broker.write_appends()
             log.warning("closing %s: %s", self.address, exc)
             self._fail_connection(str(exc))
             return
         self._handle_all(frames)
+        self.broker.write_appends()
 
     def _handle_all(self, frames: list[Frame]) -> None:
         for frame in frames:
