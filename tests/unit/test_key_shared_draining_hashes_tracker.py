@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from itertools import count
 
 import pytest
+from core_sinks import RecordingSink
 from hypothesis import given
 from hypothesis import strategies as st
 
+from magnetar.core.consumer import Consumer
 from magnetar.core.key_shared.consistent_hashing import ConsistentHashingStickyKeyConsumerSelector
 from magnetar.core.key_shared.consumer_hash_assignments_snapshot import ImpactedConsumers
 from magnetar.core.key_shared.draining_hashes_tracker import (
@@ -19,7 +21,7 @@ from magnetar.core.key_shared.draining_hashes_tracker import (
     DrainingHashesStats,
     DrainingHashesTracker,
 )
-from magnetar.core.key_shared.pending_acks_map import PendingAck, PendingAcksMap
+from magnetar.core.positions import Position
 
 _ids = count(1)
 
@@ -170,65 +172,62 @@ def test_a_hash_that_moves_away_comes_back_and_moves_away_again_still_drains() -
     Registering c1's pending messages on each move away (as Pulsar's dispatcher does with
     ``addEntry``) would count them twice and block the hash forever after c1 acks.
     """
-    selector = ConsistentHashingStickyKeyConsumerSelector[FakeConsumer]()
-    t, _ = tracker()
-    pending = PendingAcksMap(C1, remove_handler=_Glue(t))
-    selector.add_consumer(C1)
-    joiner = FakeConsumer("joiner")
+    selector = ConsistentHashingStickyKeyConsumerSelector[Consumer]()
+    t: DrainingHashesTracker[Consumer] = DrainingHashesTracker(10, [].append)
+    c1 = pending_consumer("c1", t)
+    selector.add_consumer(c1)
+    joiner = Consumer(99, "joiner", RecordingSink())
     impacted = selector.add_consumer(joiner)
     assert impacted is not None
-    moved = next(r.start for r in impacted[C1])
-    pending.add(1, 1, 1, moved)
-    pending.add(1, 2, 1, moved)
+    moved = next(r.start for r in impacted[c1])
+    deliver(c1, Position(1, 1), moved)
+    deliver(c1, Position(1, 2), moved)
 
-    def register(impacted: ImpactedConsumers[FakeConsumer] | None) -> None:
+    def register(impacted: ImpactedConsumers[Consumer] | None) -> None:
         assert impacted is not None
-        removed = impacted.get(C1)
+        removed = impacted.get(c1)
         if removed is not None:
-            t.register_pending_hashes(C1, (h for _, _, _, h in pending if h in removed))
+            t.register_pending_hashes(c1, (e.sticky_hash for e in c1.pending.values() if e.sticky_hash in removed))
 
     # the hash had no pending message when it first moved; now c1 holds two and the joiner
     # leaves (the hash comes back to c1) and rejoins (it moves away again), twice
     for _ in range(2):
         selector.remove_consumer(joiner)
-        joiner = FakeConsumer("joiner")
+        joiner = Consumer(99, "joiner", RecordingSink())
         register(selector.add_consumer(joiner))
-    assert t.get_entry(moved) == DrainingHashEntry(C1, 2, 0)
+    assert t.get_entry(moved) == DrainingHashEntry(c1, 2, 0)
     assert t.should_block_sticky_key_hash(joiner, moved)
-    pending.remove(1, 1)
-    pending.remove(1, 2)
+    c1.remove_pending(Position(1, 1))
+    c1.remove_pending(Position(1, 2))
     assert not t.should_block_sticky_key_hash(joiner, moved)
 
 
-@dataclass
-class _Glue:
-    tracker: DrainingHashesTracker[FakeConsumer]
-
-    def handle_removing(self, consumer: FakeConsumer, ledger_id: int, entry_id: int, sticky_key_hash: int,
-                        closing: bool) -> None:
-        self.tracker.reduce_ref_count(consumer, sticky_key_hash, closing)
-
-    def start_batch(self) -> None:
-        self.tracker.start_batch()
-
-    def end_batch(self) -> None:
-        self.tracker.end_batch()
+def pending_consumer(name: str, t: DrainingHashesTracker[Consumer]) -> Consumer:
+    """A consumer whose pending entries release their hashes, as the Key_Shared dispatcher
+    wires it (``Consumer.on_pending_removed``)."""
+    consumer = Consumer(len(name), name, RecordingSink())
+    consumer.on_pending_removed = lambda c, entry, closing: t.reduce_ref_count(c, entry.sticky_hash, closing)
+    return consumer
 
 
-def test_a_leaving_consumer_drains_through_its_pending_acks_map() -> None:
-    t, unblocked = tracker()
-    pending = PendingAcksMap(C1, add_handler=lambda c, led, e, h: t.handle_adding_pending_ack(c, h),
-                             remove_handler=_Glue(t))
+def deliver(consumer: Consumer, pos: Position, sticky_hash: int) -> None:
+    consumer.deliver(pos, -1, b"x", 1, 0, None, 0, sticky_hash)
+
+
+def test_a_leaving_consumer_drains_through_its_pending_entries() -> None:
+    unblocked: list[int] = []
+    t: DrainingHashesTracker[Consumer] = DrainingHashesTracker(10, unblocked.append)
+    c1, c2 = pending_consumer("c1", t), pending_consumer("c2", t)
     for entry, h in enumerate([11, 11, 12]):
-        pending.add(1, entry, 1, h)
-    t.register_pending_hashes(C1, [a.sticky_key_hash for a in pending])
-    assert t.should_block_sticky_key_hash(C2, 11)
-    replay: list[PendingAck] = []
-    pending.for_each_and_close(replay.append)
+        assert t.handle_adding_pending_ack(c1, h)
+        deliver(c1, Position(1, entry), h)
+    t.register_pending_hashes(c1, [e.sticky_hash for e in c1.pending.values()])
+    assert t.should_block_sticky_key_hash(c2, 11)
+    replay = c1.take_all_pending()
     assert len(t) == 0 and len(replay) == 3
     assert unblocked == []  # closing: the dispatcher reads anyway after removing a consumer
-    t.consumer_removed(C1)
-    assert t.consumer_stats(C1) == DrainingHashesStats()
+    t.consumer_removed(c1)
+    assert t.consumer_stats(c1) == DrainingHashesStats()
 
 
 def test_consumer_removed_releases_leftovers_and_recycles_its_slot() -> None:

@@ -5,7 +5,6 @@
 - ``consumer_hash_assignments_snapshot``: who owns which hashes, and the diff of two moments.
 - ``sticky_key_consumer_selector``: the selector protocol; one module per algorithm:
   ``consistent_hashing``, ``hash_range_auto_split`` (AUTO_SPLIT) and ``hash_range_exclusive`` (STICKY).
-- ``pending_acks_map``: a consumer's unacknowledged entries with add/remove hooks.
 - ``draining_hashes_tracker``: PIP-379's draining hashes, with blocking and batched unblocking.
 - ``recently_joined_consumers``: the classic mode's rule, with PIP-282's last sent position.
 """
@@ -38,12 +37,6 @@ from magnetar.core.key_shared.hash_ranges import (
     HashRange,
     merge_ranges,
     validate_sticky_ranges,
-)
-from magnetar.core.key_shared.pending_acks_map import (
-    PendingAck,
-    PendingAcksAddHandler,
-    PendingAcksMap,
-    PendingAcksRemoveHandler,
 )
 from magnetar.core.key_shared.recently_joined_consumers import (
     CONTIGUOUS_ENTRIES,
@@ -81,10 +74,6 @@ __all__ = [
     "HashRangeExclusiveStickyKeyConsumerSelector",
     "ImpactedConsumers",
     "LedgerNavigator",
-    "PendingAck",
-    "PendingAcksAddHandler",
-    "PendingAcksMap",
-    "PendingAcksRemoveHandler",
     "RecentlyJoinedConsumers",
     "RemovedHashRanges",
     "StickyKeyConsumerSelector",
