@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from magnetar.core.acked_positions import AckedPositions
 from magnetar.core.positions import Position
 
 NextPosition = Callable[[Position], Position]
@@ -22,7 +23,7 @@ class Cursor:
     mark_delete: Position
     next_position: NextPosition
     durable: bool = True
-    individually_deleted: set[Position] = field(default_factory=set)
+    individually_deleted: AckedPositions = field(default_factory=AckedPositions)
     batch_ack_sets: dict[Position, list[int]] = field(default_factory=dict)
     properties: dict[str, int | str] = field(default_factory=dict)
     #: bumped on every change so the shell knows when a persist is due
@@ -41,7 +42,12 @@ class Cursor:
         if ack_set and any(ack_set):
             return self._ack_batch_indexes(pos, ack_set)
         self.batch_ack_sets.pop(pos, None)
-        self.individually_deleted.add(pos)
+        if pos.entry_id < 0:
+            return False  # (L, -1) stands before ledger L's entries: nothing to ack
+        if pos == self.next_position(self.mark_delete):
+            self.mark_delete = pos  # the common case, acks in order: nothing to remember
+        else:
+            self.individually_deleted.add(pos)
         self._advance()
         self.version += 1
         return True
@@ -69,18 +75,13 @@ class Cursor:
 
     def deleted_ranges(self) -> list[tuple[Position, Position]]:
         """Individually deleted entries as closed ranges of consecutive entries per ledger."""
-        ranges: list[tuple[Position, Position]] = []
-        for pos in sorted(self.individually_deleted):
-            if ranges and ranges[-1][1].ledger_id == pos.ledger_id and ranges[-1][1].entry_id + 1 == pos.entry_id:
-                ranges[-1] = (ranges[-1][0], pos)
-            else:
-                ranges.append((pos, pos))
-        return ranges
+        return self.individually_deleted.ranges()
 
     def restore_ranges(self, ranges: Iterable[tuple[Position, Position]]) -> None:
         for start, end in ranges:
-            for entry in range(start.entry_id, end.entry_id + 1):
-                self.individually_deleted.add(Position(start.ledger_id, entry))
+            if end.entry_id >= max(start.entry_id, 0):
+                self.individually_deleted.add_range(start.ledger_id, max(start.entry_id, 0), end.entry_id)
+        self.individually_deleted.discard_up_to(self.mark_delete)
         self._advance()
 
     def _ack_batch_indexes(self, pos: Position, ack_set: list[int]) -> bool:
@@ -96,19 +97,20 @@ class Cursor:
 
     def _move_mark_delete(self, pos: Position) -> bool:
         self.mark_delete = pos
-        self.individually_deleted = {p for p in self.individually_deleted if p > pos}
+        self.individually_deleted.discard_up_to(pos)
         self.batch_ack_sets = {p: s for p, s in self.batch_ack_sets.items() if p > pos}
         self._advance()
         self.version += 1
         return True
 
     def _advance(self) -> None:
+        """Move mark-delete over the acknowledged run right after it, a run (and a
+        ledger boundary) at a time."""
         while self.individually_deleted:
-            nxt = self.next_position(self.mark_delete)
-            if nxt not in self.individually_deleted:
+            end = self.individually_deleted.take_run_from(self.next_position(self.mark_delete))
+            if end is None:
                 return
-            self.individually_deleted.discard(nxt)
-            self.mark_delete = nxt
+            self.mark_delete = end
 
     @staticmethod
     def _position_before(pos: Position) -> Position:
