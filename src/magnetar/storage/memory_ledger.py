@@ -169,6 +169,17 @@ class MemoryLedger:
         self._closed = True
         self._stored.clear()
 
+    def crash(self) -> None:
+        """What a power cut leaves: entries never synced are gone, the ledger is closed
+        without the sync :meth:`close` would make (for crash-and-restart simulations)."""
+        synced = self._synced
+        for ledger_id in list(self._stored):
+            if synced is None or ledger_id > synced.ledger_id:
+                del self._stored[ledger_id]
+            elif ledger_id == synced.ledger_id:
+                del self._stored[ledger_id].entries[synced.entry_id + 1:]
+        self._closed = True
+
 
 class MemoryLedgerFactory:
     """Opens :class:`MemoryLedger` s by topic name; a topic's entries outlive close/reopen."""
