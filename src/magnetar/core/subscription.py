@@ -8,10 +8,10 @@ a consumer of another type is refused, as Pulsar does. Non-durable subscriptions
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
+from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.dispatchers.base import Dispatcher, DispatcherFactory
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
@@ -46,7 +46,7 @@ class Subscription:
         self.max_unacked_per_consumer = topic.config.maxUnackedMessagesPerConsumer
         self.max_unacked_per_subscription = topic.config.maxUnackedMessagesPerSubscription
         self.properties: dict[str, str] = {}
-        self.delayed_tracker: Any = None
+        self.delayed_tracker: DelayedDeliveryTracker | None = None
         #: the cursor version last handed to the store (-1: never, or the write failed)
         self.persisted_version = -1
         self._factory = dispatcher_factory

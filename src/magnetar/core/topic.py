@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
+from magnetar.core.dedup.message_deduplication import MessageDeduplication
+from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
+from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
@@ -59,9 +61,9 @@ class Topic:
         self.topic_epoch = 0
         self.msg_in = RateCounter()
         self.dispatcher_factory = dispatcher_factory
-        self.delayed: Any = None
-        self.dedup: Any = None
-        self.property_dedup: Any = None
+        self.delayed: DelayedDelivery | None = None
+        self.dedup: MessageDeduplication | None = None
+        self.property_dedup: PropertyDedupWindow | None = None
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False

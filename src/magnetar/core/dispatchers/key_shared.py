@@ -44,6 +44,7 @@ from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTrack
 from magnetar.core.key_shared.hash_range_auto_split import HashRangeAutoSplitStickyKeyConsumerSelector
 from magnetar.core.key_shared.hash_range_exclusive import HashRangeExclusiveStickyKeyConsumerSelector
 from magnetar.core.key_shared.sticky_key import sticky_key, sticky_key_hash
+from magnetar.core.key_shared.sticky_key_consumer_selector import StickyKeyConsumerSelector
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         config = sub.topic.config
         self.mode: int | None = None
         self.allow_out_of_order = False
-        self.selector: Any = None
+        self.selector: StickyKeyConsumerSelector[Consumer] | None = None
         self.tracker: DrainingHashesTracker[Consumer] = DrainingHashesTracker(
             config.keySharedUnblockingIntervalMs, unblocking_handler=self._hash_unblocked)
         self.replay: KeyedReplayQueue[Consumer] = KeyedReplayQueue(self._owner_of)  # type: ignore[assignment]
@@ -314,6 +315,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def _try_send(self, pos: Position, sticky_hash: int, now_ms: int, from_replay: bool,
                   loaded: Loaded = None) -> bool:
         """Send the entry to its hash's consumer if allowed; True if it left the queue."""
+        if self.selector is None:
+            return False
         consumer = self.selector.select(sticky_hash)
         if consumer is None or consumer.permits <= 0 or consumer.blocked_on_unacked:
             return False

@@ -121,6 +121,8 @@ class KeySharedClassicDispatcher(KeySharedDispatcher):
         """Hold each heir back (beyond ``joined_at``) until the entries of its keys pending at
         other consumers are acknowledged: PIP-282 alone misses those sent beyond the last
         sent position, and keys handed over when a consumer leaves."""
+        if self.selector is None:
+            return
         select = self.selector.select
         found: dict[Consumer, set[Position]] = {}
         for other in self.consumers:
