@@ -116,7 +116,7 @@ class BrokerCore:
 def tick_subscription(sub: Subscription, now_ms: int) -> int | None:
     """Dispatch one subscription's due delayed messages; when it next wants a tick."""
     tracker = sub.delayed_tracker
-    if tracker is None or not any(c.permits > 0 and not c.blocked_on_unacked for c in sub.consumers):
+    if tracker is None or not any(c.can_take() for c in sub.consumers):
         # nothing can go out until a consumer can take it, and a flow or an ack
         # dispatches by itself: no timer, or due messages would spin it every ms
         return None

@@ -80,12 +80,34 @@ class BrokerConfig:
     # admin HTTP: largest request body accepted (bytes); Pulsar's default -1 means
     # unlimited, Magnetar caps it since no admin body comes near 1 MiB. -1 disables.
     httpMaxRequestSize: int = 1024 * 1024
+    # limits and back-pressure (0 = no limit, as in Pulsar)
+    maxProducersPerTopic: int = 0
+    maxConsumersPerTopic: int = 0
+    maxConsumersPerSubscription: int = 0
+    maxSubscriptionsPerTopic: int = 0
+    maxTopicsPerNamespace: int = 0
+    brokerMaxConnections: int = 0
+    brokerMaxConnectionsPerIp: int = 0
+    #: producers plus consumers one connection may hold (Magnetar; bounds one client's cost)
+    maxProducersAndConsumersPerConnection: int = 10000
+    #: -1: Magnetar's default of 512 MB (Pulsar's -1 is half the JVM's direct memory); 0: off
+    maxMessagePublishBufferSizeInMB: int = -1
+    pulsarChannelWriteBufferHighWaterMark: int = 64 * 1024
+    pulsarChannelWriteBufferLowWaterMark: int = 32 * 1024
+    #: Pulsar's default is false; Magnetar stops reading a connection that does not read
+    #: its receipts, or such a producer could grow broker memory without bound
+    pulsarChannelPauseReceivingRequestsIfUnwritable: bool = True
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def max_frame_size(self) -> int:
         """Pulsar's frame decoder accepts maxMessageSize plus 10 KiB of command overhead."""
         return self.maxMessageSize + 10240
+
+    @property
+    def publish_buffer_bytes(self) -> int:
+        mb = self.maxMessagePublishBufferSizeInMB
+        return 512 * 1024 * 1024 if mb < 0 else mb * 1024 * 1024
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
@@ -114,13 +136,22 @@ class BrokerConfig:
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
-        positive = ("maxMessageSize", "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
-                    "dispatcherMaxReadBatchSize", "keepAliveIntervalSeconds")
+        if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
+            raise ConfigError(
+                f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
+                f"pulsarChannelWriteBufferHighWaterMark={self.pulsarChannelWriteBufferHighWaterMark}"
+            )
+        positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "defaultNumPartitions",
+                    "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize", "keepAliveIntervalSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
         for key in ("maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription",
-                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs"):
+                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs",
+                    "maxProducersPerTopic", "maxConsumersPerTopic", "maxConsumersPerSubscription",
+                    "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
+                    "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
+                    "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

@@ -78,6 +78,10 @@ class NotAllowed(BrokerError):
     code = ServerError.NotAllowedError
 
 
+class LimitReached(NotAllowed):
+    """A namespace-wide limit (Pulsar answers it with 412 on the admin API)."""
+
+
 class ServiceNotReady(BrokerError):
     code = ServerError.ServiceNotReady
 

@@ -87,6 +87,8 @@ class Policies(BaseModel):
     max_producers_per_topic: NonNegativeInt | None = None
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None
+    max_subscriptions_per_topic: NonNegativeInt | None = None
+    max_topics_per_namespace: NonNegativeInt | None = None
     max_unacked_messages_per_consumer: NonNegativeInt | None = None
     max_unacked_messages_per_subscription: NonNegativeInt | None = None
     subscription_types_enabled: list[SubscriptionType] | None = None

@@ -9,15 +9,16 @@ committer's thread, reported back with ``call_soon_threadsafe``) and cursor writ
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import itertools
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import cursor_moves, policies, publish
+from magnetar.core import cursor_moves, limits, policies, publish
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
@@ -27,6 +28,7 @@ from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
+from magnetar.core.publish_throttle import PublishBuffer
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.server import deduplication, delayed_index, property_dedup
@@ -173,6 +175,7 @@ class BrokerService:
         self.check_namespace(name)
         if partitions <= 0:
             raise NotAllowed("Number of partitions must be more than 0")
+        self.check_topic_count(name, adding=partitions)
         self.metadata.create_partitioned_topic(str(name), partitions)
 
     def get_topic(self, name: TopicName, create: bool) -> Topic:
@@ -190,10 +193,21 @@ class BrokerService:
             if self.metadata.get_partitioned_topic(key) is not None:
                 raise NotAllowed(f"Topic {key} is partitioned; use its partitions")
             self.check_namespace(name)
+            self.check_topic_count(name)
             self.metadata.create_topic(key)
         topic = self._open_topic(name)
         self.topics[key] = topic
         return topic
+
+    def check_topic_count(self, name: TopicName, adding: int = 1) -> None:
+        """``maxTopicsPerNamespace``: partitions count one each, as in Pulsar."""
+        namespace = name.namespace_name
+        policies = self.policies_of(name)
+        if not limits.resolved(policies.max_topics_per_namespace, self.config.maxTopicsPerNamespace):
+            return
+        plain = [t for t in self.metadata.list_topics(namespace) if TopicName.parse(t).partition_index < 0]
+        existing = len(plain) + sum(self.metadata.list_partitioned_topics(namespace).values())
+        limits.check_new_topic(namespace, existing + adding - 1, policies, self.config)
 
     def _is_partition_of_existing(self, name: TopicName) -> bool:
         if name.partition_index < 0:
@@ -385,13 +399,43 @@ class BrokerService:
         return MetadataError(f"metadata store failure: {exc}")
 
 
+class PumpedConnection(Protocol):
+    """What the broker does with its client connections (the server's ``ServerConnection``)."""
+
+    reading_paused: bool
+
+    def update_reading(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class BrokerOperations(BrokerService):
     """Operations the connection handlers and the admin API share."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         super().__init__(config, data_dir)
-        self.connections: set = set()  # type: ignore[type-arg]
+        self.connections: set[PumpedConnection] = set()
+        self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
+        self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
+
+    def admit_connection(self, ip: str) -> str | None:
+        """Count a new connection, or say why it is refused."""
+        refusal = limits.connection_refusal(len(self.connections), self._connections_per_ip[ip], self.config)
+        if refusal is None:
+            self._connections_per_ip[ip] += 1
+        return refusal
+
+    def connection_closed(self, ip: str) -> None:
+        self._connections_per_ip[ip] -= 1
+        if self._connections_per_ip[ip] <= 0:
+            del self._connections_per_ip[ip]
+
+    def resume_publishers(self) -> None:
+        """The broker's publish buffer fell back to half: read every paused connection again."""
+        for conn in list(self.connections):
+            if conn.reading_paused:
+                conn.update_reading()
 
     @staticmethod
     def timestamp() -> str:
@@ -416,15 +460,14 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        limit = self.policies_of(topic.name).max_producers_per_topic
-        if limit and len(topic.producers) >= limit:
-            from magnetar.core.errors import ProducerBusy
-            raise ProducerBusy(f"Topic {topic.name} reached max producers limit ({limit})")
+        limits.check_new_producer(topic, self.policies_of(topic.name), self.config)
 
-    def check_subscription_allowed(self, topic: Topic, sub_type: str) -> None:
-        enabled = self.policies_of(topic.name).subscription_types_enabled
+    def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
+        policies = self.policies_of(topic.name)
+        enabled = policies.subscription_types_enabled
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
+        limits.check_new_consumer(topic, subscription, policies, self.config)
 
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:

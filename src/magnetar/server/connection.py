@@ -4,6 +4,12 @@ A connection is an asyncio protocol. It decodes frames, routes each command to a
 handler, and implements the sinks core uses to send MESSAGE frames, receipts and
 broker-initiated closes. Outgoing frames are gathered and written once per loop
 iteration, so a dispatch of many entries costs one write.
+
+Back-pressure both ways, as Pulsar does with netty's channel writability and auto-read:
+dispatch to the connection's consumers stops while its outgoing bytes (gathered plus the
+transport's buffer) are above ``pulsarChannelWriteBufferHighWaterMark`` and resumes below
+the low mark; reading stops while too many sends wait for their receipts (or, by
+default, while the client does not read what is written to it).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import asyncio
 import concurrent.futures
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from magnetar import __version__
 from magnetar.core.consumer import Consumer
@@ -20,6 +26,7 @@ from magnetar.core.errors import BrokerError, NotAllowed, ServerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position, to_signed64
 from magnetar.core.producer import Producer
+from magnetar.core.publish_throttle import PendingPublishes
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic, topic_of
 from magnetar.server import handlers
@@ -42,6 +49,7 @@ class ServerConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(broker.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self.address = ""
+        self.peer_ip = ""
         self.client_version = ""
         self.protocol_version = 0
         self.connected = False
@@ -55,14 +63,32 @@ class ServerConnection(asyncio.Protocol):
         self._ping_pending = False
         self._keepalive: asyncio.TimerHandle | None = None
         self.closed = False
-        self.paused = False
+        config = broker.config
+        self.pending_publishes = PendingPublishes(config.maxPendingPublishRequestsPerConnection,
+                                                  broker.publish_buffer)
+        self._high_water = config.pulsarChannelWriteBufferHighWaterMark
+        self._low_water = config.pulsarChannelWriteBufferLowWaterMark
+        self._pause_reading_if_unwritable = config.pulsarChannelPauseReceivingRequestsIfUnwritable
+        self._out_bytes = 0
+        #: dispatch to this connection's consumers is stopped (outgoing bytes above high water)
+        self.consumers_paused = False
+        #: the transport's own buffer is above high water (asyncio's pause_writing)
+        self._transport_paused = False
+        self.reading_paused = False
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.address = f"/{peer[0]}:{peer[1]}" if peer else ""
+        self.peer_ip = str(peer[0]) if peer else ""
+        refusal = self.broker.admit_connection(self.peer_ip)
+        if refusal is not None:
+            log.warning("refusing %s: %s", self.address, refusal)
+            self._fail_connection(refusal)
+            return
         self.broker.connections.add(self)
+        transport.set_write_buffer_limits(high=self._high_water, low=self._low_water)
         self._arm_keepalive()
 
     def data_received(self, data: bytes) -> None:
@@ -89,19 +115,72 @@ class ServerConnection(asyncio.Protocol):
         self.closed = True
         if self._keepalive is not None:
             self._keepalive.cancel()
-        self.broker.connections.discard(self)
+        if self in self.broker.connections:
+            self.broker.connections.discard(self)
+            self.broker.connection_closed(self.peer_ip)
         now = now_ms()
         for producer_id in list(self.producers):
             self.drop_producer(producer_id)
         for consumer, sub in list(self.consumers.values()):
             topic_of(sub).remove_consumer(sub, consumer, now)
         self.consumers.clear()
+        self._out = []
+        self._out_bytes = 0
+        if self.pending_publishes.release_all():
+            self.broker.resume_publishers()
+
+    # -- back-pressure ------------------------------------------------------------
+    def pause_writing(self) -> None:
+        self._transport_paused = True
+        self._pause_consumers()
+        self.update_reading()
+
+    def resume_writing(self) -> None:
+        self._transport_paused = False
+        if self._out_bytes <= self._low_water:
+            self._resume_consumers()
+        self.update_reading()
+
+    def _pause_consumers(self) -> None:
+        self.consumers_paused = True
+        for consumer, _ in self.consumers.values():
+            consumer.write_paused = True
+
+    def _resume_consumers(self) -> None:
+        if not self.consumers_paused or self.closed:
+            return
+        self.consumers_paused = False
+        now = now_ms()
+        for consumer, sub in list(self.consumers.values()):
+            if consumer.write_paused:
+                consumer.write_paused = False
+                sub.dispatcher.on_writable(consumer, now)
+
+    def update_reading(self) -> None:
+        """Stop or restart reading the socket (Pulsar toggles netty's auto-read)."""
+        if self.transport is None or self.closed:
+            return
+        held_by_writes = self._pause_reading_if_unwritable and self._transport_paused
+        if not self.reading_paused:
+            if held_by_writes or self.pending_publishes.should_pause():
+                self.reading_paused = True
+                self.transport.pause_reading()
+        elif not held_by_writes and self.pending_publishes.may_resume():
+            self.reading_paused = False
+            self.transport.resume_reading()
+
+    def _answered(self, producer_id: int) -> None:
+        if self.pending_publishes.answered(producer_id):
+            self.broker.resume_publishers()
+        elif self.reading_paused:
+            self.update_reading()
 
     # -- writing ------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         if self.closed:
             return
         self._out.append(data)
+        self._out_bytes += len(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -127,6 +206,9 @@ class ServerConnection(asyncio.Protocol):
         if self.transport is not None and self._out and not self.closed:
             self.transport.writelines(self._out)
         self._out = []
+        self._out_bytes = 0
+        if self.consumers_paused and not self._transport_paused:
+            self._resume_consumers()
 
     def close(self) -> None:
         self._flush()
@@ -164,6 +246,8 @@ class ServerConnection(asyncio.Protocol):
         self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
                                         ack_set, len(entry)))
         self.write(entry)
+        if self._out_bytes > self._high_water or self._transport_paused:
+            self._pause_consumers()
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         if self.protocol_version >= 12:
@@ -176,9 +260,11 @@ class ServerConnection(asyncio.Protocol):
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
         self.write(send_receipt_frame(producer_id, sequence_id, pos.ledger_id, pos.entry_id, highest_sequence_id))
+        self._answered(producer_id)
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.write_command(commands.send_error(producer_id, sequence_id, code, message))
+        self._answered(producer_id)
 
     def producer_ready(self, producer: Producer) -> None:
         """A WaitForExclusive producer got access: the second PRODUCER_SUCCESS."""
@@ -240,6 +326,8 @@ class ServerConnection(asyncio.Protocol):
     def drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)
         topic = self.producer_topics.pop(producer_id, None)
+        if self.pending_publishes.dropped(producer_id):
+            self.broker.resume_publishers()
         if producer is not None and topic is not None:
             self.producer_requests.pop(producer_id, None)
             promoted = topic.remove_producer(producer)
@@ -262,6 +350,15 @@ def _connect(conn: ServerConnection, frame: Frame) -> None:
     conn.write_command(commands.connected(f"Magnetar-{__version__}", version, conn.broker.config.maxMessageSize))
 
 
+def _send(conn: ServerConnection, frame: Frame) -> None:
+    """Every SEND is answered by one receipt or error; until then it counts against the
+    connection's and the broker's limits."""
+    conn.pending_publishes.sent(frame.command.send.producer_id, len(frame.entry or b""))
+    if conn.pending_publishes.should_pause():
+        conn.update_reading()
+    handlers.send(conn, frame)
+
+
 def _ping(conn: ServerConnection, frame: Frame) -> None:
     conn.write_command(commands.pong())
 
@@ -275,5 +372,6 @@ _HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
     T.PING: _ping,
     T.PONG: _pong,
     **handlers.HANDLERS,
+    T.SEND: _send,
 }
 __all__ = ["ServerConnection", "TopicName", "to_signed64"]

@@ -10,6 +10,7 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from magnetar.core import limits
 from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
@@ -109,6 +110,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     broker = conn.broker
     if not broker.ready:
         raise ServiceNotReady("Broker is starting up or shutting down")
+    limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
     topic = broker.get_topic(_topic_name(req.topic), create=True)
     broker.check_producer_allowed(topic)
     user_named = req.producer_name != ""
@@ -204,12 +206,13 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         raise ServiceNotReady("Broker is starting up or shutting down")
     if not req.subscription:
         raise ProducerBusy("Empty subscription name")
+    limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
     topic = broker.get_topic(_topic_name(req.topic), create=not req.HasField("force_topic_creation")
                              or req.force_topic_creation)
     sub_type = SUB_TYPE_NAMES.get(int(req.subType))
     if sub_type is None:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
-    broker.check_subscription_allowed(topic, sub_type)
+    broker.check_subscription_allowed(topic, req.subscription, sub_type)
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
         priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,

@@ -62,6 +62,11 @@ class Dispatcher(ABC):
         self.begin_round()
         self.dispatch(now_ms)
 
+    def on_writable(self, consumer: Consumer, now_ms: int) -> None:
+        """The consumer's connection drained below its low-water mark."""
+        self.begin_round()
+        self.dispatch(now_ms)
+
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
         """Acks may unblock a consumer or the subscription; subclasses add more."""
         self.begin_round()
