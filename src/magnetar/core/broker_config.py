@@ -81,6 +81,9 @@ class BrokerConfig:
     # unlimited, Magnetar caps it since no admin body comes near 1 MiB. -1 disables.
     httpMaxRequestSize: int = 1024 * 1024
     # limits and back-pressure (0 = no limit, as in Pulsar)
+    #: Magnetar: a persistent topic without producers or consumers this long is unloaded
+    #: (cursors stored, files closed) and loads again on next use; 0 keeps topics loaded
+    idleTopicUnloadSeconds: int = 300
     maxProducersPerTopic: int = 0
     maxConsumersPerTopic: int = 0
     maxConsumersPerSubscription: int = 0
@@ -151,7 +154,8 @@ class BrokerConfig:
                     "maxProducersPerTopic", "maxConsumersPerTopic", "maxConsumersPerSubscription",
                     "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
                     "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
-                    "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark"):
+                    "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
+                    "idleTopicUnloadSeconds"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

@@ -13,13 +13,14 @@ import collections
 import concurrent.futures
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
 from magnetar.core import cursor_moves, limits, policies, publish
 from magnetar.core.broker import BrokerCore, CursorWrite
+from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.entry import EntryInfo
@@ -83,6 +84,7 @@ class BrokerService:
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.ready = False
         self._ensure_defaults()
 
@@ -110,8 +112,44 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        idle_s = self.config.idleTopicUnloadSeconds
+        if idle_s > 0:
+            check_ms = min(max(idle_s * 500, 100), 60_000)
+            PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
         self.ready = True
+
+    def _unload_idle_topics(self, now: int) -> None:
+        for topic in self.core.idle_topics(now):
+            if str(topic.name) not in self.unloading:
+                self._background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
+
+    def _background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        def logged(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s failed", what, exc_info=task.exception())
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(logged)
+
+    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
+        key = str(topic.name)
+        self.unloading.add(key)
+        try:
+            topic.fenced = True
+            topic.close_all_clients()
+            self.topics.pop(key, None)
+            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
+            if not delete_data:
+                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
+            if topic.delayed is not None:
+                topic.delayed.release(topic, delete_data)
+            # closing syncs and deleting removes a directory: off the event loop
+            release = topic.ledger.delete if delete_data else topic.ledger.close
+            await asyncio.get_running_loop().run_in_executor(None, release)
+        finally:
+            self.unloading.discard(key)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -195,7 +233,13 @@ class BrokerService:
             self.check_namespace(name)
             self.check_topic_count(name)
             self.metadata.create_topic(key)
-        topic = self._open_topic(name)
+        try:
+            topic = self._open_topic(name)
+        except OSError as exc:
+            # out of descriptors or disk: this request fails, the broker and its other topics go on
+            log.error("cannot load topic %s: %s", key, exc)
+            from magnetar.core.errors import ServiceNotReady
+            raise ServiceNotReady(f"Topic {key} could not be loaded: {exc.strerror or exc}") from exc
         self.topics[key] = topic
         return topic
 
@@ -586,21 +630,3 @@ class BrokerOperations(BrokerService):
         self.metadata.delete_topic(key)
         self.schemas.forget(key)
         self.recorder.forget_topic(key)
-
-    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
-        key = str(topic.name)
-        self.unloading.add(key)
-        try:
-            topic.fenced = True
-            topic.close_all_clients()
-            self.topics.pop(key, None)
-            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
-            if not delete_data:
-                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
-            if topic.delayed is not None:
-                topic.delayed.release(topic, delete_data)
-            # closing syncs and deleting removes a directory: off the event loop
-            release = topic.ledger.delete if delete_data else topic.ledger.close
-            await asyncio.get_running_loop().run_in_executor(None, release)
-        finally:
-            self.unloading.discard(key)

@@ -413,7 +413,9 @@ class SegmentLedger:
         self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
         #: ledgers rolled over since the last sync: that sync writes their index files
         self._sealed: list[_Segment] = []
-        self._dir_dirty = False
+        #: a descriptor of the directory, taken when an entry in it was created or removed;
+        #: the sync fsyncs it, so syncing never needs a new descriptor
+        self._dir_fd = -1
         self._fault: OSError | None = None
         #: sync() calls that had something to make durable.
         self.sync_count = 0
@@ -423,9 +425,13 @@ class SegmentLedger:
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_dir(self.directory.parent)
-        self._recover()
-        self._last_appended = self._synced = self._appended = self._index.last_position()
-        self._open_ledger()
+        try:
+            self._recover()
+            self._last_appended = self._synced = self._appended = self._index.last_position()
+            self._open_ledger()
+        except BaseException:
+            self._release()  # a ledger that failed to open (out of descriptors, say) holds none
+            raise
 
     @property
     def closed(self) -> bool:
@@ -482,6 +488,7 @@ class SegmentLedger:
             )
         path = self.directory / segment_file_name(ledger_id)
         try:
+            self._hold_dir_fd()
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise StorageError(f"cannot create ledger file {path} for {self.name!r}: {exc}") from exc
@@ -505,7 +512,18 @@ class SegmentLedger:
         self._index.add_ledger(ledger_id, timestamp_ms)
         with self._lock:
             self._dirty[ledger_id] = os.dup(fd)
-            self._dir_dirty = True
+
+    def _hold_dir_fd(self) -> None:
+        """Take the directory's descriptor for the next sync (one at a time)."""
+        with self._lock:
+            if self._dir_fd >= 0:
+                return
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        with self._lock:
+            if self._dir_fd < 0:
+                self._dir_fd, fd = fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def _retire_write_fd(self) -> None:
         """Keep the closed ledger's descriptor for reads of its entries."""
@@ -571,14 +589,28 @@ class SegmentLedger:
         self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
         segment = self._segments[first.ledger_id]
         start = segment.offsets[first.entry_id]
+        with self._lock:
+            needs_fd = segment.ledger_id not in self._dirty
+        try:
+            # the sync's own descriptor, taken first: running out of them fails these appends
+            # before anything is written, rather than after
+            sync_fd = os.dup(self._write_fd) if needs_fd else -1
+        except OSError as exc:
+            self._take_back(segment, first, start)
+            raise AppendFailed(self.name, first, str(exc)) from exc
         error = self._write_all(chunks, expected)
         if error is not None:
+            if sync_fd >= 0:
+                os.close(sync_fd)
             self._take_back(segment, first, start)
             raise AppendFailed(self.name, first, error)
         with self._lock:
             self._last_appended = self._appended
-            if segment.ledger_id not in self._dirty:
-                self._dirty[segment.ledger_id] = os.dup(self._write_fd)
+            if sync_fd >= 0:
+                if segment.ledger_id in self._dirty:
+                    os.close(sync_fd)
+                else:
+                    self._dirty[segment.ledger_id] = sync_fd
 
     def _write_all(self, chunks: list[bytes], expected: int) -> str | None:
         """Write the chunks in as few system calls as writev allows; the error, if any."""
@@ -607,7 +639,7 @@ class SegmentLedger:
 
     def unsynced(self) -> bool:
         with self._lock:
-            return bool(self._dirty)
+            return bool(self._dirty) or self._dir_fd >= 0
 
     def sync(self) -> Position | None:
         # One sync at a time, so the position returned never claims data that another
@@ -618,7 +650,7 @@ class SegmentLedger:
     def _sync(self) -> Position | None:
         with self._lock:
             fds, self._dirty = self._dirty, {}
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            dir_fd, self._dir_fd = self._dir_fd, -1
             covered, fault = self._last_appended, self._fault
             # every append to these happened before the swap above: this sync covers them
             sealed, self._sealed = self._sealed, []
@@ -627,8 +659,8 @@ class SegmentLedger:
                 raise StorageError(f"managed ledger {self.name!r} cannot sync after a failure: {fault}")
             for fd in fds.values():
                 os.fdatasync(fd)
-            if dir_dirty:
-                fsync_dir(self.directory)
+            if dir_fd >= 0:
+                os.fsync(dir_fd)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
@@ -636,12 +668,14 @@ class SegmentLedger:
         finally:
             for fd in fds.values():
                 os.close(fd)
+            if dir_fd >= 0:
+                os.close(dir_fd)
         for segment in sealed:
             self._write_index(segment.ledger_id, segment.path, segment.offsets, segment.end_offset)
         with self._lock:
-            if fds or dir_dirty:
+            if fds or dir_fd >= 0:
                 self.sync_count += 1
-                self.fsync_count += len(fds) + dir_dirty
+                self.fsync_count += len(fds) + (dir_fd >= 0)
             if covered is not None and (self._synced is None or covered > self._synced):
                 self._synced = covered
             return self._synced
@@ -750,8 +784,10 @@ class SegmentLedger:
             path.unlink(missing_ok=True)
             path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
         self._cache.drop_ledgers(set(ids))
-        with self._lock:
-            self._dir_dirty = True
+        try:
+            self._hold_dir_fd()
+        except OSError as exc:  # the removal is made durable by the next sync that can
+            log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
         return ids
 
     def roll_over(self) -> None:
@@ -789,6 +825,10 @@ class SegmentLedger:
             self._write_fd = -1
         while self._read_fds:
             os.close(self._read_fds.popitem()[1])
+        with self._lock:
+            dir_fd, self._dir_fd = self._dir_fd, -1
+        if dir_fd >= 0:
+            os.close(dir_fd)
 
 
 class SegmentLedgerFactory:
