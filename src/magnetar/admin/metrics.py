@@ -185,6 +185,20 @@ class BrokerCollector:
                 yield from self._consumers(topics, now)
         yield from delayed_index_families(config.clusterName, topics, by_topic)
         yield self._publish_latency()
+        yield from self._disk()
+
+    def _disk(self) -> Iterator[Metric]:
+        """Magnetar's own series (no Pulsar name exists): the data disk's usage and whether
+        appends are refused for it (``diskUsageThreshold``)."""
+        cluster = [self.broker.config.clusterName]
+        usage = GaugeMetricFamily("magnetar_disk_usage_ratio", "Share of the data disk in use", labels=["cluster"])
+        usage.add_metric(cluster, self.broker.disk.ratio)
+        refused = GaugeMetricFamily("magnetar_disk_appends_refused",
+                                    "1 while appends are refused for disk usage above diskUsageThreshold",
+                                    labels=["cluster"])
+        refused.add_metric(cluster, 1.0 if self.broker.disk.refusing else 0.0)
+        yield usage
+        yield refused
 
     def _key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
         base = (self.broker.config.clusterName, topic.name.namespace_name)

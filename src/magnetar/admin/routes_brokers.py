@@ -13,6 +13,9 @@ router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 
 @router.get("/health", response_class=PlainTextResponse, responses=PLAIN_TEXT, summary="Broker health check")
 async def health(broker: Broker) -> str:
+    refusal = broker.disk.refusal()
+    if refusal is not None:
+        raise RestError(503, refusal)
     return "ok"
 
 

@@ -50,6 +50,11 @@ class BrokerConfig:
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerDefaultMarkDeleteRateLimit: float = 1.0
     journalSyncData: bool = True
+    #: BookKeeper's names: appends are refused from this share of the data disk used...
+    diskUsageThreshold: float = 0.95
+    #: ...a warning is logged from this one, and usage is read every diskCheckInterval ms
+    diskUsageWarnThreshold: float = 0.90
+    diskCheckInterval: int = 10000
     # delayed delivery
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -144,8 +149,14 @@ class BrokerConfig:
                 f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
                 f"pulsarChannelWriteBufferHighWaterMark={self.pulsarChannelWriteBufferHighWaterMark}"
             )
-        positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "defaultNumPartitions",
-                    "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize", "keepAliveIntervalSeconds")
+        if not 0 < self.diskUsageWarnThreshold <= self.diskUsageThreshold <= 1:
+            raise ConfigError(
+                f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
+                f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
+            )
+        positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
+                    "keepAliveIntervalSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")

@@ -13,6 +13,7 @@ import collections
 import concurrent.futures
 import itertools
 import logging
+import shutil
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,8 +24,9 @@ from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.disk_usage import DiskUsage
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
@@ -85,6 +87,8 @@ class BrokerService:
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
+        self._last_append_error: tuple[str, float] | None = None
         self.ready = False
         self._ensure_defaults()
 
@@ -112,12 +116,25 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        self._check_disk(now_ms())
+        PeriodicTask(self.core.timers, self.config.diskCheckInterval, self._check_disk).start(now_ms())
         idle_s = self.config.idleTopicUnloadSeconds
         if idle_s > 0:
             check_ms = min(max(idle_s * 500, 100), 60_000)
             PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
         self.ready = True
+
+    def _check_disk(self, now: int) -> None:
+        try:
+            usage = shutil.disk_usage(self.data_dir)
+        except OSError as exc:
+            log.warning("cannot read disk usage of %s: %s", self.data_dir, exc)
+            return
+        # used over used plus what this user may still write, as df counts it
+        change = self.disk.update(usage.used, usage.used + usage.free)
+        if change is not None:
+            (log.error if self.disk.refusing else log.warning)("%s: %s", self.data_dir, change)
 
     def _unload_idle_topics(self, now: int) -> None:
         for topic in self.core.idle_topics(now):
@@ -352,11 +369,20 @@ class BrokerService:
             try:
                 topic.ledger.flush()
             except AppendFailed as exc:
-                log.error("%s", exc)
+                self._log_append_failure(exc)
                 topic.appends_taken_back(exc.position, exc.reason)
             except LedgerClosed:
                 continue  # unloaded or deleted meanwhile: its receipts went with it
             self.committer.mark_dirty(topic.ledger)
+
+    def _log_append_failure(self, exc: AppendFailed) -> None:
+        """Once per reason a minute: a full disk fails every append, and the log must not
+        fill what is left of it."""
+        now = monotonic_ms() / 1000
+        last = self._last_append_error
+        if last is None or last[0] != exc.reason or now - last[1] >= 60:
+            self._last_append_error = (exc.reason, now)
+            log.error("%s (repeats of this failure are logged once a minute)", exc)
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -516,6 +542,9 @@ class BrokerOperations(BrokerService):
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:
         """Core judges and appends; the shell answers storage failures and writes the append."""
+        refusal = self.disk.refusal()
+        if refusal is not None:
+            raise PersistenceError(refusal)
         pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now_ms())
         if pos is None:
             return

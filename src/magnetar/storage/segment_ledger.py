@@ -617,7 +617,19 @@ class SegmentLedger:
         written = 0
         try:
             for i in range(0, len(chunks), _IOV_MAX):
-                written += os.writev(self._write_fd, chunks[i:i + _IOV_MAX])
+                group = chunks[i:i + _IOV_MAX]
+                done = os.writev(self._write_fd, group)
+                written += done
+                if done < sum(map(len, group)):
+                    # a short write: write the rest, which fails with the reason (ENOSPC)
+                    # or succeeds if the shortfall was passing
+                    rest = b"".join(group)[done:]
+                    while rest:
+                        n = os.write(self._write_fd, rest)
+                        if n == 0:
+                            break
+                        written += n
+                        rest = rest[n:]
         except OSError as exc:
             return str(exc)
         return None if written == expected else f"short write ({written} of {expected} bytes)"
