@@ -39,8 +39,10 @@ def flood(broker: BrokerProcess, topics: list[str]) -> dict[str, pb.BaseCommand]
             replies[topic] = frame.command
             if frame.command.type == T.PRODUCER_SUCCESS:
                 conn.send_message(index, 0, topic.encode(), producer_name=f"p{index}")
-        for _ in (t for t, r in replies.items() if r.type == T.PRODUCER_SUCCESS):
-            conn.expect(T.SEND_RECEIPT)
+        for _ in range(sum(r.type == T.PRODUCER_SUCCESS for r in replies.values())):
+            answer = conn.read_until(lambda f: f.command.type in (T.SEND_RECEIPT, T.SEND_ERROR)).command
+            producer_id = (answer.send_receipt if answer.type == T.SEND_RECEIPT else answer.send_error).producer_id
+            replies[topics[producer_id]] = answer
     return replies
 
 
@@ -54,10 +56,13 @@ def test_a_topic_flood_fails_only_what_it_cannot_serve(broker: BrokerProcess) ->
 
         topics = [new_topic("flood") for _ in range(FLOOD)]
         replies = flood(broker, topics)
-        served = [t for t in topics if replies[t].type == T.PRODUCER_SUCCESS]
+        served = [t for t in topics if replies[t].type == T.SEND_RECEIPT]
         refused = [replies[t].error for t in topics if replies[t].type == T.ERROR]
+        failed = [replies[t].send_error for t in topics if replies[t].type == T.SEND_ERROR]
         assert served, "the first topics fit in the descriptors"
+        assert len(served) + len(refused) + len(failed) == FLOOD, "every request answered"
         assert all(e.error == pb.ServiceNotReady and "could not be loaded" in e.message for e in refused), refused[:3]
+        assert all(e.error == pb.PersistenceError and "Too many open files" in e.message for e in failed), failed[:3]
 
         steady_producer.send(b"during")  # a topic already loaded keeps working
         assert consumer.receive(timeout_millis=10_000).data() == b"during"

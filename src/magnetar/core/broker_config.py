@@ -55,6 +55,9 @@ class BrokerConfig:
     #: ...a warning is logged from this one, and usage is read every diskCheckInterval ms
     diskUsageWarnThreshold: float = 0.90
     diskCheckInterval: int = 10000
+    #: BookKeeper's name: ledgers that may hold open files at once (the least recently used
+    #: give theirs back); 0: a quarter of the process's descriptor limit
+    openFileLimit: int = 0
     # delayed delivery
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -166,7 +169,7 @@ class BrokerConfig:
                     "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
                     "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
                     "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
-                    "idleTopicUnloadSeconds"):
+                    "idleTopicUnloadSeconds", "openFileLimit"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

@@ -42,6 +42,7 @@ from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
+from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -73,9 +74,12 @@ class BrokerService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
-        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
+        budget = DescriptorBudget(config.openFileLimit or default_budget())
+        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config,
+                                                   budget=budget)
         self.ledger_config = ledger_config
-        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
+        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
+                                        on_error=self._on_sync_error_from_thread)
         self.recorder = BrokerStatsRecorder()
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
@@ -383,6 +387,24 @@ class BrokerService:
         if last is None or last[0] != exc.reason or now - last[1] >= 60:
             self._last_append_error = (exc.reason, now)
             log.error("%s (repeats of this failure are logged once a minute)", exc)
+
+    def _on_sync_error_from_thread(self, ledger: ManagedLedger, exc: Exception) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_sync_failed, ledger, exc)
+
+    def _on_sync_failed(self, ledger: ManagedLedger, exc: Exception) -> None:
+        """A ledger that cannot sync cannot promise anything more: the sends waiting on it
+        get an error (rather than waiting for ever), and the topic is unloaded so that its
+        next use recovers the files afresh."""
+        topic = self.topics.get(ledger.name)
+        if topic is None or topic.ledger is not ledger:
+            return
+        log.error("sync of %s failed, unloading it: %s", ledger.name, exc)
+        if topic.pending_receipts:
+            topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
+        if str(topic.name) not in self.unloading:
+            self._background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
