@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from magnetar import __version__
 from magnetar.admin import (
@@ -52,9 +52,10 @@ def create_app(broker: BrokerOperations) -> FastAPI:
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)
     async def metrics(broker: Broker) -> Response:
-        from magnetar.admin.metrics import render_metrics
-        body, content_type = render_metrics(broker)
-        return Response(body, media_type=content_type)
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        from magnetar.admin.metrics import metrics_text
+        return StreamingResponse(metrics_text(broker), media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

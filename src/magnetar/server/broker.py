@@ -91,6 +91,7 @@ class BrokerService:
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._dedup_policies_at = -1
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
         self._last_append_error: tuple[str, float] | None = None
         self.ready = False
@@ -287,6 +288,9 @@ class BrokerService:
         ledger: ManagedLedger
         if name.persistent:
             ledger = self.ledger_factory.open(str(name))
+            # its new segment file and directory entry are made durable now, which also
+            # gives back the descriptors the sync holds for them
+            self.committer.mark_dirty(ledger)
         else:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
@@ -310,11 +314,15 @@ class BrokerService:
         return topic
 
     def refresh_deduplication(self) -> None:
-        """Apply run-time policy changes and store due dedup snapshots."""
+        """Apply run-time policy changes and store due dedup snapshots. Policies change only
+        through the metadata store: while it has not changed, there is nothing to apply (and
+        reading every loaded topic's policy each second would hold up the event loop)."""
         now = now_ms()
-        for topic in list(self.topics.values()):
-            deduplication.refresh(self, topic, now)
-            property_dedup.refresh(self, topic)
+        if self._dedup_policies_at != self.metadata.changes:
+            self._dedup_policies_at = self.metadata.changes
+            for topic in list(self.topics.values()):
+                deduplication.refresh(self, topic, now)
+                property_dedup.refresh(self, topic)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 
