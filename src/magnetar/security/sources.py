@@ -2,7 +2,8 @@
 
 ``tokenSecretKey``, ``tokenPublicKey`` and ``basicAuthConf`` hold either a URL
 (``file:///path``, ``data:;base64,...``), a plain path, or, as Pulsar's
-``AuthTokenUtils.readKeyFromUrl`` allows, the base64 of the key itself.
+``AuthTokenUtils.readKeyFromUrl`` allows, the base64 of the key itself. A value
+starting with ``/`` or ``./`` is always a path, so a mistyped path is reported as one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def read_source(key: str, value: str) -> bytes:
         return _data_url(key, text)
     if text.startswith("file:"):
         return _read_file(key, Path(urllib.parse.unquote(urllib.parse.urlparse(text).path)))
-    if Path(text).is_file():
+    if text.startswith(("/", "./", "../")) or Path(text).is_file():
         return _read_file(key, Path(text))
     try:
         return base64.b64decode(text, validate=True)
