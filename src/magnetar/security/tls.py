@@ -1,15 +1,16 @@
 """TLS: server SSL contexts from Pulsar's ``tls*`` keys, and ``AuthenticationProviderTls``.
 
 One context serves both TLS ports (binary and HTTP). Client certificates are asked for
-when ``tlsTrustCertsFilePath`` names a CA; they are required when
-``tlsRequireTrustedClientCertOnConnect`` is true, and otherwise checked only when sent
-(``tlsAllowInsecureConnection`` accepts a connection whose certificate does not verify
-only in the sense Pulsar's does: the certificate is then not asked for at all).
+when ``tlsTrustCertsFilePath`` names a CA: required with
+``tlsRequireTrustedClientCertOnConnect``, otherwise verified when a client sends one.
+``tlsAllowInsecureConnection`` lets clients whose certificates would not verify connect,
+as in Pulsar; such certificates then prove nothing, so none is asked for at all.
 """
 
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 
 from magnetar.core.broker_config import BrokerConfig, ConfigError
 from magnetar.security.identity import AuthenticationFailed, Identity
@@ -37,10 +38,12 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
 
 
 def _load_chain(context: ssl.SSLContext, config: BrokerConfig) -> None:
+    for key in ("tlsCertificateFilePath", "tlsKeyFilePath"):
+        path = getattr(config, key)
+        if not Path(path).is_file():
+            raise ConfigError(f"{key}={path!r}: no such file")
     try:
         context.load_cert_chain(config.tlsCertificateFilePath, config.tlsKeyFilePath)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"tlsCertificateFilePath/tlsKeyFilePath: {exc.filename} does not exist") from None
     except (ssl.SSLError, OSError) as exc:
         raise ConfigError(f"tlsCertificateFilePath/tlsKeyFilePath: cannot load the certificate and key "
                           f"({exc})") from None
