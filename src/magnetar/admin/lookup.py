@@ -20,5 +20,5 @@ async def lookup_topic(broker: Broker, domain: str, tenant: str, namespace: str,
                        authoritative: bool = False, listenerName: str | None = None) -> dict[str, Any]:
     name = topic_name(domain, tenant, namespace, topic)
     require_namespace(broker, name.namespace_name)
-    return {"brokerUrl": broker.broker_url, "brokerUrlTls": "", "httpUrl": broker.web_url, "httpUrlTls": "",
-            "nativeUrl": broker.broker_url}
+    return {"brokerUrl": broker.broker_url, "brokerUrlTls": broker.broker_url_tls or "", "httpUrl": broker.web_url,
+            "httpUrlTls": broker.web_url_tls or "", "nativeUrl": broker.broker_url}

@@ -298,7 +298,8 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
             s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()),
         "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
                        "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
-        "ownerBroker": f"{broker.config.advertisedAddress}:{broker.config.webServicePort}",
+        "ownerBroker": f"{broker.config.advertisedAddress}:"
+                       f"{broker.config.webServicePort or broker.config.webServicePortTls}",
     }
     if stats["topicEpoch"] is None:
         del stats["topicEpoch"]

@@ -17,9 +17,11 @@ class ConfigError(ValueError):
 
 @dataclass
 class BrokerConfig:
-    # network
-    brokerServicePort: int = 6650
-    webServicePort: int = 8080
+    # network; an empty port (None) is not opened
+    brokerServicePort: int | None = 6650
+    webServicePort: int | None = 8080
+    brokerServicePortTls: int | None = None
+    webServicePortTls: int | None = None
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = "localhost"
     clusterName: str = "standalone"
@@ -108,6 +110,28 @@ class BrokerConfig:
     #: Pulsar's default is false; Magnetar stops reading a connection that does not read
     #: its receipts, or such a producer could grow broker memory without bound
     pulsarChannelPauseReceivingRequestsIfUnwritable: bool = True
+    # authentication (Pulsar's provider class names, see AUTHENTICATION_PROVIDERS)
+    authenticationEnabled: bool = False
+    authenticationProviders: str = ""
+    authenticationRefreshCheckSeconds: int = 60
+    anonymousUserRole: str = ""
+    tokenSecretKey: str = ""
+    tokenPublicKey: str = ""
+    tokenAuthClaim: str = "sub"
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    basicAuthConf: str = ""
+    # authorization
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""
+    # TLS
+    tlsCertificateFilePath: str = ""
+    tlsKeyFilePath: str = ""
+    tlsTrustCertsFilePath: str = ""
+    tlsRequireTrustedClientCertOnConnect: bool = False
+    tlsAllowInsecureConnection: bool = False
+    tlsProtocols: str = ""
+    tlsCiphers: str = ""
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -137,11 +161,29 @@ class BrokerConfig:
         config.validate()
         return config
 
+    @property
+    def authentication_methods(self) -> list[str]:
+        """The auth method names (``token``, ``basic``, ``tls``) of the configured providers."""
+        return [AUTHENTICATION_PROVIDERS[name] for name in _names(self.authenticationProviders)]
+
+    @property
+    def super_user_roles(self) -> frozenset[str]:
+        return frozenset(_names(self.superUserRoles))
+
+    @property
+    def tls_protocols(self) -> list[str]:
+        return _names(self.tlsProtocols)
+
     def validate(self) -> None:
-        for key in ("brokerServicePort", "webServicePort"):
+        for key in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
             port = getattr(self, key)
-            if not 0 <= port <= 65535:
+            if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(f"{key}={port} is not a TCP port (0..65535)")
+        if self.brokerServicePort is None and self.brokerServicePortTls is None:
+            raise ConfigError("brokerServicePort and brokerServicePortTls are both empty: set one of them")
+        if self.webServicePort is None and self.webServicePortTls is None:
+            raise ConfigError("webServicePort and webServicePortTls are both empty: set one of them")
+        self._validate_security()
         if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
             raise ConfigError(
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
@@ -174,9 +216,64 @@ class BrokerConfig:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 
 
+    def _validate_security(self) -> None:
+        unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]
+        if unknown:
+            raise ConfigError(f"authenticationProviders: unknown provider {unknown[0]!r}; supported: "
+                              + ", ".join(AUTHENTICATION_PROVIDERS))
+        methods = self.authentication_methods
+        if self.authenticationEnabled and not methods:
+            raise ConfigError("authenticationEnabled=true needs authenticationProviders (e.g. "
+                              "org.apache.pulsar.broker.authentication.AuthenticationProviderToken)")
+        if self.authorizationEnabled and not self.authenticationEnabled:
+            raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true: "
+                              "permissions are granted to authenticated roles")
+        if self.authenticationEnabled and "token" in methods and not (self.tokenSecretKey or self.tokenPublicKey):
+            raise ConfigError("AuthenticationProviderToken needs tokenSecretKey or tokenPublicKey")
+        if self.tokenSecretKey and self.tokenPublicKey:
+            raise ConfigError("set only one of tokenSecretKey (HMAC) and tokenPublicKey (RSA/EC)")
+        if self.tokenAudienceClaim and not self.tokenAudience:
+            raise ConfigError(f"tokenAudienceClaim={self.tokenAudienceClaim!r} needs tokenAudience, "
+                              "the audience that stands for this broker")
+        if self.authenticationEnabled and "basic" in methods and not self.basicAuthConf:
+            raise ConfigError("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file or data: URL)")
+        if self.authenticationRefreshCheckSeconds <= 0:
+            raise ConfigError(f"authenticationRefreshCheckSeconds={self.authenticationRefreshCheckSeconds} "
+                              "must be greater than 0")
+        tls_ports = self.brokerServicePortTls is not None or self.webServicePortTls is not None
+        if tls_ports and not (self.tlsCertificateFilePath and self.tlsKeyFilePath):
+            raise ConfigError("brokerServicePortTls/webServicePortTls need tlsCertificateFilePath and tlsKeyFilePath")
+        bad = [p for p in self.tls_protocols if p not in TLS_PROTOCOLS]
+        if bad:
+            raise ConfigError(f"tlsProtocols: unknown protocol {bad[0]!r}; use " + ", ".join(TLS_PROTOCOLS))
+        if self.tlsRequireTrustedClientCertOnConnect and not self.tlsTrustCertsFilePath:
+            raise ConfigError("tlsRequireTrustedClientCertOnConnect=true needs tlsTrustCertsFilePath, "
+                              "the CA that signs client certificates")
+
+
+#: Pulsar's authentication provider classes Magnetar implements -> their auth method name
+AUTHENTICATION_PROVIDERS = {
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+}
+#: keys whose values are secrets (a data: URL holds the key itself): masked when shown
+SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated list as Pulsar's config reads it: blanks dropped."""
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
 def _coerce(key: str, raw: str, kind: Any) -> Any:
     text = raw.strip()
     kind_name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    if kind_name == "int | None":
+        if not text:
+            return None
+        kind_name = "int"
     try:
         if kind_name == "bool":
             lowered = text.lower()

@@ -50,6 +50,10 @@ class BrokerError(Exception):
             self.code = code
 
 
+class AuthorizationError(BrokerError):
+    code = ServerError.AuthorizationError
+
+
 class InvalidTopicName(BrokerError):
     code = ServerError.InvalidTopicName
 

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
+from magnetar.core.authorization import AuthPolicies
 from magnetar.core.broker_config import BrokerConfig
 
 INT32_MAX = 2**31 - 1
@@ -94,6 +95,7 @@ class Policies(BaseModel):
     subscription_types_enabled: list[SubscriptionType] | None = None
     properties: dict[str, str] | None = None
     propertyDeduplication: PropertyDeduplicationPolicy | None = None
+    auth_policies: AuthPolicies | None = None
 
 
 def read_stored(stored: dict[str, Any]) -> Policies:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import cursor_moves, limits, policies, publish
+from magnetar.core import authorization, cursor_moves, limits, policies, publish
+from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.dedup.message_deduplication import DedupStatus
@@ -34,6 +35,7 @@ from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
+from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
@@ -95,13 +97,20 @@ class BrokerService:
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
         self._last_append_error: tuple[str, float] | None = None
         self.ready = False
+        #: None while authenticationEnabled is false
+        self.authentication = AuthenticationService.from_config(config)
         self._ensure_defaults()
 
     # -- start-up --------------------------------------------------------------
     def _ensure_defaults(self) -> None:
         cluster = self.config.clusterName
         if self.metadata.get_cluster(cluster) is None:
-            self.metadata.create_cluster(cluster, {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url})
+            data = {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url}
+            if self.broker_url_tls is not None:
+                data["brokerServiceUrlTls"] = self.broker_url_tls
+            if self.web_url_tls is not None:
+                data["serviceUrlTls"] = self.web_url_tls
+            self.metadata.create_cluster(cluster, data)
         if self.metadata.get_tenant(DEFAULT_TENANT) is None:
             self.metadata.create_tenant(DEFAULT_TENANT, {"adminRoles": [], "allowedClusters": [cluster]})
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
@@ -110,11 +119,26 @@ class BrokerService:
 
     @property
     def broker_url(self) -> str:
+        """The plain binary URL; the TLS one when the plain port is off."""
+        if self.config.brokerServicePort is None:
+            return self.broker_url_tls or ""
         return f"pulsar://{self.config.advertisedAddress}:{self.config.brokerServicePort}"
 
     @property
+    def broker_url_tls(self) -> str | None:
+        port = self.config.brokerServicePortTls
+        return None if port is None else f"pulsar+ssl://{self.config.advertisedAddress}:{port}"
+
+    @property
     def web_url(self) -> str:
+        if self.config.webServicePort is None:
+            return self.web_url_tls or ""
         return f"http://{self.config.advertisedAddress}:{self.config.webServicePort}"
+
+    @property
+    def web_url_tls(self) -> str | None:
+        port = self.config.webServicePortTls
+        return None if port is None else f"https://{self.config.advertisedAddress}:{port}"
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -214,6 +238,26 @@ class BrokerService:
             stored = self.metadata.get_namespace_policies(namespace)
             self._policies[namespace] = None if stored is None else policies.read_stored(stored)
         return self._policies[namespace]
+
+    def access_context(self, namespace: str) -> AccessContext:
+        """What an authorization decision on ``namespace`` (or a tenant alone) needs to know."""
+        tenant, _, rest = namespace.partition("/")
+        info = self.metadata.get_tenant(tenant) or {}
+        found = self.namespace_policies(namespace) if rest else None
+        auth = found.auth_policies if found is not None and found.auth_policies is not None else AuthPolicies()
+        return AccessContext(self.config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth)
+
+    def topic_allowed(self, role: str | None, operation: Operation, name: TopicName) -> bool:
+        """Whether ``role`` may do ``operation`` on the topic; always true with authorization off."""
+        if not self.config.authorizationEnabled:
+            return True
+        context = self.access_context(name.namespace_name)
+        return authorization.allowed(role, operation, context, str(name.partitioned_topic))
+
+    def namespace_allowed(self, role: str | None, operation: Operation, namespace: str) -> bool:
+        if not self.config.authorizationEnabled:
+            return True
+        return authorization.allowed(role, operation, self.access_context(namespace))
 
     def policies_of(self, name: TopicName) -> Policies:
         return self.namespace_policies(name.namespace_name) or Policies()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -29,6 +30,8 @@ from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PendingPublishes
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic, topic_of
+from magnetar.security.authentication import AuthenticationService
+from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.server import handlers
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -40,6 +43,8 @@ from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
+#: the challenge data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA)
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 T = pb.BaseCommand
 
 
@@ -75,6 +80,14 @@ class ServerConnection(asyncio.Protocol):
         #: the transport's own buffer is above high water (asyncio's pause_writing)
         self._transport_paused = False
         self.reading_paused = False
+        #: who the client authenticated as; None while authentication is off
+        self.identity: Identity | None = None
+        self.peer_common_name = ""
+        self._auth_method = "none"
+        self._connecting = False
+        self._supports_auth_refresh = False
+        self._auth_challenge_pending = False
+        self._auth_refresh: asyncio.TimerHandle | None = None
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -87,6 +100,7 @@ class ServerConnection(asyncio.Protocol):
             log.warning("refusing %s: %s", self.address, refusal)
             self._fail_connection(refusal)
             return
+        self.peer_common_name = peer_common_name(transport.get_extra_info("ssl_object"))
         self.broker.connections.add(self)
         transport.set_write_buffer_limits(high=self._high_water, low=self._low_water)
         self._arm_keepalive()
@@ -115,6 +129,8 @@ class ServerConnection(asyncio.Protocol):
         self.closed = True
         if self._keepalive is not None:
             self._keepalive.cancel()
+        if self._auth_refresh is not None:
+            self._auth_refresh.cancel()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
             self.broker.connection_closed(self.peer_ip)
@@ -215,8 +231,12 @@ class ServerConnection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _fail_connection(self, reason: str) -> None:
-        self.write_command(commands.error(to_u64(-1), ServerError.NotAllowedError, reason))
+    @property
+    def role(self) -> str | None:
+        return None if self.identity is None else self.identity.role
+
+    def _fail_connection(self, reason: str, code: int = ServerError.NotAllowedError) -> None:
+        self.write_command(commands.error(to_u64(-1), code, reason))
         self.closed = False
         self._flush()
         self.closed = True
@@ -340,14 +360,117 @@ def to_u64(value: int) -> int:
 
 
 def _connect(conn: ServerConnection, frame: Frame) -> None:
-    if conn.connected:
+    if conn.connected or conn._connecting:
         raise NotAllowed("CONNECT received twice on one connection")
     connect = frame.command.connect
     conn.client_version = connect.client_version
     conn.protocol_version = connect.protocol_version
+    conn._supports_auth_refresh = connect.feature_flags.supports_auth_refresh
+    service = conn.broker.authentication
+    if service is None:
+        _complete_connect(conn)
+        return
+    conn._connecting = True
+    conn._auth_method = auth_method_of(connect)
+    _authenticate(conn, service, conn._auth_method, connect.auth_data)
+
+
+def _complete_connect(conn: ServerConnection) -> None:
+    conn._connecting = False
     conn.connected = True
-    version = max(min(connect.protocol_version, MAX_PROTOCOL_VERSION), 0)
+    version = max(min(conn.protocol_version, MAX_PROTOCOL_VERSION), 0)
     conn.write_command(commands.connected(f"Magnetar-{__version__}", version, conn.broker.config.maxMessageSize))
+    if conn.identity is not None:
+        log.info("%s connected with role=%s using authMethod=%s", conn.address, conn.identity.role,
+                 conn.identity.method)
+        _arm_auth_refresh(conn)
+
+
+def auth_method_of(connect: pb.CommandConnect) -> str:
+    """The auth method a CONNECT names; old clients send the AuthMethod enum instead."""
+    if connect.HasField("auth_method_name"):
+        return connect.auth_method_name
+    if connect.HasField("auth_method"):
+        return pb.AuthMethod.Name(connect.auth_method).removeprefix("AuthMethod").lower()
+    return "none"
+
+
+def _authenticate(conn: ServerConnection, service: AuthenticationService, method: str, data: bytes) -> None:
+    """Check credentials off the event loop (a bcrypt check takes tens of milliseconds),
+    then finish the CONNECT or the refresh on it."""
+    if method == "tls":
+        data = conn.peer_common_name.encode()  # the verified certificate, never the client's word
+    work = asyncio.get_running_loop().run_in_executor(None, service.authenticate, method, bytes(data))
+    work.add_done_callback(lambda done: _authenticated(conn, done))
+
+
+def _authenticated(conn: ServerConnection, done: asyncio.Future[Identity]) -> None:
+    if conn.closed:
+        return
+    exc = done.exception()
+    if exc is not None:
+        if not isinstance(exc, AuthenticationFailed):
+            log.error("authentication of %s failed", conn.address, exc_info=exc)
+        operation = "connect" if conn._connecting else "authentication-refresh"
+        log.warning("%s failed to authenticate on %s with method %s: %s", conn.address, operation,
+                    conn._auth_method, exc)
+        conn._fail_connection("Failed to authenticate", ServerError.AuthenticationError)
+        return
+    identity = done.result()
+    if conn._connecting:
+        conn.identity = identity
+        _complete_connect(conn)
+        return
+    if conn.identity is not None and identity.role != conn.identity.role:
+        log.warning("%s: the role cannot change on an authentication refresh (%s -> %s); closing",
+                    conn.address, conn.identity.role, identity.role)
+        conn.close()
+        return
+    conn.identity = identity
+    log.info("%s refreshed authentication credentials for role %s", conn.address, identity.role)
+
+
+def _arm_auth_refresh(conn: ServerConnection) -> None:
+    interval = conn.broker.config.authenticationRefreshCheckSeconds
+    conn._auth_refresh = asyncio.get_running_loop().call_later(interval, _auth_refresh_tick, conn)
+
+
+def _auth_refresh_tick(conn: ServerConnection) -> None:
+    """Pulsar's refresh check: expired credentials get one AUTH_CHALLENGE, and the
+    connection is closed when the client cannot or does not answer it in time."""
+    if conn.closed or conn.identity is None:
+        return
+    if conn.identity.expired(now_ms()):
+        if not conn._supports_auth_refresh or conn._auth_challenge_pending:
+            why = "does not support credential refresh" if not conn._supports_auth_refresh else "did not refresh"
+            log.info("closing %s: credentials expired and the client %s", conn.address, why)
+            conn.close()
+            return
+        conn._auth_challenge_pending = True
+        conn.write_command(commands.auth_challenge(f"Magnetar-{__version__}", conn.protocol_version,
+                                                  conn._auth_method, REFRESH_AUTH_DATA))
+    _arm_auth_refresh(conn)
+
+
+def _auth_response(conn: ServerConnection, frame: Frame) -> None:
+    service = conn.broker.authentication
+    response = frame.command.authResponse.response
+    if service is None or not conn.connected:
+        raise NotAllowed("AUTH_RESPONSE without an authentication in progress")
+    conn._auth_challenge_pending = False
+    _authenticate(conn, service, response.auth_method_name or conn._auth_method, response.auth_data)
+
+
+def peer_common_name(ssl_object: ssl.SSLObject | None) -> str:
+    """The CN of a verified client certificate, "" without one."""
+    if ssl_object is None:
+        return ""
+    cert: dict[str, Any] = dict(ssl_object.getpeercert() or {})
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
 
 
 def _send(conn: ServerConnection, frame: Frame) -> None:
@@ -371,6 +494,7 @@ _HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
     T.CONNECT: _connect,
     T.PING: _ping,
     T.PONG: _pong,
+    T.AUTH_RESPONSE: _auth_response,
     **handlers.HANDLERS,
     T.SEND: _send,
 }

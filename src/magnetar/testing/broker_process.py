@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -75,6 +76,10 @@ class BrokerProcess:
                 with urllib.request.urlopen(f"{self.web_url}/admin/v2/brokers/health", timeout=1) as resp:
                     if resp.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):  # serving, with authentication on
+                    return
+                time.sleep(0.05)
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"broker not ready after {timeout_s}s:\n{self.log_tail()}")
