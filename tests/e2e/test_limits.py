@@ -3,6 +3,7 @@ refused with Pulsar's error, leaving what exists untouched."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -146,3 +147,31 @@ def test_connections_per_address(small_broker: BrokerProcess) -> None:
     finally:
         for c in open_ones:
             c.close()
+
+
+def test_publish_rate_holds_a_namespace_s_producers_to_it(broker: BrokerProcess) -> None:
+    namespace = f"public/rated-{new_topic()[-8:]}"
+    rate, count = 500, 1500
+    with httpx.Client(base_url=broker.web_url, timeout=10) as admin:
+        assert admin.put(f"/admin/v2/namespaces/{namespace}").status_code == 204
+        url = f"/admin/v2/namespaces/{namespace}/publishRate"
+        assert admin.get(url).json() is None
+        assert admin.post(url, json={"publishThrottlingRateInMsg": "fast"}).status_code == 400
+        assert admin.post(url, json={"publishThrottlingRateInMsg": rate}).status_code == 204
+        assert admin.get(url).json() == {"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1}
+        topic = f"persistent://{namespace}/rated"
+        with RawConnection.to_service(broker.service_url, timeout_s=30) as conn:
+            conn.handshake()
+            conn.create_producer(topic, producer_id=1, request_id=1)
+            started = time.monotonic()
+            for seq in range(count):
+                conn.send_message(1, seq, b"m")
+            receipts = [conn.expect(T.SEND_RECEIPT).command.send_receipt.sequence_id for _ in range(count)]
+            elapsed = time.monotonic() - started
+        assert receipts == list(range(count))
+        # a second's worth goes at once, the rest at the rate
+        assert elapsed >= (count - rate) / rate * 0.9, f"{count} messages in {elapsed:.2f}s at {rate}/s"
+        stats = admin.get(f"/admin/v2/persistent/{namespace}/rated/stats").json()
+        assert stats["publishRateLimitedTimes"] > 0
+        assert admin.delete(url).status_code == 204
+        assert admin.get(url).json() is None

@@ -23,6 +23,7 @@ from magnetar.core.policies import (
     DelayedDeliveryPolicies,
     NonNegativeInt,
     Policies,
+    PublishRate,
     RetentionPolicies,
     SubscriptionType,
 )
@@ -193,3 +194,26 @@ async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
     quotas.pop(backlogQuotaType, None)
     _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas or None)
 
+
+
+@router.get("/{tenant}/{namespace}/publishRate", summary="Get the publish rate of the namespace's topics",
+            response_model=PublishRate | None)
+async def get_publish_rate(broker: Broker, tenant: str, namespace: str) -> Any:
+    rates = require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {}
+    return rates.get(broker.config.clusterName)
+
+
+@router.post("/{tenant}/{namespace}/publishRate", status_code=204,
+             summary="Set the publish rate of each of the namespace's topics")
+async def set_publish_rate(broker: Broker, tenant: str, namespace: str,
+                           rate: Annotated[PublishRate, Body()]) -> None:
+    rates = dict(require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {})
+    rates[broker.config.clusterName] = rate.model_dump()
+    _update_policy(broker, tenant, namespace, "publishMaxMessageRate", rates)
+
+
+@router.delete("/{tenant}/{namespace}/publishRate", status_code=204, summary="Remove the publish rate")
+async def remove_publish_rate(broker: Broker, tenant: str, namespace: str) -> None:
+    rates = dict(require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {})
+    rates.pop(broker.config.clusterName, None)
+    _update_policy(broker, tenant, namespace, "publishMaxMessageRate", rates)

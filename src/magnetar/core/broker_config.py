@@ -105,6 +105,11 @@ class BrokerConfig:
     maxProducersAndConsumersPerConnection: int = 10000
     #: -1: Magnetar's default of 512 MB (Pulsar's -1 is half the JVM's direct memory); 0: off
     maxMessagePublishBufferSizeInMB: int = -1
+    # publish rate limits (0 = none): per topic by default, and for the whole broker
+    maxPublishRatePerTopicInMessages: int = 0
+    maxPublishRatePerTopicInBytes: int = 0
+    brokerPublisherThrottlingMaxMessageRate: int = 0
+    brokerPublisherThrottlingMaxByteRate: int = 0
     pulsarChannelWriteBufferHighWaterMark: int = 64 * 1024
     pulsarChannelWriteBufferLowWaterMark: int = 32 * 1024
     #: Pulsar's default is false; Magnetar stops reading a connection that does not read
@@ -211,7 +216,9 @@ class BrokerConfig:
                     "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
                     "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
                     "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
-                    "idleTopicUnloadSeconds", "openFileLimit"):
+                    "idleTopicUnloadSeconds", "openFileLimit", "maxPublishRatePerTopicInMessages",
+                    "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
+                    "brokerPublisherThrottlingMaxByteRate"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

@@ -42,6 +42,14 @@ class BacklogQuota(BaseModel):
     policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] | None = None
 
 
+class PublishRate(BaseModel):
+    """Pulsar's ``PublishRate``: -1 or 0 means no limit on that dimension."""
+
+    model_config = ConfigDict(extra="forbid")
+    publishThrottlingRateInMsg: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] = -1
+    publishThrottlingRateInByte: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
+
+
 class DelayedDeliveryPolicies(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tickTime: Annotated[StrictInt, Field(ge=1, le=INT64_MAX)] = 1000
@@ -89,6 +97,8 @@ class Policies(BaseModel):
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None
     max_subscriptions_per_topic: NonNegativeInt | None = None
+    #: by cluster, as Pulsar stores it
+    publishMaxMessageRate: dict[str, PublishRate] | None = None
     max_topics_per_namespace: NonNegativeInt | None = None
     max_unacked_messages_per_consumer: NonNegativeInt | None = None
     max_unacked_messages_per_subscription: NonNegativeInt | None = None
@@ -149,3 +159,12 @@ def property_deduplication(policies: Policies, config: BrokerConfig) -> Property
     return PropertyDeduplicationPolicy(propertyName=config.brokerPropertyDeduplicationPropertyName,
                                        windowSeconds=config.brokerPropertyDeduplicationWindowSeconds,
                                        maxIds=config.brokerPropertyDeduplicationMaxIdsPerTopic)
+
+
+def publish_rate(policies: Policies, config: BrokerConfig) -> tuple[int, int]:
+    """A topic's (messages, bytes) per second: the namespace's ``publishRate`` for this
+    cluster, else the broker's ``maxPublishRatePerTopicInMessages/Bytes``; 0 is no limit."""
+    rate = (policies.publishMaxMessageRate or {}).get(config.clusterName)
+    if rate is None:
+        return config.maxPublishRatePerTopicInMessages, config.maxPublishRatePerTopicInBytes
+    return max(rate.publishThrottlingRateInMsg, 0), max(rate.publishThrottlingRateInByte, 0)

@@ -24,6 +24,7 @@ from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.rate_limit import PublishRateLimiter
 from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.subscription_view import SubscriptionView
@@ -67,6 +68,8 @@ class Topic:
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
+        #: the publish rate that applies (None: no limit)
+        self.publish_limiter: PublishRateLimiter | None = None
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked

@@ -33,6 +33,7 @@ from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
+from magnetar.core.rate_limit import PublishRateLimiter
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
@@ -94,6 +95,8 @@ class BrokerService:
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
+        self.broker_publish_limiter = PublishRateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
+                                                         config.brokerPublisherThrottlingMaxByteRate)
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
         self._last_append_error: tuple[str, float] | None = None
         self.ready = False
@@ -352,10 +355,29 @@ class BrokerService:
             sub.persisted_version = 0
         deduplication.refresh(self, topic, now_ms())
         property_dedup.refresh(self, topic)
+        self.apply_publish_rate(topic)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         delayed_index.recover(self, topic, now_ms())
         return topic
+
+    def apply_publish_rate(self, topic: Topic) -> None:
+        msgs, size = policies.publish_rate(self.policies_of(topic.name), self.config)
+        current = topic.publish_limiter
+        if current is not None and current.same_limits(msgs, size):
+            return
+        limiter = PublishRateLimiter(msgs, size)
+        topic.publish_limiter = limiter if limiter.active else None
+
+    def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
+        """How long the connection a send came on must not be read (publish rate limits)."""
+        now = int(monotonic_ms())
+        pause = self.broker_publish_limiter.on_publish(messages, size, now) \
+            if self.broker_publish_limiter.active else 0
+        limiter = topic.publish_limiter
+        if limiter is not None:
+            pause = max(pause, limiter.on_publish(messages, size, now))
+        return pause
 
     def refresh_deduplication(self) -> None:
         """Apply run-time policy changes and store due dedup snapshots. Policies change only
@@ -367,6 +389,7 @@ class BrokerService:
             for topic in list(self.topics.values()):
                 deduplication.refresh(self, topic, now)
                 property_dedup.refresh(self, topic)
+                self.apply_publish_rate(topic)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 

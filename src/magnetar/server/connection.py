@@ -80,6 +80,10 @@ class ServerConnection(asyncio.Protocol):
         #: the transport's own buffer is above high water (asyncio's pause_writing)
         self._transport_paused = False
         self.reading_paused = False
+        #: frames read before reading was paused and not yet handled
+        self._held: list[Frame] = []
+        #: a publish rate limit holds reading until this fires
+        self._throttle: asyncio.TimerHandle | None = None
         #: who the client authenticated as; None while authentication is off
         self.identity: Identity | None = None
         self.peer_common_name = ""
@@ -120,10 +124,24 @@ class ServerConnection(asyncio.Protocol):
         self.broker.write_appends()
 
     def _handle_all(self, frames: list[Frame]) -> None:
-        for frame in frames:
+        if self._held:
+            self._held.extend(frames)
+            return
+        for index, frame in enumerate(frames):
             if self.closed:
                 return
+            if self.reading_paused:
+                # frames that came with the read but after the pause wait for the resume,
+                # or a pipelining client would get past the limits by one read's worth
+                self._held = list(frames[index:])
+                return
             self._handle(frame)
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, []
+        if held:
+            self._handle_all(held)
+            self.broker.write_appends()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -131,6 +149,8 @@ class ServerConnection(asyncio.Protocol):
             self._keepalive.cancel()
         if self._auth_refresh is not None:
             self._auth_refresh.cancel()
+        if self._throttle is not None:
+            self._throttle.cancel()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
             self.broker.connection_closed(self.peer_ip)
@@ -142,6 +162,7 @@ class ServerConnection(asyncio.Protocol):
         self.consumers.clear()
         self._out = []
         self._out_bytes = 0
+        self._held = []
         if self.pending_publishes.release_all():
             self.broker.resume_publishers()
 
@@ -172,11 +193,22 @@ class ServerConnection(asyncio.Protocol):
                 consumer.write_paused = False
                 sub.dispatcher.on_writable(consumer, now)
 
+    def throttle_reading(self, pause_ms: int) -> None:
+        """A publish rate limit was exceeded: this connection is not read for a while."""
+        if self._throttle is not None:
+            return
+        self._throttle = asyncio.get_running_loop().call_later(pause_ms / 1000, self._end_throttle)
+        self.update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttle = None
+        self.update_reading()
+
     def update_reading(self) -> None:
         """Stop or restart reading the socket (Pulsar toggles netty's auto-read)."""
         if self.transport is None or self.closed:
             return
-        held_by_writes = self._pause_reading_if_unwritable and self._transport_paused
+        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) or self._throttle is not None
         if not self.reading_paused:
             if held_by_writes or self.pending_publishes.should_pause():
                 self.reading_paused = True
@@ -184,6 +216,7 @@ class ServerConnection(asyncio.Protocol):
         elif not held_by_writes and self.pending_publishes.may_resume():
             self.reading_paused = False
             self.transport.resume_reading()
+            self._release_held()
 
     def _answered(self, producer_id: int) -> None:
         if self.pending_publishes.answered(producer_id):
@@ -476,10 +509,17 @@ def peer_common_name(ssl_object: ssl.SSLObject | None) -> str:
 def _send(conn: ServerConnection, frame: Frame) -> None:
     """Every SEND is answered by one receipt or error; until then it counts against the
     connection's and the broker's limits."""
-    conn.pending_publishes.sent(frame.command.send.producer_id, len(frame.entry or b""))
+    send = frame.command.send
+    size = len(frame.entry or b"")
+    conn.pending_publishes.sent(send.producer_id, size)
     if conn.pending_publishes.should_pause():
         conn.update_reading()
     handlers.send(conn, frame)
+    topic = conn.producer_topics.get(send.producer_id)
+    if topic is not None:
+        pause = conn.broker.publish_pause_ms(topic, send.num_messages if send.HasField("num_messages") else 1, size)
+        if pause:
+            conn.throttle_reading(pause)
 
 
 def _ping(conn: ServerConnection, frame: Frame) -> None:
