@@ -24,6 +24,9 @@ class BrokerConfig:
     webServicePortTls: int | None = None
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = "localhost"
+    #: name:pulsar://host:port,name:pulsar+ssl://host:port,... (see core/listeners.py)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     clusterName: str = "standalone"
     keepAliveIntervalSeconds: int = 30
     brokerShutdownTimeoutMs: int = 60000

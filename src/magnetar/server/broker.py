@@ -28,6 +28,7 @@ from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery,
 from magnetar.core.disk_usage import DiskUsage
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
+from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
@@ -102,6 +103,8 @@ class BrokerService:
         self.ready = False
         #: None while authenticationEnabled is false
         self.authentication = AuthenticationService.from_config(config)
+        self.listeners = parse_listeners(config.advertisedListeners)
+        self.internal_listener = internal_listener(self.listeners, config.internalListenerName)
         self._ensure_defaults()
 
     # -- start-up --------------------------------------------------------------
@@ -126,6 +129,17 @@ class BrokerService:
         if self.config.brokerServicePort is None:
             return self.broker_url_tls or ""
         return f"pulsar://{self.config.advertisedAddress}:{self.config.brokerServicePort}"
+
+    def lookup_urls(self, listener_name: str | None) -> tuple[str, str | None]:
+        """(plain, TLS) binary URLs for a lookup: the named listener's, else the internal
+        listener's when advertisedListeners is set, else advertisedAddress with the ports."""
+        if listener_name:
+            listener = listener_for(self.listeners, listener_name)
+        elif self.internal_listener is not None:
+            listener = self.internal_listener
+        else:
+            return self.broker_url, self.broker_url_tls
+        return listener.broker_url or listener.broker_url_tls or "", listener.broker_url_tls
 
     @property
     def broker_url_tls(self) -> str | None:

@@ -103,7 +103,8 @@ def partitioned_metadata(conn: ClientConnection, frame: Frame) -> None:
 def lookup(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.lookupTopic
     _authorize(conn, _topic_name(req.topic), Operation.LOOKUP, "Lookup")
-    conn.write_command(commands.lookup_response(req.request_id, conn.broker.broker_url, conn.broker.broker_url_tls))
+    listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else None
+    conn.write_command(commands.lookup_response(req.request_id, *conn.broker.lookup_urls(listener)))
 
 
 def topics_of_namespace(conn: ClientConnection, frame: Frame) -> None:
