@@ -43,6 +43,8 @@ from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
+#: high-water marks of outgoing bytes a connection gathers within one loop turn
+GATHER_MARKS = 8
 #: the challenge data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA)
 REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 T = pb.BaseCommand
@@ -72,6 +74,9 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publishes = PendingPublishes(config.maxPendingPublishRequestsPerConnection,
                                                   broker.publish_buffer)
         self._high_water = config.pulsarChannelWriteBufferHighWaterMark
+        #: bytes one loop turn may gather for the connection before dispatch to it stops:
+        #: a few marks, so large entries still go several to a write
+        self._gather_limit = GATHER_MARKS * self._high_water
         self._low_water = config.pulsarChannelWriteBufferLowWaterMark
         self._pause_reading_if_unwritable = config.pulsarChannelPauseReceivingRequestsIfUnwritable
         self._out_bytes = 0
@@ -299,7 +304,7 @@ class ServerConnection(asyncio.Protocol):
         self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
                                         ack_set, len(entry)))
         self.write(entry)
-        if self._out_bytes > self._high_water or self._transport_paused:
+        if self._out_bytes > self._gather_limit or self._transport_paused:
             self._pause_consumers()
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
