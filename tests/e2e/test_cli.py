@@ -121,7 +121,8 @@ def test_permission_limit_and_rate_verbs(broker: BrokerProcess, tenant: str) -> 
     ok(magnetar(broker, "admin", "namespaces", "revoke-permission", namespace, "--role", "app"))
     assert json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "permissions", namespace))) == {}
     ok(magnetar(broker, "admin", "namespaces", "set-max-topics-per-namespace", namespace, "-t", "5"))
-    assert ok(magnetar(broker, "admin", "--json", "namespaces", "get-max-topics-per-namespace", namespace)).strip() == "5"
+    shown = ok(magnetar(broker, "admin", "--json", "namespaces", "get-max-topics-per-namespace", namespace))
+    assert shown.strip() == "5"
     ok(magnetar(broker, "admin", "namespaces", "set-publish-rate", namespace, "-m", "100"))
     rate = json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "policies", namespace)))
     assert rate["publishMaxMessageRate"]["standalone"]["publishThrottlingRateInMsg"] == 100
