@@ -24,7 +24,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("authz") / "data"
     proc = BrokerProcess(data, {"authenticationEnabled": "true", "authenticationProviders": TOKEN_PROVIDER,
                                 "tokenSecretKey": SECRET_DATA_URL, "authorizationEnabled": "true",
-                                "superUserRoles": "admin"}).start()
+                                "superUserRoles": "admin", "authenticateMetricsEndpoint": "true"}).start()
     yield proc
     proc.kill()
 
@@ -151,3 +151,12 @@ def test_admin_api_roles(broker: BrokerProcess, namespace: str) -> None:
         assert admin.get("/admin/v2/brokers/health").status_code == 200
         assert admin.get(f"/admin/v2/namespaces/{namespace}/permissions").status_code == 200
     assert httpx.get(f"{broker.web_url}/admin/v2/brokers/ready").status_code == 200
+
+
+def test_metrics_need_a_super_user_when_authenticate_metrics_endpoint_is_on(broker: BrokerProcess) -> None:
+    assert httpx.get(f"{broker.web_url}/metrics").status_code == 401
+    with http(broker, "someone") as someone:
+        assert someone.get("/metrics").status_code == 401
+    with http(broker, "admin") as admin:
+        scrape = admin.get("/metrics")
+    assert scrape.status_code == 200 and "pulsar_topics_count" in scrape.text

@@ -3,14 +3,16 @@ certificates, and ``AuthenticationProviderTls``."""
 
 from __future__ import annotations
 
+import shutil
 import socket
+import ssl
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pulsar
 import pytest
-from e2e_helpers import new_topic, quiet_logger
+from e2e_helpers import new_topic, quiet_logger, wait_until
 from tls_certs import Pki, make_pki
 
 from magnetar.testing.broker_process import BrokerProcess, free_port
@@ -110,3 +112,34 @@ def test_bad_tls_settings_stop_the_broker(tmp_path: Path, pki: Pki, settings: di
     proc = BrokerProcess(tmp_path / "data", {**tls_settings(pki), **settings})
     with pytest.raises(RuntimeError, match=message):
         proc.start(timeout_s=20)
+
+
+def served_certificate(port: int) -> str:
+    return ssl.get_server_certificate(("127.0.0.1", port))
+
+
+def test_changed_certificate_files_are_served_to_new_connections(tmp_path_factory: pytest.TempPathFactory) -> None:
+    first = make_pki(tmp_path_factory.mktemp("pki-first"))
+    second = make_pki(tmp_path_factory.mktemp("pki-second"))
+    live = tmp_path_factory.mktemp("live")
+    cert, key = live / "broker.cert.pem", live / "broker.key.pem"
+    shutil.copy(first.server_cert, cert)
+    shutil.copy(first.server_key, key)
+    settings = tls_settings(first, tlsCertificateFilePath=str(cert), tlsKeyFilePath=str(key),
+                            tlsCertRefreshCheckDurationSec="1")
+    proc = BrokerProcess(tmp_path_factory.mktemp("refresh") / "data", settings).start()
+    try:
+        port = int(settings["brokerServicePortTls"])
+        client = pulsar.Client(tls_url(proc), tls_trust_certs_file_path=str(first.ca), operation_timeout_seconds=5,
+                               logger=quiet_logger())
+        producer = client.create_producer(new_topic("refresh"))
+        before = served_certificate(port)
+        shutil.copy(second.server_key, key)
+        shutil.copy(second.server_cert, cert)
+        wait_until(lambda: served_certificate(port) != before, what="the new certificate served")
+        assert served_certificate(port) == second.server_cert.read_text()
+        producer.send(b"the connection made before the change goes on")
+        client.close()
+        round_trip(tls_url(proc), second)
+    finally:
+        proc.kill()

@@ -132,6 +132,7 @@ class BrokerConfig:
     # authorization
     authorizationEnabled: bool = False
     superUserRoles: str = ""
+    authenticateMetricsEndpoint: bool = False
     # TLS
     tlsCertificateFilePath: str = ""
     tlsKeyFilePath: str = ""
@@ -140,6 +141,7 @@ class BrokerConfig:
     tlsAllowInsecureConnection: bool = False
     tlsProtocols: str = ""
     tlsCiphers: str = ""
+    tlsCertRefreshCheckDurationSec: int = 300
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
@@ -221,7 +223,7 @@ class BrokerConfig:
                     "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
                     "idleTopicUnloadSeconds", "openFileLimit", "maxPublishRatePerTopicInMessages",
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
-                    "brokerPublisherThrottlingMaxByteRate"):
+                    "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

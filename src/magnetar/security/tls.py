@@ -37,6 +37,41 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
     return context
 
 
+class CertificateRefresh:
+    """Re-reads the certificate, key and trusted CAs when their files change
+    (``tlsCertRefreshCheckDurationSec``): new handshakes use them, open connections go on.
+    A file caught half-written fails to load; the old certificate stays until the next check."""
+
+    def __init__(self, context: ssl.SSLContext, config: BrokerConfig) -> None:
+        self.context = context
+        self.config = config
+        self._seen = self._stamps()
+
+    def _stamps(self) -> tuple[float, ...]:
+        paths = (self.config.tlsCertificateFilePath, self.config.tlsKeyFilePath, self.config.tlsTrustCertsFilePath)
+        stamps = []
+        for path in paths:
+            try:
+                stamps.append(Path(path).stat().st_mtime if path else 0.0)
+            except OSError:
+                stamps.append(-1.0)
+        return tuple(stamps)
+
+    def check(self) -> str | None:
+        """Reload if a file changed; what happened, for the log (None: nothing changed)."""
+        stamps = self._stamps()
+        if stamps == self._seen:
+            return None
+        try:
+            _load_chain(self.context, self.config)
+            if self.config.tlsTrustCertsFilePath and self.context.verify_mode != ssl.CERT_NONE:
+                self.context.load_verify_locations(cafile=self.config.tlsTrustCertsFilePath)
+        except ConfigError as exc:
+            return f"TLS certificate files changed but cannot be loaded, keeping the old ones: {exc}"
+        self._seen = stamps
+        return "TLS certificate files changed: reloaded for new connections"
+
+
 def _load_chain(context: ssl.SSLContext, config: BrokerConfig) -> None:
     for key in ("tlsCertificateFilePath", "tlsKeyFilePath"):
         path = getattr(config, key)

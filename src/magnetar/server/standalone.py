@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.config import BrokerConfig
-from magnetar.security.tls import server_context
+from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.connection import ServerConnection
 
@@ -30,6 +30,8 @@ class Standalone:
         loop = asyncio.get_running_loop()
         tls = server_context(self.config) if self._tls_wanted() else None
         self.broker.start(loop)
+        if tls is not None and self.config.tlsCertRefreshCheckDurationSec > 0:
+            self._refresh_certificates(loop, CertificateRefresh(tls, self.config))
         servers = await self._start_binary(loop, tls)
         http = [await self._start_http(port, tls if secure else None) for port, secure in self._web_ports()]
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -39,6 +41,12 @@ class Standalone:
         print(f"magnetar standalone ready: {self.broker.broker_url} {self.broker.web_url}", flush=True)
         await self.stopping.wait()
         await self._shutdown(servers, http)
+
+    def _refresh_certificates(self, loop: asyncio.AbstractEventLoop, refresh: CertificateRefresh) -> None:
+        outcome = refresh.check()
+        if outcome is not None:
+            log.warning("%s", outcome)
+        loop.call_later(self.config.tlsCertRefreshCheckDurationSec, self._refresh_certificates, loop, refresh)
 
     def _tls_wanted(self) -> bool:
         return self.config.brokerServicePortTls is not None or self.config.webServicePortTls is not None
