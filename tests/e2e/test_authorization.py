@@ -61,10 +61,10 @@ def can_produce(broker: BrokerProcess, role: str, topic: str) -> bool:
         c.close()
 
 
-def can_consume(broker: BrokerProcess, role: str, topic: str) -> bool:
+def can_consume(broker: BrokerProcess, role: str, topic: str, subscription: str = "s") -> bool:
     c = client(broker, role)
     try:
-        c.subscribe(topic, "s")
+        c.subscribe(topic, subscription)
         return True
     except pulsar.PulsarException:
         return False
@@ -160,3 +160,25 @@ def test_metrics_need_a_super_user_when_authenticate_metrics_endpoint_is_on(brok
     with http(broker, "admin") as admin:
         scrape = admin.get("/metrics")
     assert scrape.status_code == 200 and "pulsar_topics_count" in scrape.text
+
+
+def test_subscription_permissions_and_prefix_mode(broker: BrokerProcess, namespace: str) -> None:
+    topic = f"persistent://{namespace}/subs"
+    base = f"/admin/v2/namespaces/{namespace}"
+    with http(broker, "acme-admin") as tenant_admin:
+        assert tenant_admin.post(f"{base}/permissions/reader", json=["consume"]).status_code == 204
+        assert tenant_admin.post(f"{base}/permissions/other", json=["consume"]).status_code == 204
+        assert tenant_admin.post(f"{base}/permissions/subscription/billing", json=["reader"]).status_code == 204
+        assert tenant_admin.get(f"{base}/permissions/subscription").json() == {"billing": ["reader"]}
+        assert can_consume(broker, "reader", topic, "billing")
+        assert not can_consume(broker, "other", topic, "billing"), "billing admits only reader"
+        assert can_consume(broker, "other", topic, "anything-else")
+        assert tenant_admin.delete(f"{base}/permissions/nosuch/reader").status_code == 400
+        assert tenant_admin.delete(f"{base}/permissions/billing/reader").status_code == 204
+
+        assert tenant_admin.post(f"{base}/subscriptionAuthMode", json="Everything").status_code == 400
+        assert tenant_admin.post(f"{base}/subscriptionAuthMode", json="Prefix").status_code == 204
+        assert tenant_admin.get(f"{base}/subscriptionAuthMode").json() == "Prefix"
+        assert can_consume(broker, "reader", topic, "reader-jobs")
+        assert not can_consume(broker, "reader", topic, "jobs")
+        assert can_consume(broker, "acme-admin", topic, "jobs"), "tenant admins are not held to the prefix"

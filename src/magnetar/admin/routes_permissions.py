@@ -9,7 +9,7 @@ topic name.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body
 
@@ -58,6 +58,47 @@ async def grant_namespace_permission(broker: Broker, tenant: str, namespace: str
 async def revoke_namespace_permission(broker: Broker, tenant: str, namespace: str, role: str) -> None:
     name = namespace_name(tenant, namespace)
     store(broker, name, authorization.revoke(auth_policies(broker, name), role))
+
+
+@namespace_router.get("/{tenant}/{namespace}/permissions/subscription",
+                      summary="Roles allowed on each subscription of the namespace")
+async def get_subscription_permissions(broker: Broker, tenant: str, namespace: str) -> dict[str, list[str]]:
+    return auth_policies(broker, namespace_name(tenant, namespace)).subscription_auth_roles
+
+
+@namespace_router.post("/{tenant}/{namespace}/permissions/subscription/{subscription}", status_code=204,
+                       summary="Allow only these roles on a subscription")
+async def grant_subscription_permission(broker: Broker, tenant: str, namespace: str, subscription: str,
+                                        roles: Annotated[list[str], Body()]) -> None:
+    name = namespace_name(tenant, namespace)
+    store(broker, name, authorization.grant_subscription(
+        auth_policies(broker, name), subscription, [_check_role(r) for r in roles]))
+
+
+@namespace_router.delete("/{tenant}/{namespace}/permissions/{subscription}/{role}", status_code=204,
+                         summary="Revoke a role's access to a subscription")
+async def revoke_subscription_permission(broker: Broker, tenant: str, namespace: str, subscription: str,
+                                         role: str) -> None:
+    name = namespace_name(tenant, namespace)
+    updated = authorization.revoke_subscription(auth_policies(broker, name), subscription, role)
+    if updated is None:
+        raise bad_request("couldn't find subscription")
+    store(broker, name, updated)
+
+
+@namespace_router.get("/{tenant}/{namespace}/subscriptionAuthMode", summary="Get the subscription auth mode")
+async def get_subscription_auth_mode(broker: Broker, tenant: str, namespace: str) -> str:
+    return str(require_namespace(broker, namespace_name(tenant, namespace)).get("subscription_auth_mode") or "None")
+
+
+@namespace_router.post("/{tenant}/{namespace}/subscriptionAuthMode", status_code=204,
+                       summary="Set the subscription auth mode (None or Prefix)")
+async def set_subscription_auth_mode(broker: Broker, tenant: str, namespace: str,
+                                     mode: Annotated[Literal["None", "Prefix"], Body()]) -> None:
+    name = namespace_name(tenant, namespace)
+    policies = dict(require_namespace(broker, name))
+    policies["subscription_auth_mode"] = mode
+    broker.metadata.put_namespace_policies(name, policies)
 
 
 def make_topic_router(domain: str) -> APIRouter:

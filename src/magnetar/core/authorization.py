@@ -47,6 +47,8 @@ class AccessContext:
     super_users: frozenset[str] = frozenset()
     tenant_admins: frozenset[str] = frozenset()
     auth: AuthPolicies = field(default_factory=AuthPolicies)
+    #: the namespace's ``subscription_auth_mode``: "None" or "Prefix"
+    subscription_auth_mode: str = "None"
 
 
 def is_super_user(role: str | None, ctx: AccessContext) -> bool:
@@ -82,6 +84,38 @@ def allowed(role: str | None, operation: Operation, ctx: AccessContext, topic: s
     if operation is Operation.LOOKUP:
         return bool(actions & {"produce", "consume"})
     return False
+
+
+def subscription_refusal(role: str | None, ctx: AccessContext, subscription: str, topic: str) -> str | None:
+    """Why ``role`` may not consume from ``subscription`` (Pulsar's messages), or None: a
+    subscription with roles granted (``subscription_auth_roles``) admits only them, and
+    ``subscription_auth_mode`` Prefix admits only names that start with the role. Super
+    users and tenant admins pass."""
+    if role is None or is_tenant_admin(role, ctx) or not subscription:
+        return None
+    roles = ctx.auth.subscription_auth_roles.get(subscription)
+    if roles and role not in roles:
+        return f"{role} is not authorized to access subscription {subscription} on topic {topic}"
+    if ctx.subscription_auth_mode == "Prefix" and not subscription.startswith(role):
+        return (f"Failed to create consumer - The subscription name needs to be prefixed by the authentication "
+                f"role, like {role}-xxxx for topic: {topic}")
+    return None
+
+
+def grant_subscription(auth: AuthPolicies, subscription: str, roles: list[str]) -> AuthPolicies:
+    updated = auth.model_copy(deep=True)
+    updated.subscription_auth_roles[subscription] = sorted(set(roles))
+    return updated
+
+
+def revoke_subscription(auth: AuthPolicies, subscription: str, role: str) -> AuthPolicies | None:
+    """A copy without ``role`` on ``subscription``; None if the subscription has no grants."""
+    if subscription not in auth.subscription_auth_roles:
+        return None
+    updated = auth.model_copy(deep=True)
+    updated.subscription_auth_roles[subscription] = [r for r in updated.subscription_auth_roles[subscription]
+                                                     if r != role]
+    return updated
 
 
 def grant(auth: AuthPolicies, role: str, actions: list[AuthAction], topic: str | None = None) -> AuthPolicies:

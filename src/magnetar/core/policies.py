@@ -106,6 +106,7 @@ class Policies(BaseModel):
     properties: dict[str, str] | None = None
     propertyDeduplication: PropertyDeduplicationPolicy | None = None
     auth_policies: AuthPolicies | None = None
+    subscription_auth_mode: Literal["None", "Prefix"] | None = None
 
 
 def read_stored(stored: dict[str, Any]) -> Policies:

@@ -262,7 +262,14 @@ class BrokerService:
         info = self.metadata.get_tenant(tenant) or {}
         found = self.namespace_policies(namespace) if rest else None
         auth = found.auth_policies if found is not None and found.auth_policies is not None else AuthPolicies()
-        return AccessContext(self.config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth)
+        mode = (found.subscription_auth_mode if found is not None else None) or "None"
+        return AccessContext(self.config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth, mode)
+
+    def subscription_refusal(self, role: str | None, name: TopicName, subscription: str) -> str | None:
+        if not self.config.authorizationEnabled:
+            return None
+        context = self.access_context(name.namespace_name)
+        return authorization.subscription_refusal(role, context, subscription, str(name))
 
     def topic_allowed(self, role: str | None, operation: Operation, name: TopicName) -> bool:
         """Whether ``role`` may do ``operation`` on the topic; always true with authorization off."""

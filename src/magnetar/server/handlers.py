@@ -228,6 +228,9 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.CONSUME, "subscribe")
+    refusal = conn.broker.subscription_refusal(conn.role, name, req.subscription)
+    if refusal is not None:
+        raise AuthorizationError(refusal)
     topic = broker.get_topic(name, create=not req.HasField("force_topic_creation") or req.force_topic_creation)
     sub_type = SUB_TYPE_NAMES.get(int(req.subType))
     if sub_type is None:
