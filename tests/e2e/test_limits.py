@@ -175,3 +175,32 @@ def test_publish_rate_holds_a_namespace_s_producers_to_it(broker: BrokerProcess)
         assert stats["publishRateLimitedTimes"] > 0
         assert admin.delete(url).status_code == 204
         assert admin.get(url).json() is None
+
+
+def test_dispatch_rate_holds_a_namespace_s_subscriptions_to_it(broker: BrokerProcess) -> None:
+    namespace = f"public/dispatch-{new_topic()[-8:]}"
+    rate, count = 200, 600
+    topic = f"persistent://{namespace}/paced"
+    with httpx.Client(base_url=broker.web_url, timeout=10) as admin:
+        assert admin.put(f"/admin/v2/namespaces/{namespace}").status_code == 204
+        url = f"/admin/v2/namespaces/{namespace}/subscriptionDispatchRate"
+        assert admin.post(url, json={"dispatchThrottlingRateInMsg": rate, "ratePeriodInSecond": 0}).status_code == 400
+        assert admin.post(url, json={"dispatchThrottlingRateInMsg": rate}).status_code == 204
+        assert admin.get(url).json()["dispatchThrottlingRateInMsg"] == rate
+        assert admin.get(f"/admin/v2/namespaces/{namespace}/dispatchRate").json() is None
+        client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+        try:
+            producer = client.create_producer(topic, batching_enabled=False)
+            for i in range(count):
+                producer.send_async(str(i).encode(), None)
+            producer.flush()
+            started = time.monotonic()
+            consumer = client.subscribe(topic, "paced", initial_position=pulsar.InitialPosition.Earliest,
+                                        receiver_queue_size=1000)
+            got = [consumer.receive(timeout_millis=20_000).data() for _ in range(count)]
+            elapsed = time.monotonic() - started
+        finally:
+            client.close()
+        assert got == [str(i).encode() for i in range(count)]
+        assert elapsed >= (count - rate) / rate * 0.9, f"{count} messages in {elapsed:.2f}s at {rate}/s"
+        assert admin.delete(url).status_code == 204

@@ -52,7 +52,8 @@ TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUB = TOPIC + "/subscription/{subName}"
 _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDelivery", "maxProducersPerTopic",
                        "maxConsumersPerSubscription", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
-                       "maxTopicsPerNamespace", "publishRate", "maxUnackedMessagesPerConsumer",
+                       "maxTopicsPerNamespace", "publishRate", "dispatchRate",
+                       "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
                        "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled")
 
 #: path template (``{domain}`` for persistent and non-persistent) -> method -> rule

@@ -21,6 +21,7 @@ from magnetar.core.policies import (
     BacklogQuota,
     BacklogQuotaType,
     DelayedDeliveryPolicies,
+    DispatchRate,
     NonNegativeInt,
     Policies,
     PublishRate,
@@ -196,24 +197,37 @@ async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
 
 
 
-@router.get("/{tenant}/{namespace}/publishRate", summary="Get the publish rate of the namespace's topics",
-            response_model=PublishRate | None)
-async def get_publish_rate(broker: Broker, tenant: str, namespace: str) -> Any:
-    rates = require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {}
-    return rates.get(broker.config.clusterName)
+def _add_cluster_rate_endpoints(path: str, field: str, body: type[PublishRate] | type[DispatchRate],
+                                summary: str) -> None:
+    """A rate kept by cluster, as Pulsar stores it: ``field: {cluster: rate}``."""
+    def rates_of(broker: BrokerOperations, tenant: str, namespace: str) -> dict[str, Any]:
+        return dict(require_namespace(broker, namespace_name(tenant, namespace)).get(field) or {})
+
+    async def get_rate(broker: Broker, tenant: str, namespace: str) -> Any:
+        return rates_of(broker, tenant, namespace).get(broker.config.clusterName)
+
+    async def set_rate(broker: Broker, tenant: str, namespace: str,
+                       rate: Annotated[body, Body()]) -> None:  # type: ignore[valid-type]
+        rates = rates_of(broker, tenant, namespace)
+        rates[broker.config.clusterName] = rate.model_dump()  # type: ignore[attr-defined]
+        _update_policy(broker, tenant, namespace, field, rates)
+
+    async def remove_rate(broker: Broker, tenant: str, namespace: str) -> None:
+        rates = rates_of(broker, tenant, namespace)
+        rates.pop(broker.config.clusterName, None)
+        _update_policy(broker, tenant, namespace, field, rates)
+
+    route = f"/{{tenant}}/{{namespace}}/{path}"
+    suffix = path[0].upper() + path[1:]
+    router.add_api_route(route, get_rate, methods=["GET"], response_model=body | None,
+                         summary=f"Get the {summary}", operation_id=f"get{suffix}")
+    router.add_api_route(route, set_rate, methods=["POST"], status_code=204, summary=f"Set the {summary}",
+                         operation_id=f"set{suffix}")
+    router.add_api_route(route, remove_rate, methods=["DELETE"], status_code=204,
+                         summary=f"Remove the {summary}", operation_id=f"remove{suffix}")
 
 
-@router.post("/{tenant}/{namespace}/publishRate", status_code=204,
-             summary="Set the publish rate of each of the namespace's topics")
-async def set_publish_rate(broker: Broker, tenant: str, namespace: str,
-                           rate: Annotated[PublishRate, Body()]) -> None:
-    rates = dict(require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {})
-    rates[broker.config.clusterName] = rate.model_dump()
-    _update_policy(broker, tenant, namespace, "publishMaxMessageRate", rates)
-
-
-@router.delete("/{tenant}/{namespace}/publishRate", status_code=204, summary="Remove the publish rate")
-async def remove_publish_rate(broker: Broker, tenant: str, namespace: str) -> None:
-    rates = dict(require_namespace(broker, namespace_name(tenant, namespace)).get("publishMaxMessageRate") or {})
-    rates.pop(broker.config.clusterName, None)
-    _update_policy(broker, tenant, namespace, "publishMaxMessageRate", rates)
+_add_cluster_rate_endpoints("publishRate", "publishMaxMessageRate", PublishRate, "publish rate of each topic")
+_add_cluster_rate_endpoints("dispatchRate", "topicDispatchRate", DispatchRate, "dispatch rate of each topic")
+_add_cluster_rate_endpoints("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
+                            "dispatch rate of each subscription")

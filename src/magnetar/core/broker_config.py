@@ -113,6 +113,11 @@ class BrokerConfig:
     maxPublishRatePerTopicInBytes: int = 0
     brokerPublisherThrottlingMaxMessageRate: int = 0
     brokerPublisherThrottlingMaxByteRate: int = 0
+    # dispatch rate limits (0 = none)
+    dispatchThrottlingRatePerTopicInMsg: int = 0
+    dispatchThrottlingRatePerTopicInByte: int = 0
+    dispatchThrottlingRatePerSubscriptionInMsg: int = 0
+    dispatchThrottlingRatePerSubscriptionInByte: int = 0
     pulsarChannelWriteBufferHighWaterMark: int = 64 * 1024
     pulsarChannelWriteBufferLowWaterMark: int = 32 * 1024
     #: Pulsar's default is false; Magnetar stops reading a connection that does not read
@@ -223,7 +228,9 @@ class BrokerConfig:
                     "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
                     "idleTopicUnloadSeconds", "openFileLimit", "maxPublishRatePerTopicInMessages",
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
-                    "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec"):
+                    "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
+                    "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 

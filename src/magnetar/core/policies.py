@@ -50,6 +50,17 @@ class PublishRate(BaseModel):
     publishThrottlingRateInByte: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
 
 
+class DispatchRate(BaseModel):
+    """Pulsar's ``DispatchRate``: -1 or 0 means no limit on that dimension; the rate is per
+    ``ratePeriodInSecond`` seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+    dispatchThrottlingRateInMsg: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] = -1
+    dispatchThrottlingRateInByte: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
+    relativeToPublishRate: StrictBool = False
+    ratePeriodInSecond: Annotated[StrictInt, Field(ge=1, le=86400)] = 1
+
+
 class DelayedDeliveryPolicies(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tickTime: Annotated[StrictInt, Field(ge=1, le=INT64_MAX)] = 1000
@@ -99,6 +110,8 @@ class Policies(BaseModel):
     max_subscriptions_per_topic: NonNegativeInt | None = None
     #: by cluster, as Pulsar stores it
     publishMaxMessageRate: dict[str, PublishRate] | None = None
+    topicDispatchRate: dict[str, DispatchRate] | None = None
+    subscriptionDispatchRate: dict[str, DispatchRate] | None = None
     max_topics_per_namespace: NonNegativeInt | None = None
     max_unacked_messages_per_consumer: NonNegativeInt | None = None
     max_unacked_messages_per_subscription: NonNegativeInt | None = None
@@ -169,3 +182,19 @@ def publish_rate(policies: Policies, config: BrokerConfig) -> tuple[int, int]:
     if rate is None:
         return config.maxPublishRatePerTopicInMessages, config.maxPublishRatePerTopicInBytes
     return max(rate.publishThrottlingRateInMsg, 0), max(rate.publishThrottlingRateInByte, 0)
+
+
+def dispatch_rates(policies: Policies, config: BrokerConfig) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((messages, bytes) per second for a topic, the same for each subscription): the
+    namespace's ``dispatchRate`` / ``subscriptionDispatchRate`` for this cluster, else the
+    broker's ``dispatchThrottlingRatePerTopic*`` / ``PerSubscription*``; 0 is no limit."""
+    def per_second(rates: dict[str, DispatchRate] | None, msgs: int, size: int) -> tuple[float, float]:
+        rate = (rates or {}).get(config.clusterName)
+        if rate is None:
+            return float(max(msgs, 0)), float(max(size, 0))
+        period = rate.ratePeriodInSecond
+        return max(rate.dispatchThrottlingRateInMsg, 0) / period, max(rate.dispatchThrottlingRateInByte, 0) / period
+    return (per_second(policies.topicDispatchRate, config.dispatchThrottlingRatePerTopicInMsg,
+                       config.dispatchThrottlingRatePerTopicInByte),
+            per_second(policies.subscriptionDispatchRate, config.dispatchThrottlingRatePerSubscriptionInMsg,
+                       config.dispatchThrottlingRatePerSubscriptionInByte))

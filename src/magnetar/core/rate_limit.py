@@ -1,4 +1,4 @@
-"""Publish rate limits: Pulsar's ``publishRate`` policy and ``brokerPublisherThrottling*``.
+"""Rate limits: Pulsar's ``publishRate`` and ``dispatchRate`` policies and their broker settings.
 
 A token bucket per dimension (messages, bytes), filled at the configured rate and holding
 one second's worth. A send takes its tokens even when that leaves the bucket short; the
@@ -9,6 +9,7 @@ rate over time whatever the size of its batches.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -30,15 +31,15 @@ class TokenBucket:
         self.tokens -= amount
         if self.tokens >= 0:
             return 0
-        return int(-self.tokens * 1000 / self.rate_per_s) + 1
+        return max(1, math.ceil(-self.tokens * 1000 / self.rate_per_s))
 
 
 @dataclass(eq=False)
-class PublishRateLimiter:
+class RateLimiter:
     """Messages and bytes per second; a limit of 0 or less is no limit."""
 
-    msgs_per_s: int
-    bytes_per_s: int
+    msgs_per_s: float
+    bytes_per_s: float
     #: times a send found the limit exceeded (``publishRateLimitedTimes``)
     limited_times: int = 0
     _buckets: list[tuple[TokenBucket, bool]] = field(default_factory=list)
@@ -52,8 +53,8 @@ class PublishRateLimiter:
     def active(self) -> bool:
         return bool(self._buckets)
 
-    def on_publish(self, messages: int, size: int, now_ms: int) -> int:
-        """Count a send; how long its connection must pause, in ms (0: no pause)."""
+    def take(self, messages: int, size: int, now_ms: int) -> int:
+        """Count a send; how long its sender must pause, in ms (0: no pause)."""
         pause = 0
         for bucket, counts_messages in self._buckets:
             pause = max(pause, bucket.take(messages if counts_messages else size, now_ms))
@@ -61,5 +62,5 @@ class PublishRateLimiter:
             self.limited_times += 1
         return pause
 
-    def same_limits(self, msgs_per_s: int, bytes_per_s: int) -> bool:
+    def same_limits(self, msgs_per_s: float, bytes_per_s: float) -> bool:
         return (self.msgs_per_s, self.bytes_per_s) == (msgs_per_s, bytes_per_s)

@@ -24,7 +24,7 @@ from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
-from magnetar.core.rate_limit import PublishRateLimiter
+from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.subscription_view import SubscriptionView
@@ -69,7 +69,9 @@ class Topic:
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
         #: the publish rate that applies (None: no limit)
-        self.publish_limiter: PublishRateLimiter | None = None
+        self.publish_limiter: RateLimiter | None = None
+        #: the topic's dispatch rate, shared by its subscriptions' throttles
+        self.dispatch_limiter: RateLimiter | None = None
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked

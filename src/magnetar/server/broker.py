@@ -26,6 +26,7 @@ from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.disk_usage import DiskUsage
+from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
@@ -34,7 +35,7 @@ from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
-from magnetar.core.rate_limit import PublishRateLimiter
+from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
@@ -96,7 +97,7 @@ class BrokerService:
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
-        self.broker_publish_limiter = PublishRateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
+        self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
                                                          config.brokerPublisherThrottlingMaxByteRate)
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
         self._last_append_error: tuple[str, float] | None = None
@@ -377,6 +378,7 @@ class BrokerService:
         deduplication.refresh(self, topic, now_ms())
         property_dedup.refresh(self, topic)
         self.apply_publish_rate(topic)
+        self.apply_dispatch_rates(topic)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         delayed_index.recover(self, topic, now_ms())
@@ -387,17 +389,35 @@ class BrokerService:
         current = topic.publish_limiter
         if current is not None and current.same_limits(msgs, size):
             return
-        limiter = PublishRateLimiter(msgs, size)
+        limiter = RateLimiter(msgs, size)
         topic.publish_limiter = limiter if limiter.active else None
+
+    def apply_dispatch_rates(self, topic: Topic) -> None:
+        """Each subscription's throttle: the topic's bucket (shared) and its own. Limits that
+        did not change keep their buckets, so a policy refresh does not hand out tokens."""
+        (topic_msgs, topic_bytes), (sub_msgs, sub_bytes) = policies.dispatch_rates(
+            self.policies_of(topic.name), self.config)
+        shared = topic.dispatch_limiter
+        if shared is None or not shared.same_limits(topic_msgs, topic_bytes):
+            shared = topic.dispatch_limiter = RateLimiter(topic_msgs, topic_bytes)
+        for sub in topic.subscriptions.values():
+            dispatcher = sub.dispatcher
+            current = dispatcher.throttle
+            if current is not None and current.shared is shared and current.own.same_limits(sub_msgs, sub_bytes):
+                continue
+            if current is not None:
+                current.release()
+            throttle = DispatchThrottle(dispatcher, shared, RateLimiter(sub_msgs, sub_bytes), self.core.timers.wake_up)
+            dispatcher.throttle = throttle if throttle.active else None
 
     def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
         """How long the connection a send came on must not be read (publish rate limits)."""
         now = int(monotonic_ms())
-        pause = self.broker_publish_limiter.on_publish(messages, size, now) \
+        pause = self.broker_publish_limiter.take(messages, size, now) \
             if self.broker_publish_limiter.active else 0
         limiter = topic.publish_limiter
         if limiter is not None:
-            pause = max(pause, limiter.on_publish(messages, size, now))
+            pause = max(pause, limiter.take(messages, size, now))
         return pause
 
     def refresh_deduplication(self) -> None:
@@ -411,6 +431,7 @@ class BrokerService:
                 deduplication.refresh(self, topic, now)
                 property_dedup.refresh(self, topic)
                 self.apply_publish_rate(topic)
+                self.apply_dispatch_rates(topic)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 

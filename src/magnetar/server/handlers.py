@@ -253,6 +253,7 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         create=broker.config.allowAutoSubscriptionCreation,
     )
     conn.consumers[req.consumer_id] = (consumer, sub)
+    broker.apply_dispatch_rates(topic)
     if req.start_message_rollback_duration_sec > 0 and len(sub.consumers) == 1:
         broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
     if req.subscription_properties and not sub.properties:
