@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.core import retention
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
@@ -344,14 +345,29 @@ class Topic:
             marks.append(self.dedup_snapshot_position or BEFORE_START)
         return min(marks) if marks else None
 
-    def trim_consumed_ledgers(self) -> list[int]:
-        """Delete ledgers every durable subscription has fully consumed."""
-        slowest = self.slowest_mark_delete()
-        if slowest is None or slowest < BEFORE_START:
+    def durable_marks(self) -> list[Position]:
+        """Where each durable cursor stands: subscriptions, and deduplication, which replays
+        from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
+        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        if self.dedup is not None:
+            marks.append(self.dedup_snapshot_position or BEFORE_START)
+        return marks
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.retention`);
+        the shell removes their files off the event loop. Readers standing before what is
+        left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
+        ledgers = self.ledger.ledgers()
+        count = retention.ledgers_to_delete(ledgers, self.durable_marks(), self.applied.retention, now_ms)
+        if count == 0:
             return []
-        first_kept = self.ledger.next_position(slowest)
-        self._forget_recent_before(first_kept)
-        return self.ledger.trim_before(first_kept)
+        last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)
+        ids = self.ledger.detach_before(Position(ledgers[count].ledger_id, 0))
+        for sub in self.subscriptions.values():
+            if not sub.durable:
+                sub.cursor.ack_cumulative(last_gone)
+        self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
+        return ids
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:
