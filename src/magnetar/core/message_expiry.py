@@ -57,7 +57,8 @@ def _published_before(topic: TopicView, pos: Position, cutoff_ms: int) -> bool:
 
 def expire(sub: Subscription, ttl_s: int, now_ms: int) -> int:
     """Acknowledge every entry of ``sub`` published more than ``ttl_s`` seconds before
-    ``now_ms``; how many messages that took off its backlog (counted in its stats)."""
+    ``now_ms``; how many entries that took off its backlog (Pulsar counts expired messages
+    so; they go to the subscription's stats)."""
     target = newest_expired(sub.topic, sub.cursor.mark_delete, now_ms - ttl_s * 1000)
     if target is None:
         return 0
