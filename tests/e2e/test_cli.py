@@ -102,3 +102,29 @@ def test_perf_produce_and_consume(broker: BrokerProcess, tenant: str) -> None:
     out, err = consumer.communicate(timeout=60)
     assert consumer.returncode == 0, err
     assert "Aggregated throughput stats --- 300 messages" in out and "Aggregated latency stats" in out
+
+
+def test_permission_limit_and_rate_verbs(broker: BrokerProcess, tenant: str) -> None:
+    ok(magnetar(broker, "admin", "tenants", "create", tenant))
+    namespace = f"{tenant}/ns"
+    ok(magnetar(broker, "admin", "namespaces", "create", namespace))
+    ok(magnetar(broker, "admin", "namespaces", "grant-permission", namespace, "--role", "app",
+                "--actions", "produce,consume"))
+    granted = json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "permissions", namespace)))
+    assert sorted(granted["app"]) == ["consume", "produce"]
+    topic = f"persistent://{namespace}/t"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "grant-permission", topic, "--role", "reader", "--actions", "consume"))
+    on_topic = json.loads(ok(magnetar(broker, "admin", "--json", "topics", "permissions", topic)))
+    assert on_topic["reader"] == ["consume"] and "app" in on_topic
+    ok(magnetar(broker, "admin", "topics", "revoke-permission", topic, "--role", "reader"))
+    ok(magnetar(broker, "admin", "namespaces", "revoke-permission", namespace, "--role", "app"))
+    assert json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "permissions", namespace))) == {}
+    ok(magnetar(broker, "admin", "namespaces", "set-max-topics-per-namespace", namespace, "-t", "5"))
+    shown = ok(magnetar(broker, "admin", "--json", "namespaces", "get-max-topics-per-namespace", namespace))
+    assert shown.strip() == "5"
+    ok(magnetar(broker, "admin", "namespaces", "set-publish-rate", namespace, "-m", "100"))
+    rate = json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "policies", namespace)))
+    assert rate["publishMaxMessageRate"]["standalone"]["publishThrottlingRateInMsg"] == 100
+    bad = magnetar(broker, "admin", "namespaces", "grant-permission", namespace, "--role", "x", "--actions", "fly")
+    assert bad.returncode != 0 and bad.stderr.strip()

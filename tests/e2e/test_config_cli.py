@@ -27,6 +27,8 @@ BAD_VALUES = {
     "defaultNumPartitions=0": "defaultNumPartitions",
     "maxUnackedMessagesPerConsumer=-1": "maxUnackedMessagesPerConsumer",
     "keepAliveIntervalSeconds=0": "keepAliveIntervalSeconds",
+    "pulsarChannelWriteBufferLowWaterMark=1000000": "pulsarChannelWriteBufferHighWaterMark",
+    "maxProducersPerTopic=-2": "maxProducersPerTopic",
     "this line has no equals sign": "expected key=value",
 }
 BAD_ARGUMENTS = {

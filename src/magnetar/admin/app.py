@@ -10,18 +10,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from magnetar import __version__
 from magnetar.admin import (
+    access,
     errors,
     lookup,
     routes_brokers,
     routes_clusters,
     routes_key_shared,
     routes_namespaces,
+    routes_permissions,
     routes_subscriptions,
     routes_tenants,
     routes_topics,
@@ -37,24 +39,29 @@ ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "r
 
 def create_app(broker: BrokerOperations) -> FastAPI:
     app = FastAPI(title="Magnetar admin API", version=__version__,
-                  description="Apache Pulsar admin REST API v2, lookup and metrics.")
+                  description="Apache Pulsar admin REST API v2, lookup and metrics.",
+                  dependencies=[Depends(access.guard)])
     app.state.broker = broker
     errors.install(app)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
+    if broker.authentication is not None:
+        app.add_middleware(access.Authenticate, service=broker.authentication)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
-                   routes_namespaces.router, lookup.router):
+                   routes_namespaces.router, routes_permissions.namespace_router, lookup.router):
         app.include_router(router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
+        app.include_router(routes_permissions.make_topic_router(domain))
 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)
     async def metrics(broker: Broker) -> Response:
-        from magnetar.admin.metrics import render_metrics
-        body, content_type = render_metrics(broker)
-        return Response(body, media_type=content_type)
+        from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+        from magnetar.admin.metrics import metrics_text
+        return StreamingResponse(metrics_text(broker), media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

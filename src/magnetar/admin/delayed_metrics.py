@@ -84,16 +84,15 @@ class _Rows:
             yield metric
 
 
-def delayed_index_families(cluster: str, topics: Iterable[Topic], by_topic: bool) -> Iterator[Metric]:
-    rows = _Rows()
-    for topic in topics:
+class DelayedIndexRows(_Rows):
+    """The delayed-index series, fed one topic at a time."""
+
+    def add_topic(self, cluster: str, topic: Topic, by_topic: bool) -> None:
         base: Labels = (("cluster", cluster), ("namespace", topic.name.namespace_name))
         if by_topic:
             base += (("topic", str(topic.name)),)
-        per_subscription = list(subscription_samples(topic))
-        for name, samples in per_subscription:
+        for name, samples in subscription_samples(topic):
             if by_topic:
-                rows.add(base + (("subscription", name),), samples)
-            rows.add(base, samples)
-        rows.add(base, shared_index_samples(topic))
-    yield from rows.families()
+                self.add(base + (("subscription", name),), samples)
+            self.add(base, samples)
+        self.add(base, shared_index_samples(topic))

@@ -70,6 +70,7 @@ BROKER_ERROR_STATUS: dict[type[core.BrokerError], int] = {
     core.ProducerBusy: 409,
     core.ProducerFenced: 409,
     core.NotAllowed: 405,
+    core.LimitReached: 412,
     core.IncompatibleSchema: 409,
     core.ConsumerAssignError: 412,
     core.ServiceNotReady: 503,

@@ -6,9 +6,9 @@ it (with ``GET .../partitions``) when given an ``http://`` service URL.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 
 from magnetar.admin.common import Broker, require_namespace, topic_name
 
@@ -17,8 +17,10 @@ router = APIRouter(tags=["lookup"])
 
 @router.get("/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}", summary="Look up a topic's broker")
 async def lookup_topic(broker: Broker, domain: str, tenant: str, namespace: str, topic: str,
-                       authoritative: bool = False, listenerName: str | None = None) -> dict[str, Any]:
+                       authoritative: bool = False, listenerName: str | None = None,
+                       x_pulsar_listenername: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     name = topic_name(domain, tenant, namespace, topic)
     require_namespace(broker, name.namespace_name)
-    return {"brokerUrl": broker.broker_url, "brokerUrlTls": "", "httpUrl": broker.web_url, "httpUrlTls": "",
-            "nativeUrl": broker.broker_url}
+    plain, tls = broker.lookup_urls(listenerName or x_pulsar_listenername)
+    return {"brokerUrl": plain, "brokerUrlTls": tls or "", "httpUrl": broker.web_url,
+            "httpUrlTls": broker.web_url_tls or "", "nativeUrl": plain}

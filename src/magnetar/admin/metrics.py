@@ -12,18 +12,20 @@ Process and Python runtime metrics come from prometheus-client's collectors.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.utils import floatToGoString
 
-from magnetar.admin.delayed_metrics import delayed_index_families
+from magnetar.admin.delayed_metrics import DelayedIndexRows
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
     backlog_size_bytes,
@@ -34,6 +36,7 @@ from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets
 from magnetar.server.clock import now_ms
 
 if TYPE_CHECKING:
+    from magnetar.core.consumer import Consumer
     from magnetar.core.subscription import Subscription
     from magnetar.core.topic import Topic
     from magnetar.server.broker import BrokerOperations
@@ -163,141 +166,203 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
     }
 
 
-class BrokerCollector:
-    """Builds every Pulsar series from the broker's live topics at scrape time."""
+#: topics read per slice of a scrape; the event loop serves other work between slices
+TOPICS_PER_SLICE = 50
 
-    def __init__(self, broker: BrokerOperations) -> None:
-        self.broker = broker
+Rows = dict[tuple[str, ...], dict[str, float]]
 
-    def collect(self) -> Iterator[Metric]:
-        config = self.broker.config
-        by_topic = config.exposeTopicLevelMetricsInPrometheus
-        labels = ["cluster", "namespace", "topic"] if by_topic else ["cluster", "namespace"]
-        now = now_ms()
-        topics = sorted(self.broker.topics.values(), key=lambda t: str(t.name))
-        yield from self._topic_counts(topics)
-        rows = self._topic_rows(topics, by_topic, now)
-        yield from self._families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, rows)
-        yield from self._latency(topics, labels, by_topic)
-        if by_topic:
-            yield from self._subscriptions(topics, now)
-            if config.exposeConsumerLevelMetricsInPrometheus:
-                yield from self._consumers(topics, now)
-        yield from delayed_index_families(config.clusterName, topics, by_topic)
-        yield self._publish_latency()
 
-    def _key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
-        base = (self.broker.config.clusterName, topic.name.namespace_name)
+@dataclass
+class MetricsSnapshot:
+    """Every value a scrape reports, copied from live state on the event loop; turning it
+    into text (the costly part at many topics) happens on another thread."""
+
+    cluster: str
+    by_topic: bool
+    with_consumers: bool
+    topic_counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    topic_rows: Rows = field(default_factory=dict)
+    latency: dict[str, dict[tuple[str, ...], LatencyBuckets]] = field(
+        default_factory=lambda: {base: {} for base in LATENCY_SERIES})
+    subscription_rows: Rows = field(default_factory=dict)
+    consumer_rows: Rows = field(default_factory=dict)
+    delayed: DelayedIndexRows = field(default_factory=DelayedIndexRows)
+    extra: list[Metric] = field(default_factory=list)
+
+    def key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
+        base = (self.cluster, topic.name.namespace_name)
         return (*base, str(topic.name)) if by_topic else base
 
-    def _topic_counts(self, topics: list[Topic]) -> Iterator[Metric]:
-        family = GaugeMetricFamily("pulsar_topics_count", "Number of topics", labels=["cluster", "namespace"])
-        counts: dict[str, int] = defaultdict(int)
-        for topic in topics:
-            counts[topic.name.namespace_name] += 1
-        for namespace, count in sorted(counts.items()):
-            family.add_metric([self.broker.config.clusterName, namespace], count)
-        yield family
 
-    def _topic_rows(self, topics: list[Topic], by_topic: bool,
-                    now: int) -> dict[tuple[str, ...], dict[str, float]]:
-        rows: dict[tuple[str, ...], dict[str, float]] = {}
-        for topic in topics:
-            values = _topic_values(topic, now)
-            row = rows.setdefault(self._key(topic, by_topic), dict.fromkeys(values, 0.0))
-            for name, value in values.items():
-                row[name] += value
-        return rows
+async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
+    config = broker.config
+    snap = MetricsSnapshot(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
+                           config.exposeConsumerLevelMetricsInPrometheus)
+    topics = sorted(broker.topics.values(), key=lambda t: str(t.name))
+    sources = {"pulsar_storage_write_latency": broker.recorder.write_latency,
+               "pulsar_storage_ledger_write_latency": broker.recorder.ledger_write_latency()}
+    for first in range(0, len(topics), TOPICS_PER_SLICE):
+        now = now_ms()
+        for topic in topics[first:first + TOPICS_PER_SLICE]:
+            if broker.topics.get(str(topic.name)) is not topic:
+                continue  # unloaded or deleted since the scrape began
+            _add_topic(snap, broker, topic, sources, now)
+        await asyncio.sleep(0)
+    snap.extra = [_publish_latency(broker), *_disk(broker)]
+    return snap
 
-    @staticmethod
-    def _families(gauges: dict[str, str], counters: dict[str, str], labels: list[str],
-                  rows: dict[tuple[str, ...], dict[str, float]]) -> Iterator[Metric]:
-        for name, doc in gauges.items():
-            gauge = GaugeMetricFamily(name, doc, labels=labels)
-            for key, values in rows.items():
-                gauge.add_metric(list(key), values[name])
-            yield gauge
-        for name, doc in counters.items():
-            counter = CounterMetricFamily(name, doc, labels=labels)
-            for key, values in rows.items():
-                counter.add_metric(list(key), values[name])
-            yield counter
 
-    def _latency(self, topics: list[Topic], labels: list[str], by_topic: bool) -> Iterator[Metric]:
-        recorder = self.broker.recorder
-        sources = {"pulsar_storage_write_latency": recorder.write_latency,
-                   "pulsar_storage_ledger_write_latency": recorder.ledger_write_latency()}
-        for base, doc in LATENCY_SERIES.items():
-            merged: dict[tuple[str, ...], LatencyBuckets] = {}
-            for topic in topics:
-                buckets = sources[base].get(topic.ledger.name)
-                if buckets is None:
-                    continue
-                total = merged.setdefault(self._key(topic, by_topic), LatencyBuckets())
-                total.counts = [a + b for a, b in zip(total.counts, buckets.counts, strict=True)]
-                total.count += buckets.count
-                total.sum_ms += buckets.sum_ms
-            yield from self._latency_families(base, doc, labels, merged)
-
-    @staticmethod
-    def _latency_families(base: str, doc: str, labels: list[str],
-                          merged: dict[tuple[str, ...], LatencyBuckets]) -> Iterator[Metric]:
-        for index, suffix in enumerate(LATENCY_BUCKET_NAMES):
-            family = GaugeMetricFamily(f"{base}_le_{suffix}", f"{doc}, bucket le {suffix}", labels=labels)
-            for key, buckets in merged.items():
-                family.add_metric(list(key), buckets.counts[index])
-            yield family
-        count = GaugeMetricFamily(f"{base}_count", f"{doc}, count", labels=labels)
-        total = GaugeMetricFamily(f"{base}_sum", f"{doc}, sum", labels=labels)
-        for key, buckets in merged.items():
-            count.add_metric(list(key), buckets.count)
-            total.add_metric(list(key), buckets.sum_ms)
-        yield count
-        yield total
-
-    def _subscriptions(self, topics: list[Topic], now: int) -> Iterator[Metric]:
-        labels = ["cluster", "namespace", "topic", "subscription"]
-        rows: dict[tuple[str, ...], dict[str, float]] = {}
-        for topic in topics:
-            for name, sub in sorted(topic.subscriptions.items()):
-                rows[(*self._key(topic, True), name)] = _subscription_values(self.broker, sub, now)
-        yield from self._families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS, labels, rows)
-
-    def _consumers(self, topics: list[Topic], now: int) -> Iterator[Metric]:
-        labels = ["cluster", "namespace", "topic", "subscription", "consumer_name", "consumer_id"]
-        rows: dict[tuple[str, ...], dict[str, float]] = {}
-        for topic in topics:
-            for name, sub in sorted(topic.subscriptions.items()):
+def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
+               sources: dict[str, dict[str, LatencyBuckets]], now: int) -> None:
+    snap.topic_counts[topic.name.namespace_name] += 1
+    values = _topic_values(topic, now)
+    row = snap.topic_rows.setdefault(snap.key(topic, snap.by_topic), dict.fromkeys(values, 0.0))
+    for name, value in values.items():
+        row[name] += value
+    for base, source in sources.items():
+        buckets = source.get(topic.ledger.name)
+        if buckets is not None:
+            total = snap.latency[base].setdefault(snap.key(topic, snap.by_topic), LatencyBuckets())
+            total.counts = [a + b for a, b in zip(total.counts, buckets.counts, strict=True)]
+            total.count += buckets.count
+            total.sum_ms += buckets.sum_ms
+    if snap.by_topic:
+        for name, sub in sorted(topic.subscriptions.items()):
+            snap.subscription_rows[(*snap.key(topic, True), name)] = _subscription_values(broker, sub, now)
+            if snap.with_consumers:
                 for c in sub.consumers:
-                    rate, throughput = c.msg_out.rate(now)
-                    rows[(*self._key(topic, True), name, c.consumer_name, str(c.consumer_id))] = {
-                        "pulsar_consumer_msg_rate_out": rate,
-                        "pulsar_consumer_msg_throughput_out": throughput,
-                        "pulsar_consumer_msg_rate_redeliver": c.redeliver.rate(now)[0],
-                        "pulsar_consumer_msg_ack_rate": c.acks.rate(now)[0],
-                        "pulsar_consumer_unacked_messages": c.unacked_messages,
-                        "pulsar_consumer_blocked_on_unacked_messages": 1.0 if c.blocked_on_unacked else 0.0,
-                        "pulsar_consumer_available_permits": max(0, c.permits),
-                        **_draining_values("pulsar_consumer", extra_consumer_stats(sub, c)),
-                    }
-        yield from self._families(CONSUMER_GAUGES, CONSUMER_COUNTERS, labels, rows)
-
-    def _publish_latency(self) -> Metric:
-        latency = self.broker.recorder.publish_latency
-        name = "pulsar_broker_publish_latency"
-        metric = Metric(name, "Publish latency from append to durable (seconds)", "summary")
-        cluster = self.broker.config.clusterName
-        for quantile, value in latency.quantiles():
-            metric.add_sample(name, {"cluster": cluster, "quantile": str(quantile)}, value)
-        metric.add_sample(f"{name}_count", {"cluster": cluster}, latency.count)
-        metric.add_sample(f"{name}_sum", {"cluster": cluster}, latency.sum_s)
-        return metric
+                    snap.consumer_rows[(*snap.key(topic, True), name, c.consumer_name, str(c.consumer_id))] = \
+                        _consumer_values(sub, c, now)
+    snap.delayed.add_topic(snap.cluster, topic, snap.by_topic)
 
 
-def render_metrics(broker: BrokerOperations) -> tuple[bytes, str]:
+def _consumer_values(sub: Subscription, c: Consumer, now: int) -> dict[str, float]:
+    rate, throughput = c.msg_out.rate(now)
+    return {
+        "pulsar_consumer_msg_rate_out": rate,
+        "pulsar_consumer_msg_throughput_out": throughput,
+        "pulsar_consumer_msg_rate_redeliver": c.redeliver.rate(now)[0],
+        "pulsar_consumer_msg_ack_rate": c.acks.rate(now)[0],
+        "pulsar_consumer_unacked_messages": c.unacked_messages,
+        "pulsar_consumer_blocked_on_unacked_messages": 1.0 if c.blocked_on_unacked else 0.0,
+        "pulsar_consumer_available_permits": max(0, c.permits),
+        **_draining_values("pulsar_consumer", extra_consumer_stats(sub, c)),
+    }
+
+
+def _publish_latency(broker: BrokerOperations) -> Metric:
+    latency = broker.recorder.publish_latency
+    name = "pulsar_broker_publish_latency"
+    metric = Metric(name, "Publish latency from append to durable (seconds)", "summary")
+    cluster = broker.config.clusterName
+    for quantile, value in latency.quantiles():
+        metric.add_sample(name, {"cluster": cluster, "quantile": str(quantile)}, value)
+    metric.add_sample(f"{name}_count", {"cluster": cluster}, latency.count)
+    metric.add_sample(f"{name}_sum", {"cluster": cluster}, latency.sum_s)
+    return metric
+
+
+def _disk(broker: BrokerOperations) -> list[Metric]:
+    """Magnetar's own series (no Pulsar name exists): the data disk's usage and whether
+    appends are refused for it (``diskUsageThreshold``)."""
+    cluster = [broker.config.clusterName]
+    usage = GaugeMetricFamily("magnetar_disk_usage_ratio", "Share of the data disk in use", labels=["cluster"])
+    usage.add_metric(cluster, broker.disk.ratio)
+    refused = GaugeMetricFamily("magnetar_disk_appends_refused",
+                                "1 while appends are refused for disk usage above diskUsageThreshold",
+                                labels=["cluster"])
+    refused.add_metric(cluster, 1.0 if broker.disk.refusing else 0.0)
+    return [usage, refused]
+
+
+#: samples formatted per slice of a scrape's text
+SAMPLES_PER_SLICE = 1000
+
+
+def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
+    """The scrape's families as text, in slices of at most SAMPLES_PER_SLICE samples."""
+    labels = ["cluster", "namespace", "topic"] if snap.by_topic else ["cluster", "namespace"]
+    counts: dict[tuple[str, ...], float] = {(snap.cluster, ns): float(n) for ns, n in sorted(snap.topic_counts.items())}
+    yield from _family_text("pulsar_topics_count", "Number of topics", "gauge", ["cluster", "namespace"], counts)
+    yield from _row_families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, snap.topic_rows)
+    for base, doc in LATENCY_SERIES.items():
+        merged = snap.latency[base]
+        for index, suffix in enumerate(LATENCY_BUCKET_NAMES):
+            yield from _family_text(f"{base}_le_{suffix}", f"{doc}, bucket le {suffix}", "gauge", labels,
+                                    {key: float(b.counts[index]) for key, b in merged.items()})
+        yield from _family_text(f"{base}_count", f"{doc}, count", "gauge", labels,
+                                {key: float(b.count) for key, b in merged.items()})
+        yield from _family_text(f"{base}_sum", f"{doc}, sum", "gauge", labels,
+                                {key: b.sum_ms for key, b in merged.items()})
+    if snap.by_topic:
+        yield from _row_families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS,
+                                 ["cluster", "namespace", "topic", "subscription"], snap.subscription_rows)
+        if snap.with_consumers:
+            yield from _row_families(CONSUMER_GAUGES, CONSUMER_COUNTERS, [
+                "cluster", "namespace", "topic", "subscription", "consumer_name", "consumer_id"], snap.consumer_rows)
+    for metric in [*snap.delayed.families(), *snap.extra]:
+        yield generate_latest(_One(metric))  # type: ignore[arg-type]
+
+
+def _row_families(gauges: dict[str, str], counters: dict[str, str], labels: list[str],
+                  rows: Rows) -> Iterator[bytes]:
+    for kind, names in (("gauge", gauges), ("counter", counters)):
+        for name, doc in names.items():
+            yield from _family_text(name, doc, kind, labels, {key: values[name] for key, values in rows.items()})
+
+
+def _family_text(name: str, doc: str, kind: str, labels: list[str],
+                 values: dict[tuple[str, ...], float]) -> Iterator[bytes]:
+    """Prometheus text of one family, as prometheus-client writes it (labels sorted by
+    name, Go float format), without its per-sample checks: names here are fixed and valid."""
+    if kind == "counter":
+        name = name.removesuffix("_total") + "_total"
+    doc = doc.replace("\\", r"\\").replace("\n", r"\n")
+    order = sorted(range(len(labels)), key=labels.__getitem__)
+    heads = [f'{labels[i]}="' for i in order]
+    lines = [f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"]
+    for key, value in values.items():
+        pairs = ",".join(head + _escape(key[i]) + '"' for head, i in zip(heads, order, strict=True))
+        lines.append(f"{name}{{{pairs}}} {floatToGoString(value)}\n")
+        if len(lines) >= SAMPLES_PER_SLICE:
+            yield "".join(lines).encode()
+            lines = []
+    if lines:
+        yield "".join(lines).encode()
+
+
+def _escape(value: str) -> str:
+    if "\\" in value or '"' in value or "\n" in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
+    return value
+
+
+class _One:
+    """One family as a collector, for prometheus-client's formatter."""
+
+    def __init__(self, metric: Metric) -> None:
+        self.metric = metric
+
+    def collect(self) -> Iterator[Metric]:
+        yield self.metric
+
+
+def _process_text() -> bytes:
     registry = CollectorRegistry()
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
-    registry.register(BrokerCollector(broker))  # type: ignore[arg-type]
-    return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(registry)
+
+
+async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
+    """The scrape, streamed: values read a slice of topics at a time and text made a slice
+    of samples at a time, all on the event loop and yielding to it between slices, so a
+    scrape of many topics does not hold up publishing (a worker thread would, through
+    the interpreter lock)."""
+    yield _process_text()
+    snap = await take_snapshot(broker)
+    for chunk in snapshot_text(snap):
+        yield chunk
+        await asyncio.sleep(0)
+

@@ -7,12 +7,16 @@ from fastapi.responses import PlainTextResponse
 
 from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
 from magnetar.admin.errors import RestError, not_found
+from magnetar.core.broker_config import SENSITIVE_KEYS
 
 router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 
 
 @router.get("/health", response_class=PlainTextResponse, responses=PLAIN_TEXT, summary="Broker health check")
 async def health(broker: Broker) -> str:
+    refusal = broker.disk.refusal()
+    if refusal is not None:
+        raise RestError(503, refusal)
     return "ok"
 
 
@@ -26,7 +30,8 @@ async def ready(broker: Broker) -> str:
 
 @router.get("/configuration/runtime", summary="Every configuration value the broker runs with")
 async def runtime_configuration(broker: Broker) -> dict[str, str]:
-    values = {key: _text(value) for key, value in broker.config.as_dict().items()}
+    values = {key: "****" if key in SENSITIVE_KEYS and value else _text(value)
+              for key, value in broker.config.as_dict().items()}
     values.update(broker.config.extra)
     return dict(sorted(values.items()))
 
@@ -42,10 +47,12 @@ async def active_brokers(broker: Broker, cluster: str) -> list[str]:
         raise not_found("Cluster does not exist")
     if cluster != broker.config.clusterName:
         return []
-    return [f"{broker.config.advertisedAddress}:{broker.config.webServicePort}"]
+    return [f"{broker.config.advertisedAddress}:{broker.config.webServicePort or broker.config.webServicePortTls}"]
 
 
 def _text(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

@@ -21,8 +21,10 @@ from magnetar.core.policies import (
     BacklogQuota,
     BacklogQuotaType,
     DelayedDeliveryPolicies,
+    DispatchRate,
     NonNegativeInt,
     Policies,
+    PublishRate,
     RetentionPolicies,
     SubscriptionType,
 )
@@ -115,6 +117,10 @@ POLICY_ENDPOINTS = (
     PolicyEndpoint("messageTTL", "message_ttl_in_seconds", NonNegativeInt, "message TTL in seconds"),
     PolicyEndpoint("delayedDelivery", "delayed_delivery_policies", DelayedDeliveryPolicies, "delayed delivery"),
     PolicyEndpoint("maxProducersPerTopic", "max_producers_per_topic", NonNegativeInt, "max producers per topic"),
+    PolicyEndpoint("maxConsumersPerTopic", "max_consumers_per_topic", NonNegativeInt, "max consumers per topic"),
+    PolicyEndpoint("maxSubscriptionsPerTopic", "max_subscriptions_per_topic", NonNegativeInt,
+                   "max subscriptions per topic"),
+    PolicyEndpoint("maxTopicsPerNamespace", "max_topics_per_namespace", NonNegativeInt, "max topics per namespace"),
     PolicyEndpoint("maxConsumersPerSubscription", "max_consumers_per_subscription", NonNegativeInt,
                    "max consumers per subscription"),
     PolicyEndpoint("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer", NonNegativeInt,
@@ -189,3 +195,39 @@ async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
     quotas.pop(backlogQuotaType, None)
     _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas or None)
 
+
+
+def _add_cluster_rate_endpoints(path: str, field: str, body: type[PublishRate] | type[DispatchRate],
+                                summary: str) -> None:
+    """A rate kept by cluster, as Pulsar stores it: ``field: {cluster: rate}``."""
+    def rates_of(broker: BrokerOperations, tenant: str, namespace: str) -> dict[str, Any]:
+        return dict(require_namespace(broker, namespace_name(tenant, namespace)).get(field) or {})
+
+    async def get_rate(broker: Broker, tenant: str, namespace: str) -> Any:
+        return rates_of(broker, tenant, namespace).get(broker.config.clusterName)
+
+    async def set_rate(broker: Broker, tenant: str, namespace: str,
+                       rate: Annotated[body, Body()]) -> None:  # type: ignore[valid-type]
+        rates = rates_of(broker, tenant, namespace)
+        rates[broker.config.clusterName] = rate.model_dump()  # type: ignore[attr-defined]
+        _update_policy(broker, tenant, namespace, field, rates)
+
+    async def remove_rate(broker: Broker, tenant: str, namespace: str) -> None:
+        rates = rates_of(broker, tenant, namespace)
+        rates.pop(broker.config.clusterName, None)
+        _update_policy(broker, tenant, namespace, field, rates)
+
+    route = f"/{{tenant}}/{{namespace}}/{path}"
+    suffix = path[0].upper() + path[1:]
+    router.add_api_route(route, get_rate, methods=["GET"], response_model=body | None,
+                         summary=f"Get the {summary}", operation_id=f"get{suffix}")
+    router.add_api_route(route, set_rate, methods=["POST"], status_code=204, summary=f"Set the {summary}",
+                         operation_id=f"set{suffix}")
+    router.add_api_route(route, remove_rate, methods=["DELETE"], status_code=204,
+                         summary=f"Remove the {summary}", operation_id=f"remove{suffix}")
+
+
+_add_cluster_rate_endpoints("publishRate", "publishMaxMessageRate", PublishRate, "publish rate of each topic")
+_add_cluster_rate_endpoints("dispatchRate", "topicDispatchRate", DispatchRate, "dispatch rate of each topic")
+_add_cluster_rate_endpoints("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
+                            "dispatch rate of each subscription")

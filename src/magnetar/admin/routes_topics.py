@@ -123,6 +123,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_namespace(broker, name.namespace_name)
         if broker.partitions_of(name) is not None or str(name) in broker.topics:
             raise conflict("This topic already exists")
+        broker.check_topic_count(name)
         broker.metadata.create_topic(str(name), properties or {})
 
     @router.delete("/{tenant}/{namespace}/{topic}", status_code=204,

@@ -274,7 +274,7 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
         "msgChunkPublished": False,
         "storageSize": topic.ledger.total_size_bytes(),
         "backlogSize": backlog_size_bytes(topic, slowest) if slowest is not None else 0,
-        "publishRateLimitedTimes": 0,
+        "publishRateLimitedTimes": topic.publish_limiter.limited_times if topic.publish_limiter else 0,
         "earliestMsgPublishTimeInBacklogs": min(
             (s["earliestMsgPublishTimeInBacklog"] for s in subscriptions.values()
              if s["earliestMsgPublishTimeInBacklog"] > 0), default=0),
@@ -298,7 +298,8 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
             s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()),
         "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
                        "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
-        "ownerBroker": f"{broker.config.advertisedAddress}:{broker.config.webServicePort}",
+        "ownerBroker": f"{broker.config.advertisedAddress}:"
+                       f"{broker.config.webServicePort or broker.config.webServicePortTls}",
     }
     if stats["topicEpoch"] is None:
         del stats["topicEpoch"]

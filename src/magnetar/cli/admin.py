@@ -286,6 +286,10 @@ POLICY_VERBS = (
     ("max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription"),
     ("auto-topic-creation", "autoTopicCreation"),
     ("subscription-types-enabled", "subscriptionTypesEnabled"),
+    ("max-consumers-per-topic", "maxConsumersPerTopic"),
+    ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic"),
+    ("max-topics-per-namespace", "maxTopicsPerNamespace"),
+    ("publish-rate", "publishRate"),
 )
 
 
@@ -394,8 +398,52 @@ for _verb, _path, _flag, _short in (
          "-c"),
         ("max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer", "--maxUnackedMessages", "-m"),
         ("max-unacked-messages-per-subscription", "maxUnackedMessagesPerSubscription", "--maxUnackedMessages",
-         "-m")):
+         "-m"),
+        ("max-consumers-per-topic", "maxConsumersPerTopic", "--max-consumers-per-topic", "-c"),
+        ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic", "--max-subscriptions-per-topic", "-m"),
+        ("max-topics-per-namespace", "maxTopicsPerNamespace", "--max-topics-per-namespace", "-t")):
     _add_limit_verb(_verb, _path, _flag, _short)
+
+
+@namespaces_app.command("set-publish-rate")
+def namespaces_set_publish_rate(
+        ctx: typer.Context, namespace: str,
+        msg_rate: Annotated[int, typer.Option("--msg-publish-rate", "-m", help="-1: no limit")] = -1,
+        byte_rate: Annotated[int, typer.Option("--byte-publish-rate", "-b", help="-1: no limit")] = -1) -> None:
+    """Set the publish rate of each topic of the namespace (messages and bytes per second)."""
+    _set_policy(ctx, namespace, "publishRate",
+                {"publishThrottlingRateInMsg": msg_rate, "publishThrottlingRateInByte": byte_rate})
+
+
+ActionsOption = Annotated[str, typer.Option("--actions", "-a", help="comma-separated: produce, consume, ...")]
+RoleOption = Annotated[str, typer.Option("--role", "-r")]
+
+
+def _actions(text: str) -> list[str]:
+    return [a.strip() for a in text.split(",") if a.strip()]
+
+
+@namespaces_app.command("grant-permission")
+def namespaces_grant(ctx: typer.Context, namespace: str, role: RoleOption, actions: ActionsOption) -> None:
+    """Grant a role actions on every topic of the namespace."""
+    admin = _admin_of(ctx)
+    admin.call("POST", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}", _actions(actions))
+    admin.done(f"Granted {actions} on {namespace} to {role}")
+
+
+@namespaces_app.command("revoke-permission")
+def namespaces_revoke(ctx: typer.Context, namespace: str, role: RoleOption) -> None:
+    """Revoke a role's namespace permissions."""
+    admin = _admin_of(ctx)
+    admin.call("DELETE", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}")
+    admin.done(f"Revoked the permissions of {role} on {namespace}")
+
+
+@namespaces_app.command("permissions")
+def namespaces_permissions(ctx: typer.Context, namespace: str) -> None:
+    """Show the roles and their actions on a namespace."""
+    admin = _admin_of(ctx)
+    admin.show(admin.get(f"{namespace_path(namespace)}/permissions"))
 
 
 @namespaces_app.command("set-auto-topic-creation")
@@ -803,3 +851,29 @@ def brokers_list(ctx: typer.Context, cluster: Annotated[str, typer.Argument()] =
     """List the active brokers of a cluster."""
     admin = _admin_of(ctx)
     admin.show(admin.get(f"/admin/v2/brokers/{quote(cluster, safe='')}"), "broker")
+
+
+@topics_app.command("grant-permission")
+def topics_grant(ctx: typer.Context, topic: str, role: RoleOption, actions: ActionsOption) -> None:
+    """Grant a role actions on one topic."""
+    admin = _admin_of(ctx)
+    name, path = topic_path(topic)
+    admin.call("POST", f"{path}/permissions/{quote(role, safe='')}", _actions(actions))
+    admin.done(f"Granted {actions} on {name} to {role}")
+
+
+@topics_app.command("revoke-permission")
+def topics_revoke(ctx: typer.Context, topic: str, role: RoleOption) -> None:
+    """Revoke a role's permissions on one topic."""
+    admin = _admin_of(ctx)
+    name, path = topic_path(topic)
+    admin.call("DELETE", f"{path}/permissions/{quote(role, safe='')}")
+    admin.done(f"Revoked the permissions of {role} on {name}")
+
+
+@topics_app.command("permissions")
+def topics_permissions(ctx: typer.Context, topic: str) -> None:
+    """Show the roles and their actions on a topic (its namespace's included)."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.get(f"{path}/permissions"))

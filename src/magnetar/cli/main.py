@@ -50,6 +50,8 @@ def standalone(
     from magnetar.server.standalone import run_standalone
     try:
         run_standalone(broker_config, data_dir)
+    except ConfigError as exc:
+        _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot start: {exc}")
 

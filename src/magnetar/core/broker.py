@@ -72,6 +72,16 @@ class BrokerCore:
                     soonest = due
         return soonest
 
+    # -- loaded topics ---------------------------------------------------------------------
+    def idle_topics(self, now_ms: int) -> list[Topic]:
+        """Persistent topics without clients for ``idleTopicUnloadSeconds``: the shell
+        unloads them (cursors stored, files closed) so that open files and memory follow
+        the topics in use, not every topic ever touched. They load again on next use."""
+        idle_ms = self.config.idleTopicUnloadSeconds * 1000
+        if idle_ms <= 0:
+            return []
+        return [t for t in self.topics.values() if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
+
     # -- storage ------------------------------------------------------------------------
     def on_persisted(self, topic_name: str, upto: Position, now_ms: int) -> bool:
         """Entries up to ``upto`` are durable: receipts, then dispatch. False if the
@@ -116,7 +126,7 @@ class BrokerCore:
 def tick_subscription(sub: Subscription, now_ms: int) -> int | None:
     """Dispatch one subscription's due delayed messages; when it next wants a tick."""
     tracker = sub.delayed_tracker
-    if tracker is None or not any(c.permits > 0 and not c.blocked_on_unacked for c in sub.consumers):
+    if tracker is None or not any(c.can_take() for c in sub.consumers):
         # nothing can go out until a consumer can take it, and a flow or an ack
         # dispatches by itself: no timer, or due messages would spin it every ms
         return None

@@ -17,11 +17,16 @@ class ConfigError(ValueError):
 
 @dataclass
 class BrokerConfig:
-    # network
-    brokerServicePort: int = 6650
-    webServicePort: int = 8080
+    # network; an empty port (None) is not opened
+    brokerServicePort: int | None = 6650
+    webServicePort: int | None = 8080
+    brokerServicePortTls: int | None = None
+    webServicePortTls: int | None = None
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = "localhost"
+    #: name:pulsar://host:port,name:pulsar+ssl://host:port,... (see core/listeners.py)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     clusterName: str = "standalone"
     keepAliveIntervalSeconds: int = 30
     brokerShutdownTimeoutMs: int = 60000
@@ -50,6 +55,14 @@ class BrokerConfig:
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerDefaultMarkDeleteRateLimit: float = 1.0
     journalSyncData: bool = True
+    #: BookKeeper's names: appends are refused from this share of the data disk used...
+    diskUsageThreshold: float = 0.95
+    #: ...a warning is logged from this one, and usage is read every diskCheckInterval ms
+    diskUsageWarnThreshold: float = 0.90
+    diskCheckInterval: int = 10000
+    #: BookKeeper's name: ledgers that may hold open files at once (the least recently used
+    #: give theirs back); 0: a quarter of the process's descriptor limit
+    openFileLimit: int = 0
     # delayed delivery
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -80,12 +93,71 @@ class BrokerConfig:
     # admin HTTP: largest request body accepted (bytes); Pulsar's default -1 means
     # unlimited, Magnetar caps it since no admin body comes near 1 MiB. -1 disables.
     httpMaxRequestSize: int = 1024 * 1024
+    # limits and back-pressure (0 = no limit, as in Pulsar)
+    #: Magnetar: a persistent topic without producers or consumers this long is unloaded
+    #: (cursors stored, files closed) and loads again on next use; 0 keeps topics loaded
+    idleTopicUnloadSeconds: int = 300
+    maxProducersPerTopic: int = 0
+    maxConsumersPerTopic: int = 0
+    maxConsumersPerSubscription: int = 0
+    maxSubscriptionsPerTopic: int = 0
+    maxTopicsPerNamespace: int = 0
+    brokerMaxConnections: int = 0
+    brokerMaxConnectionsPerIp: int = 0
+    #: producers plus consumers one connection may hold (Magnetar; bounds one client's cost)
+    maxProducersAndConsumersPerConnection: int = 10000
+    #: -1: Magnetar's default of 512 MB (Pulsar's -1 is half the JVM's direct memory); 0: off
+    maxMessagePublishBufferSizeInMB: int = -1
+    # publish rate limits (0 = none): per topic by default, and for the whole broker
+    maxPublishRatePerTopicInMessages: int = 0
+    maxPublishRatePerTopicInBytes: int = 0
+    brokerPublisherThrottlingMaxMessageRate: int = 0
+    brokerPublisherThrottlingMaxByteRate: int = 0
+    # dispatch rate limits (0 = none)
+    dispatchThrottlingRatePerTopicInMsg: int = 0
+    dispatchThrottlingRatePerTopicInByte: int = 0
+    dispatchThrottlingRatePerSubscriptionInMsg: int = 0
+    dispatchThrottlingRatePerSubscriptionInByte: int = 0
+    pulsarChannelWriteBufferHighWaterMark: int = 64 * 1024
+    pulsarChannelWriteBufferLowWaterMark: int = 32 * 1024
+    #: Pulsar's default is false; Magnetar stops reading a connection that does not read
+    #: its receipts, or such a producer could grow broker memory without bound
+    pulsarChannelPauseReceivingRequestsIfUnwritable: bool = True
+    # authentication (Pulsar's provider class names, see AUTHENTICATION_PROVIDERS)
+    authenticationEnabled: bool = False
+    authenticationProviders: str = ""
+    authenticationRefreshCheckSeconds: int = 60
+    anonymousUserRole: str = ""
+    tokenSecretKey: str = ""
+    tokenPublicKey: str = ""
+    tokenAuthClaim: str = "sub"
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    basicAuthConf: str = ""
+    # authorization
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""
+    authenticateMetricsEndpoint: bool = False
+    # TLS
+    tlsCertificateFilePath: str = ""
+    tlsKeyFilePath: str = ""
+    tlsTrustCertsFilePath: str = ""
+    tlsRequireTrustedClientCertOnConnect: bool = False
+    tlsAllowInsecureConnection: bool = False
+    tlsProtocols: str = ""
+    tlsCiphers: str = ""
+    tlsCertRefreshCheckDurationSec: int = 300
     extra: dict[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def max_frame_size(self) -> int:
         """Pulsar's frame decoder accepts maxMessageSize plus 10 KiB of command overhead."""
         return self.maxMessageSize + 10240
+
+    @property
+    def publish_buffer_bytes(self) -> int:
+        mb = self.maxMessagePublishBufferSizeInMB
+        return 512 * 1024 * 1024 if mb < 0 else mb * 1024 * 1024
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
@@ -104,30 +176,123 @@ class BrokerConfig:
         config.validate()
         return config
 
+    @property
+    def authentication_methods(self) -> list[str]:
+        """The auth method names (``token``, ``basic``, ``tls``) of the configured providers."""
+        return [AUTHENTICATION_PROVIDERS[name] for name in _names(self.authenticationProviders)]
+
+    @property
+    def super_user_roles(self) -> frozenset[str]:
+        return frozenset(_names(self.superUserRoles))
+
+    @property
+    def tls_protocols(self) -> list[str]:
+        return _names(self.tlsProtocols)
+
     def validate(self) -> None:
-        for key in ("brokerServicePort", "webServicePort"):
+        for key in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
             port = getattr(self, key)
-            if not 0 <= port <= 65535:
+            if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(f"{key}={port} is not a TCP port (0..65535)")
+        if self.brokerServicePort is None and self.brokerServicePortTls is None:
+            raise ConfigError("brokerServicePort and brokerServicePortTls are both empty: set one of them")
+        if self.webServicePort is None and self.webServicePortTls is None:
+            raise ConfigError("webServicePort and webServicePortTls are both empty: set one of them")
+        self._validate_security()
         if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
             raise ConfigError(
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
-        positive = ("maxMessageSize", "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
-                    "dispatcherMaxReadBatchSize", "keepAliveIntervalSeconds")
+        if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
+            raise ConfigError(
+                f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
+                f"pulsarChannelWriteBufferHighWaterMark={self.pulsarChannelWriteBufferHighWaterMark}"
+            )
+        if not 0 < self.diskUsageWarnThreshold <= self.diskUsageThreshold <= 1:
+            raise ConfigError(
+                f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
+                f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
+            )
+        positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
+                    "keepAliveIntervalSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
         for key in ("maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription",
-                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs"):
+                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs",
+                    "maxProducersPerTopic", "maxConsumersPerTopic", "maxConsumersPerSubscription",
+                    "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
+                    "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
+                    "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
+                    "idleTopicUnloadSeconds", "openFileLimit", "maxPublishRatePerTopicInMessages",
+                    "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
+                    "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
+                    "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+
+
+    def _validate_security(self) -> None:
+        unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]
+        if unknown:
+            raise ConfigError(f"authenticationProviders: unknown provider {unknown[0]!r}; supported: "
+                              + ", ".join(AUTHENTICATION_PROVIDERS))
+        methods = self.authentication_methods
+        if self.authenticationEnabled and not methods:
+            raise ConfigError("authenticationEnabled=true needs authenticationProviders (e.g. "
+                              "org.apache.pulsar.broker.authentication.AuthenticationProviderToken)")
+        if self.authorizationEnabled and not self.authenticationEnabled:
+            raise ConfigError("authorizationEnabled=true needs authenticationEnabled=true: "
+                              "permissions are granted to authenticated roles")
+        if self.authenticationEnabled and "token" in methods and not (self.tokenSecretKey or self.tokenPublicKey):
+            raise ConfigError("AuthenticationProviderToken needs tokenSecretKey or tokenPublicKey")
+        if self.tokenSecretKey and self.tokenPublicKey:
+            raise ConfigError("set only one of tokenSecretKey (HMAC) and tokenPublicKey (RSA/EC)")
+        if self.tokenAudienceClaim and not self.tokenAudience:
+            raise ConfigError(f"tokenAudienceClaim={self.tokenAudienceClaim!r} needs tokenAudience, "
+                              "the audience that stands for this broker")
+        if self.authenticationEnabled and "basic" in methods and not self.basicAuthConf:
+            raise ConfigError("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file or data: URL)")
+        if self.authenticationRefreshCheckSeconds <= 0:
+            raise ConfigError(f"authenticationRefreshCheckSeconds={self.authenticationRefreshCheckSeconds} "
+                              "must be greater than 0")
+        tls_ports = self.brokerServicePortTls is not None or self.webServicePortTls is not None
+        if tls_ports and not (self.tlsCertificateFilePath and self.tlsKeyFilePath):
+            raise ConfigError("brokerServicePortTls/webServicePortTls need tlsCertificateFilePath and tlsKeyFilePath")
+        bad = [p for p in self.tls_protocols if p not in TLS_PROTOCOLS]
+        if bad:
+            raise ConfigError(f"tlsProtocols: unknown protocol {bad[0]!r}; use " + ", ".join(TLS_PROTOCOLS))
+        if self.tlsRequireTrustedClientCertOnConnect and not self.tlsTrustCertsFilePath:
+            raise ConfigError("tlsRequireTrustedClientCertOnConnect=true needs tlsTrustCertsFilePath, "
+                              "the CA that signs client certificates")
+
+
+#: Pulsar's authentication provider classes Magnetar implements -> their auth method name
+AUTHENTICATION_PROVIDERS = {
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
+}
+#: keys whose values are secrets (a data: URL holds the key itself): masked when shown
+SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
+TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+
+
+def _names(text: str) -> list[str]:
+    """A comma-separated list as Pulsar's config reads it: blanks dropped."""
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _coerce(key: str, raw: str, kind: Any) -> Any:
     text = raw.strip()
     kind_name = kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+    if kind_name == "int | None":
+        if not text:
+            return None
+        kind_name = "int"
     try:
         if kind_name == "bool":
             lowered = text.lower()

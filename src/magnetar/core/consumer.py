@@ -34,6 +34,11 @@ class Consumer:
     pending: dict[Position, PendingEntry] = field(default_factory=dict)
     unacked_messages: int = 0
     blocked_on_unacked: bool = False
+    #: the connection's outgoing buffer is above its high-water mark: nothing more is sent
+    #: until it drains, whatever the permits (netty's channel writability in Pulsar)
+    write_paused: bool = False
+    #: a dispatch rate limit of its subscription or topic is spent until the bucket refills
+    rate_paused: bool = False
     msg_out: RateCounter = field(default_factory=RateCounter)
     redeliver: RateCounter = field(default_factory=RateCounter)
     acks: RateCounter = field(default_factory=RateCounter)
@@ -46,6 +51,10 @@ class Consumer:
 
     def __hash__(self) -> int:
         return id(self)
+
+    def can_take(self) -> bool:
+        """Whether an entry may be sent to this consumer now."""
+        return self.permits > 0 and not self.blocked_on_unacked and not self.write_paused and not self.rate_paused
 
     def deliver(self, pos: Position, partition: int, entry: bytes, messages: int,
                 redelivery_count: int, ack_set: list[int] | None, now_ms: int, sticky_hash: int = 0) -> None:

@@ -50,6 +50,10 @@ class BrokerError(Exception):
             self.code = code
 
 
+class AuthorizationError(BrokerError):
+    code = ServerError.AuthorizationError
+
+
 class InvalidTopicName(BrokerError):
     code = ServerError.InvalidTopicName
 
@@ -76,6 +80,10 @@ class ProducerFenced(BrokerError):
 
 class NotAllowed(BrokerError):
     code = ServerError.NotAllowedError
+
+
+class LimitReached(NotAllowed):
+    """A namespace-wide limit (Pulsar answers it with 412 on the admin API)."""
 
 
 class ServiceNotReady(BrokerError):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
+from magnetar.core.authorization import AuthPolicies
 from magnetar.core.broker_config import BrokerConfig
 
 INT32_MAX = 2**31 - 1
@@ -39,6 +40,25 @@ class BacklogQuota(BaseModel):
     limitSize: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] | None = None
     limitTime: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
     policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] | None = None
+
+
+class PublishRate(BaseModel):
+    """Pulsar's ``PublishRate``: -1 or 0 means no limit on that dimension."""
+
+    model_config = ConfigDict(extra="forbid")
+    publishThrottlingRateInMsg: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] = -1
+    publishThrottlingRateInByte: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
+
+
+class DispatchRate(BaseModel):
+    """Pulsar's ``DispatchRate``: -1 or 0 means no limit on that dimension; the rate is per
+    ``ratePeriodInSecond`` seconds."""
+
+    model_config = ConfigDict(extra="forbid")
+    dispatchThrottlingRateInMsg: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] = -1
+    dispatchThrottlingRateInByte: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] = -1
+    relativeToPublishRate: StrictBool = False
+    ratePeriodInSecond: Annotated[StrictInt, Field(ge=1, le=86400)] = 1
 
 
 class DelayedDeliveryPolicies(BaseModel):
@@ -87,11 +107,19 @@ class Policies(BaseModel):
     max_producers_per_topic: NonNegativeInt | None = None
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None
+    max_subscriptions_per_topic: NonNegativeInt | None = None
+    #: by cluster, as Pulsar stores it
+    publishMaxMessageRate: dict[str, PublishRate] | None = None
+    topicDispatchRate: dict[str, DispatchRate] | None = None
+    subscriptionDispatchRate: dict[str, DispatchRate] | None = None
+    max_topics_per_namespace: NonNegativeInt | None = None
     max_unacked_messages_per_consumer: NonNegativeInt | None = None
     max_unacked_messages_per_subscription: NonNegativeInt | None = None
     subscription_types_enabled: list[SubscriptionType] | None = None
     properties: dict[str, str] | None = None
     propertyDeduplication: PropertyDeduplicationPolicy | None = None
+    auth_policies: AuthPolicies | None = None
+    subscription_auth_mode: Literal["None", "Prefix"] | None = None
 
 
 def read_stored(stored: dict[str, Any]) -> Policies:
@@ -145,3 +173,28 @@ def property_deduplication(policies: Policies, config: BrokerConfig) -> Property
     return PropertyDeduplicationPolicy(propertyName=config.brokerPropertyDeduplicationPropertyName,
                                        windowSeconds=config.brokerPropertyDeduplicationWindowSeconds,
                                        maxIds=config.brokerPropertyDeduplicationMaxIdsPerTopic)
+
+
+def publish_rate(policies: Policies, config: BrokerConfig) -> tuple[int, int]:
+    """A topic's (messages, bytes) per second: the namespace's ``publishRate`` for this
+    cluster, else the broker's ``maxPublishRatePerTopicInMessages/Bytes``; 0 is no limit."""
+    rate = (policies.publishMaxMessageRate or {}).get(config.clusterName)
+    if rate is None:
+        return config.maxPublishRatePerTopicInMessages, config.maxPublishRatePerTopicInBytes
+    return max(rate.publishThrottlingRateInMsg, 0), max(rate.publishThrottlingRateInByte, 0)
+
+
+def dispatch_rates(policies: Policies, config: BrokerConfig) -> tuple[tuple[float, float], tuple[float, float]]:
+    """((messages, bytes) per second for a topic, the same for each subscription): the
+    namespace's ``dispatchRate`` / ``subscriptionDispatchRate`` for this cluster, else the
+    broker's ``dispatchThrottlingRatePerTopic*`` / ``PerSubscription*``; 0 is no limit."""
+    def per_second(rates: dict[str, DispatchRate] | None, msgs: int, size: int) -> tuple[float, float]:
+        rate = (rates or {}).get(config.clusterName)
+        if rate is None:
+            return float(max(msgs, 0)), float(max(size, 0))
+        period = rate.ratePeriodInSecond
+        return max(rate.dispatchThrottlingRateInMsg, 0) / period, max(rate.dispatchThrottlingRateInByte, 0) / period
+    return (per_second(policies.topicDispatchRate, config.dispatchThrottlingRatePerTopicInMsg,
+                       config.dispatchThrottlingRatePerTopicInByte),
+            per_second(policies.subscriptionDispatchRate, config.dispatchThrottlingRatePerSubscriptionInMsg,
+                       config.dispatchThrottlingRatePerSubscriptionInByte))

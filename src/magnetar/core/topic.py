@@ -24,6 +24,7 @@ from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
+from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.subscription_view import SubscriptionView
@@ -67,6 +68,12 @@ class Topic:
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
+        #: the publish rate that applies (None: no limit)
+        self.publish_limiter: RateLimiter | None = None
+        #: the topic's dispatch rate, shared by its subscriptions' throttles
+        self.dispatch_limiter: RateLimiter | None = None
+        #: since when the topic has had no producer and no consumer (None: it has some)
+        self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked
         self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
@@ -347,7 +354,17 @@ class Topic:
             del self.subscriptions[name]
 
     def has_clients(self) -> bool:
-        return bool(self.producers) or any(s.consumers for s in self.subscriptions.values())
+        return bool(self.producers) or bool(self.waiting_producers) or \
+            any(s.consumers for s in self.subscriptions.values())
+
+    def idle_for(self, now_ms: int) -> int:
+        """How long the topic has been without clients, as seen by the checks so far."""
+        if self.has_clients() or self.pending_receipts:
+            self.idle_since_ms = None
+            return 0
+        if self.idle_since_ms is None:
+            self.idle_since_ms = now_ms
+        return now_ms - self.idle_since_ms
 
 
 def topic_of(sub: Subscription) -> Topic:

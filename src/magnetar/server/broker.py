@@ -9,26 +9,36 @@ committer's thread, reported back with ``call_soon_threadsafe``) and cursor writ
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import itertools
 import logging
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import cursor_moves, policies, publish
+from magnetar.core import authorization, cursor_moves, limits, policies, publish
+from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.core.broker import BrokerCore, CursorWrite
+from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.disk_usage import DiskUsage
+from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
+from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import Policies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
+from magnetar.core.publish_throttle import PublishBuffer
+from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
+from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
@@ -37,6 +47,7 @@ from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
+from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -68,9 +79,12 @@ class BrokerService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
-        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config)
+        budget = DescriptorBudget(config.openFileLimit or default_budget())
+        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config,
+                                                   budget=budget)
         self.ledger_config = ledger_config
-        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData)
+        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
+                                        on_error=self._on_sync_error_from_thread)
         self.recorder = BrokerStatsRecorder()
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
@@ -81,14 +95,29 @@ class BrokerService:
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._dedup_policies_at = -1
+        self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
+                                                         config.brokerPublisherThrottlingMaxByteRate)
+        self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
+        self._last_append_error: tuple[str, float] | None = None
         self.ready = False
+        #: None while authenticationEnabled is false
+        self.authentication = AuthenticationService.from_config(config)
+        self.listeners = parse_listeners(config.advertisedListeners)
+        self.internal_listener = internal_listener(self.listeners, config.internalListenerName)
         self._ensure_defaults()
 
     # -- start-up --------------------------------------------------------------
     def _ensure_defaults(self) -> None:
         cluster = self.config.clusterName
         if self.metadata.get_cluster(cluster) is None:
-            self.metadata.create_cluster(cluster, {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url})
+            data = {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url}
+            if self.broker_url_tls is not None:
+                data["brokerServiceUrlTls"] = self.broker_url_tls
+            if self.web_url_tls is not None:
+                data["serviceUrlTls"] = self.web_url_tls
+            self.metadata.create_cluster(cluster, data)
         if self.metadata.get_tenant(DEFAULT_TENANT) is None:
             self.metadata.create_tenant(DEFAULT_TENANT, {"adminRoles": [], "allowedClusters": [cluster]})
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
@@ -97,19 +126,94 @@ class BrokerService:
 
     @property
     def broker_url(self) -> str:
+        """The plain binary URL; the TLS one when the plain port is off."""
+        if self.config.brokerServicePort is None:
+            return self.broker_url_tls or ""
         return f"pulsar://{self.config.advertisedAddress}:{self.config.brokerServicePort}"
+
+    def lookup_urls(self, listener_name: str | None) -> tuple[str, str | None]:
+        """(plain, TLS) binary URLs for a lookup: the named listener's, else the internal
+        listener's when advertisedListeners is set, else advertisedAddress with the ports."""
+        if listener_name:
+            listener = listener_for(self.listeners, listener_name)
+        elif self.internal_listener is not None:
+            listener = self.internal_listener
+        else:
+            return self.broker_url, self.broker_url_tls
+        return listener.broker_url or listener.broker_url_tls or "", listener.broker_url_tls
+
+    @property
+    def broker_url_tls(self) -> str | None:
+        port = self.config.brokerServicePortTls
+        return None if port is None else f"pulsar+ssl://{self.config.advertisedAddress}:{port}"
 
     @property
     def web_url(self) -> str:
+        if self.config.webServicePort is None:
+            return self.web_url_tls or ""
         return f"http://{self.config.advertisedAddress}:{self.config.webServicePort}"
+
+    @property
+    def web_url_tls(self) -> str | None:
+        port = self.config.webServicePortTls
+        return None if port is None else f"https://{self.config.advertisedAddress}:{port}"
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        self._check_disk(now_ms())
+        PeriodicTask(self.core.timers, self.config.diskCheckInterval, self._check_disk).start(now_ms())
+        idle_s = self.config.idleTopicUnloadSeconds
+        if idle_s > 0:
+            check_ms = min(max(idle_s * 500, 100), 60_000)
+            PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
         self.ready = True
+
+    def _check_disk(self, now: int) -> None:
+        try:
+            usage = shutil.disk_usage(self.data_dir)
+        except OSError as exc:
+            log.warning("cannot read disk usage of %s: %s", self.data_dir, exc)
+            return
+        # used over used plus what this user may still write, as df counts it
+        change = self.disk.update(usage.used, usage.used + usage.free)
+        if change is not None:
+            (log.error if self.disk.refusing else log.warning)("%s: %s", self.data_dir, change)
+
+    def _unload_idle_topics(self, now: int) -> None:
+        for topic in self.core.idle_topics(now):
+            if str(topic.name) not in self.unloading:
+                self._background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
+
+    def _background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        def logged(task: asyncio.Task[None]) -> None:
+            if not task.cancelled() and task.exception() is not None:
+                log.error("%s failed", what, exc_info=task.exception())
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(logged)
+
+    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
+        key = str(topic.name)
+        self.unloading.add(key)
+        try:
+            topic.fenced = True
+            topic.close_all_clients()
+            self.topics.pop(key, None)
+            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
+            if not delete_data:
+                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
+            if topic.delayed is not None:
+                topic.delayed.release(topic, delete_data)
+            # closing syncs and deleting removes a directory: off the event loop
+            release = topic.ledger.delete if delete_data else topic.ledger.close
+            await asyncio.get_running_loop().run_in_executor(None, release)
+        finally:
+            self.unloading.discard(key)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -153,6 +257,33 @@ class BrokerService:
             self._policies[namespace] = None if stored is None else policies.read_stored(stored)
         return self._policies[namespace]
 
+    def access_context(self, namespace: str) -> AccessContext:
+        """What an authorization decision on ``namespace`` (or a tenant alone) needs to know."""
+        tenant, _, rest = namespace.partition("/")
+        info = self.metadata.get_tenant(tenant) or {}
+        found = self.namespace_policies(namespace) if rest else None
+        auth = found.auth_policies if found is not None and found.auth_policies is not None else AuthPolicies()
+        mode = (found.subscription_auth_mode if found is not None else None) or "None"
+        return AccessContext(self.config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth, mode)
+
+    def subscription_refusal(self, role: str | None, name: TopicName, subscription: str) -> str | None:
+        if not self.config.authorizationEnabled:
+            return None
+        context = self.access_context(name.namespace_name)
+        return authorization.subscription_refusal(role, context, subscription, str(name))
+
+    def topic_allowed(self, role: str | None, operation: Operation, name: TopicName) -> bool:
+        """Whether ``role`` may do ``operation`` on the topic; always true with authorization off."""
+        if not self.config.authorizationEnabled:
+            return True
+        context = self.access_context(name.namespace_name)
+        return authorization.allowed(role, operation, context, str(name.partitioned_topic))
+
+    def namespace_allowed(self, role: str | None, operation: Operation, namespace: str) -> bool:
+        if not self.config.authorizationEnabled:
+            return True
+        return authorization.allowed(role, operation, self.access_context(namespace))
+
     def policies_of(self, name: TopicName) -> Policies:
         return self.namespace_policies(name.namespace_name) or Policies()
 
@@ -173,6 +304,7 @@ class BrokerService:
         self.check_namespace(name)
         if partitions <= 0:
             raise NotAllowed("Number of partitions must be more than 0")
+        self.check_topic_count(name, adding=partitions)
         self.metadata.create_partitioned_topic(str(name), partitions)
 
     def get_topic(self, name: TopicName, create: bool) -> Topic:
@@ -190,10 +322,27 @@ class BrokerService:
             if self.metadata.get_partitioned_topic(key) is not None:
                 raise NotAllowed(f"Topic {key} is partitioned; use its partitions")
             self.check_namespace(name)
+            self.check_topic_count(name)
             self.metadata.create_topic(key)
-        topic = self._open_topic(name)
+        try:
+            topic = self._open_topic(name)
+        except OSError as exc:
+            # out of descriptors or disk: this request fails, the broker and its other topics go on
+            log.error("cannot load topic %s: %s", key, exc)
+            from magnetar.core.errors import ServiceNotReady
+            raise ServiceNotReady(f"Topic {key} could not be loaded: {exc.strerror or exc}") from exc
         self.topics[key] = topic
         return topic
+
+    def check_topic_count(self, name: TopicName, adding: int = 1) -> None:
+        """``maxTopicsPerNamespace``: partitions count one each, as in Pulsar."""
+        namespace = name.namespace_name
+        policies = self.policies_of(name)
+        if not limits.resolved(policies.max_topics_per_namespace, self.config.maxTopicsPerNamespace):
+            return
+        plain = [t for t in self.metadata.list_topics(namespace) if TopicName.parse(t).partition_index < 0]
+        existing = len(plain) + sum(self.metadata.list_partitioned_topics(namespace).values())
+        limits.check_new_topic(namespace, existing + adding - 1, policies, self.config)
 
     def _is_partition_of_existing(self, name: TopicName) -> bool:
         if name.partition_index < 0:
@@ -208,6 +357,9 @@ class BrokerService:
         ledger: ManagedLedger
         if name.persistent:
             ledger = self.ledger_factory.open(str(name))
+            # its new segment file and directory entry are made durable now, which also
+            # gives back the descriptors the sync holds for them
+            self.committer.mark_dirty(ledger)
         else:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
@@ -225,17 +377,61 @@ class BrokerService:
             sub.persisted_version = 0
         deduplication.refresh(self, topic, now_ms())
         property_dedup.refresh(self, topic)
+        self.apply_publish_rate(topic)
+        self.apply_dispatch_rates(topic)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         delayed_index.recover(self, topic, now_ms())
         return topic
 
+    def apply_publish_rate(self, topic: Topic) -> None:
+        msgs, size = policies.publish_rate(self.policies_of(topic.name), self.config)
+        current = topic.publish_limiter
+        if current is not None and current.same_limits(msgs, size):
+            return
+        limiter = RateLimiter(msgs, size)
+        topic.publish_limiter = limiter if limiter.active else None
+
+    def apply_dispatch_rates(self, topic: Topic) -> None:
+        """Each subscription's throttle: the topic's bucket (shared) and its own. Limits that
+        did not change keep their buckets, so a policy refresh does not hand out tokens."""
+        (topic_msgs, topic_bytes), (sub_msgs, sub_bytes) = policies.dispatch_rates(
+            self.policies_of(topic.name), self.config)
+        shared = topic.dispatch_limiter
+        if shared is None or not shared.same_limits(topic_msgs, topic_bytes):
+            shared = topic.dispatch_limiter = RateLimiter(topic_msgs, topic_bytes)
+        for sub in topic.subscriptions.values():
+            dispatcher = sub.dispatcher
+            current = dispatcher.throttle
+            if current is not None and current.shared is shared and current.own.same_limits(sub_msgs, sub_bytes):
+                continue
+            if current is not None:
+                current.release()
+            throttle = DispatchThrottle(dispatcher, shared, RateLimiter(sub_msgs, sub_bytes), self.core.timers.wake_up)
+            dispatcher.throttle = throttle if throttle.active else None
+
+    def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
+        """How long the connection a send came on must not be read (publish rate limits)."""
+        now = int(monotonic_ms())
+        pause = self.broker_publish_limiter.take(messages, size, now) \
+            if self.broker_publish_limiter.active else 0
+        limiter = topic.publish_limiter
+        if limiter is not None:
+            pause = max(pause, limiter.take(messages, size, now))
+        return pause
+
     def refresh_deduplication(self) -> None:
-        """Apply run-time policy changes and store due dedup snapshots."""
+        """Apply run-time policy changes and store due dedup snapshots. Policies change only
+        through the metadata store: while it has not changed, there is nothing to apply (and
+        reading every loaded topic's policy each second would hold up the event loop)."""
         now = now_ms()
-        for topic in list(self.topics.values()):
-            deduplication.refresh(self, topic, now)
-            property_dedup.refresh(self, topic)
+        if self._dedup_policies_at != self.metadata.changes:
+            self._dedup_policies_at = self.metadata.changes
+            for topic in list(self.topics.values()):
+                deduplication.refresh(self, topic, now)
+                property_dedup.refresh(self, topic)
+                self.apply_publish_rate(topic)
+                self.apply_dispatch_rates(topic)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 
@@ -294,11 +490,38 @@ class BrokerService:
             try:
                 topic.ledger.flush()
             except AppendFailed as exc:
-                log.error("%s", exc)
+                self._log_append_failure(exc)
                 topic.appends_taken_back(exc.position, exc.reason)
             except LedgerClosed:
                 continue  # unloaded or deleted meanwhile: its receipts went with it
             self.committer.mark_dirty(topic.ledger)
+
+    def _log_append_failure(self, exc: AppendFailed) -> None:
+        """Once per reason a minute: a full disk fails every append, and the log must not
+        fill what is left of it."""
+        now = monotonic_ms() / 1000
+        last = self._last_append_error
+        if last is None or last[0] != exc.reason or now - last[1] >= 60:
+            self._last_append_error = (exc.reason, now)
+            log.error("%s (repeats of this failure are logged once a minute)", exc)
+
+    def _on_sync_error_from_thread(self, ledger: ManagedLedger, exc: Exception) -> None:
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._on_sync_failed, ledger, exc)
+
+    def _on_sync_failed(self, ledger: ManagedLedger, exc: Exception) -> None:
+        """A ledger that cannot sync cannot promise anything more: the sends waiting on it
+        get an error (rather than waiting for ever), and the topic is unloaded so that its
+        next use recovers the files afresh."""
+        topic = self.topics.get(ledger.name)
+        if topic is None or topic.ledger is not ledger:
+            return
+        log.error("sync of %s failed, unloading it: %s", ledger.name, exc)
+        if topic.pending_receipts:
+            topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
+        if str(topic.name) not in self.unloading:
+            self._background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -385,13 +608,43 @@ class BrokerService:
         return MetadataError(f"metadata store failure: {exc}")
 
 
+class PumpedConnection(Protocol):
+    """What the broker does with its client connections (the server's ``ServerConnection``)."""
+
+    reading_paused: bool
+
+    def update_reading(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class BrokerOperations(BrokerService):
     """Operations the connection handlers and the admin API share."""
 
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         super().__init__(config, data_dir)
-        self.connections: set = set()  # type: ignore[type-arg]
+        self.connections: set[PumpedConnection] = set()
+        self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
+        self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
+
+    def admit_connection(self, ip: str) -> str | None:
+        """Count a new connection, or say why it is refused."""
+        refusal = limits.connection_refusal(len(self.connections), self._connections_per_ip[ip], self.config)
+        if refusal is None:
+            self._connections_per_ip[ip] += 1
+        return refusal
+
+    def connection_closed(self, ip: str) -> None:
+        self._connections_per_ip[ip] -= 1
+        if self._connections_per_ip[ip] <= 0:
+            del self._connections_per_ip[ip]
+
+    def resume_publishers(self) -> None:
+        """The broker's publish buffer fell back to half: read every paused connection again."""
+        for conn in list(self.connections):
+            if conn.reading_paused:
+                conn.update_reading()
 
     @staticmethod
     def timestamp() -> str:
@@ -416,19 +669,21 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        limit = self.policies_of(topic.name).max_producers_per_topic
-        if limit and len(topic.producers) >= limit:
-            from magnetar.core.errors import ProducerBusy
-            raise ProducerBusy(f"Topic {topic.name} reached max producers limit ({limit})")
+        limits.check_new_producer(topic, self.policies_of(topic.name), self.config)
 
-    def check_subscription_allowed(self, topic: Topic, sub_type: str) -> None:
-        enabled = self.policies_of(topic.name).subscription_types_enabled
+    def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
+        policies = self.policies_of(topic.name)
+        enabled = policies.subscription_types_enabled
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
+        limits.check_new_consumer(topic, subscription, policies, self.config)
 
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:
         """Core judges and appends; the shell answers storage failures and writes the append."""
+        refusal = self.disk.refusal()
+        if refusal is not None:
+            raise PersistenceError(refusal)
         pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now_ms())
         if pos is None:
             return
@@ -543,21 +798,3 @@ class BrokerOperations(BrokerService):
         self.metadata.delete_topic(key)
         self.schemas.forget(key)
         self.recorder.forget_topic(key)
-
-    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
-        key = str(topic.name)
-        self.unloading.add(key)
-        try:
-            topic.fenced = True
-            topic.close_all_clients()
-            self.topics.pop(key, None)
-            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
-            if not delete_data:
-                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
-            if topic.delayed is not None:
-                topic.delayed.release(topic, delete_data)
-            # closing syncs and deleting removes a directory: off the event loop
-            release = topic.ledger.delete if delete_data else topic.ledger.close
-            await asyncio.get_running_loop().run_in_executor(None, release)
-        finally:
-            self.unloading.discard(key)

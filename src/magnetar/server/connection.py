@@ -4,6 +4,12 @@ A connection is an asyncio protocol. It decodes frames, routes each command to a
 handler, and implements the sinks core uses to send MESSAGE frames, receipts and
 broker-initiated closes. Outgoing frames are gathered and written once per loop
 iteration, so a dispatch of many entries costs one write.
+
+Back-pressure both ways, as Pulsar does with netty's channel writability and auto-read:
+dispatch to the connection's consumers stops while its outgoing bytes (gathered plus the
+transport's buffer) are above ``pulsarChannelWriteBufferHighWaterMark`` and resumes below
+the low mark; reading stops while too many sends wait for their receipts (or, by
+default, while the client does not read what is written to it).
 """
 
 from __future__ import annotations
@@ -11,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from magnetar import __version__
 from magnetar.core.consumer import Consumer
@@ -20,8 +27,11 @@ from magnetar.core.errors import BrokerError, NotAllowed, ServerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position, to_signed64
 from magnetar.core.producer import Producer
+from magnetar.core.publish_throttle import PendingPublishes
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic, topic_of
+from magnetar.security.authentication import AuthenticationService
+from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.server import handlers
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -33,6 +43,10 @@ from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
+#: high-water marks of outgoing bytes a connection gathers within one loop turn
+GATHER_MARKS = 8
+#: the challenge data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA)
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
 T = pb.BaseCommand
 
 
@@ -42,6 +56,7 @@ class ServerConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(broker.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
         self.address = ""
+        self.peer_ip = ""
         self.client_version = ""
         self.protocol_version = 0
         self.connected = False
@@ -55,14 +70,48 @@ class ServerConnection(asyncio.Protocol):
         self._ping_pending = False
         self._keepalive: asyncio.TimerHandle | None = None
         self.closed = False
-        self.paused = False
+        config = broker.config
+        self.pending_publishes = PendingPublishes(config.maxPendingPublishRequestsPerConnection,
+                                                  broker.publish_buffer)
+        self._high_water = config.pulsarChannelWriteBufferHighWaterMark
+        #: bytes one loop turn may gather for the connection before dispatch to it stops:
+        #: a few marks, so large entries still go several to a write
+        self._gather_limit = GATHER_MARKS * self._high_water
+        self._low_water = config.pulsarChannelWriteBufferLowWaterMark
+        self._pause_reading_if_unwritable = config.pulsarChannelPauseReceivingRequestsIfUnwritable
+        self._out_bytes = 0
+        #: dispatch to this connection's consumers is stopped (outgoing bytes above high water)
+        self.consumers_paused = False
+        #: the transport's own buffer is above high water (asyncio's pause_writing)
+        self._transport_paused = False
+        self.reading_paused = False
+        #: frames read before reading was paused and not yet handled
+        self._held: list[Frame] = []
+        #: a publish rate limit holds reading until this fires
+        self._throttle: asyncio.TimerHandle | None = None
+        #: who the client authenticated as; None while authentication is off
+        self.identity: Identity | None = None
+        self.peer_common_name = ""
+        self._auth_method = "none"
+        self._connecting = False
+        self._supports_auth_refresh = False
+        self._auth_challenge_pending = False
+        self._auth_refresh: asyncio.TimerHandle | None = None
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
         self.address = f"/{peer[0]}:{peer[1]}" if peer else ""
+        self.peer_ip = str(peer[0]) if peer else ""
+        refusal = self.broker.admit_connection(self.peer_ip)
+        if refusal is not None:
+            log.warning("refusing %s: %s", self.address, refusal)
+            self._fail_connection(refusal)
+            return
+        self.peer_common_name = peer_common_name(transport.get_extra_info("ssl_object"))
         self.broker.connections.add(self)
+        transport.set_write_buffer_limits(high=self._high_water, low=self._low_water)
         self._arm_keepalive()
 
     def data_received(self, data: bytes) -> None:
@@ -80,28 +129,112 @@ class ServerConnection(asyncio.Protocol):
         self.broker.write_appends()
 
     def _handle_all(self, frames: list[Frame]) -> None:
-        for frame in frames:
+        if self._held:
+            self._held.extend(frames)
+            return
+        for index, frame in enumerate(frames):
             if self.closed:
                 return
+            if self.reading_paused:
+                # frames that came with the read but after the pause wait for the resume,
+                # or a pipelining client would get past the limits by one read's worth
+                self._held = list(frames[index:])
+                return
             self._handle(frame)
+
+    def _release_held(self) -> None:
+        held, self._held = self._held, []
+        if held:
+            self._handle_all(held)
+            self.broker.write_appends()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._keepalive is not None:
             self._keepalive.cancel()
-        self.broker.connections.discard(self)
+        if self._auth_refresh is not None:
+            self._auth_refresh.cancel()
+        if self._throttle is not None:
+            self._throttle.cancel()
+        if self in self.broker.connections:
+            self.broker.connections.discard(self)
+            self.broker.connection_closed(self.peer_ip)
         now = now_ms()
         for producer_id in list(self.producers):
             self.drop_producer(producer_id)
         for consumer, sub in list(self.consumers.values()):
             topic_of(sub).remove_consumer(sub, consumer, now)
         self.consumers.clear()
+        self._out = []
+        self._out_bytes = 0
+        self._held = []
+        if self.pending_publishes.release_all():
+            self.broker.resume_publishers()
+
+    # -- back-pressure ------------------------------------------------------------
+    def pause_writing(self) -> None:
+        self._transport_paused = True
+        self._pause_consumers()
+        self.update_reading()
+
+    def resume_writing(self) -> None:
+        self._transport_paused = False
+        if self._out_bytes <= self._low_water:
+            self._resume_consumers()
+        self.update_reading()
+
+    def _pause_consumers(self) -> None:
+        self.consumers_paused = True
+        for consumer, _ in self.consumers.values():
+            consumer.write_paused = True
+
+    def _resume_consumers(self) -> None:
+        if not self.consumers_paused or self.closed:
+            return
+        self.consumers_paused = False
+        now = now_ms()
+        for consumer, sub in list(self.consumers.values()):
+            if consumer.write_paused:
+                consumer.write_paused = False
+                sub.dispatcher.on_writable(consumer, now)
+
+    def throttle_reading(self, pause_ms: int) -> None:
+        """A publish rate limit was exceeded: this connection is not read for a while."""
+        if self._throttle is not None:
+            return
+        self._throttle = asyncio.get_running_loop().call_later(pause_ms / 1000, self._end_throttle)
+        self.update_reading()
+
+    def _end_throttle(self) -> None:
+        self._throttle = None
+        self.update_reading()
+
+    def update_reading(self) -> None:
+        """Stop or restart reading the socket (Pulsar toggles netty's auto-read)."""
+        if self.transport is None or self.closed:
+            return
+        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) or self._throttle is not None
+        if not self.reading_paused:
+            if held_by_writes or self.pending_publishes.should_pause():
+                self.reading_paused = True
+                self.transport.pause_reading()
+        elif not held_by_writes and self.pending_publishes.may_resume():
+            self.reading_paused = False
+            self.transport.resume_reading()
+            self._release_held()
+
+    def _answered(self, producer_id: int) -> None:
+        if self.pending_publishes.answered(producer_id):
+            self.broker.resume_publishers()
+        elif self.reading_paused:
+            self.update_reading()
 
     # -- writing ------------------------------------------------------------------
     def write(self, data: bytes) -> None:
         if self.closed:
             return
         self._out.append(data)
+        self._out_bytes += len(data)
         if not self._flush_scheduled:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush)
@@ -127,14 +260,21 @@ class ServerConnection(asyncio.Protocol):
         if self.transport is not None and self._out and not self.closed:
             self.transport.writelines(self._out)
         self._out = []
+        self._out_bytes = 0
+        if self.consumers_paused and not self._transport_paused:
+            self._resume_consumers()
 
     def close(self) -> None:
         self._flush()
         if self.transport is not None:
             self.transport.close()
 
-    def _fail_connection(self, reason: str) -> None:
-        self.write_command(commands.error(to_u64(-1), ServerError.NotAllowedError, reason))
+    @property
+    def role(self) -> str | None:
+        return None if self.identity is None else self.identity.role
+
+    def _fail_connection(self, reason: str, code: int = ServerError.NotAllowedError) -> None:
+        self.write_command(commands.error(to_u64(-1), code, reason))
         self.closed = False
         self._flush()
         self.closed = True
@@ -164,6 +304,8 @@ class ServerConnection(asyncio.Protocol):
         self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
                                         ack_set, len(entry)))
         self.write(entry)
+        if self._out_bytes > self._gather_limit or self._transport_paused:
+            self._pause_consumers()
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         if self.protocol_version >= 12:
@@ -176,9 +318,11 @@ class ServerConnection(asyncio.Protocol):
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
         self.write(send_receipt_frame(producer_id, sequence_id, pos.ledger_id, pos.entry_id, highest_sequence_id))
+        self._answered(producer_id)
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.write_command(commands.send_error(producer_id, sequence_id, code, message))
+        self._answered(producer_id)
 
     def producer_ready(self, producer: Producer) -> None:
         """A WaitForExclusive producer got access: the second PRODUCER_SUCCESS."""
@@ -240,6 +384,8 @@ class ServerConnection(asyncio.Protocol):
     def drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)
         topic = self.producer_topics.pop(producer_id, None)
+        if self.pending_publishes.dropped(producer_id):
+            self.broker.resume_publishers()
         if producer is not None and topic is not None:
             self.producer_requests.pop(producer_id, None)
             promoted = topic.remove_producer(producer)
@@ -252,14 +398,133 @@ def to_u64(value: int) -> int:
 
 
 def _connect(conn: ServerConnection, frame: Frame) -> None:
-    if conn.connected:
+    if conn.connected or conn._connecting:
         raise NotAllowed("CONNECT received twice on one connection")
     connect = frame.command.connect
     conn.client_version = connect.client_version
     conn.protocol_version = connect.protocol_version
+    conn._supports_auth_refresh = connect.feature_flags.supports_auth_refresh
+    service = conn.broker.authentication
+    if service is None:
+        _complete_connect(conn)
+        return
+    conn._connecting = True
+    conn._auth_method = auth_method_of(connect)
+    _authenticate(conn, service, conn._auth_method, connect.auth_data)
+
+
+def _complete_connect(conn: ServerConnection) -> None:
+    conn._connecting = False
     conn.connected = True
-    version = max(min(connect.protocol_version, MAX_PROTOCOL_VERSION), 0)
+    version = max(min(conn.protocol_version, MAX_PROTOCOL_VERSION), 0)
     conn.write_command(commands.connected(f"Magnetar-{__version__}", version, conn.broker.config.maxMessageSize))
+    if conn.identity is not None:
+        log.info("%s connected with role=%s using authMethod=%s", conn.address, conn.identity.role,
+                 conn.identity.method)
+        _arm_auth_refresh(conn)
+
+
+def auth_method_of(connect: pb.CommandConnect) -> str:
+    """The auth method a CONNECT names; old clients send the AuthMethod enum instead."""
+    if connect.HasField("auth_method_name"):
+        return connect.auth_method_name
+    if connect.HasField("auth_method"):
+        return pb.AuthMethod.Name(connect.auth_method).removeprefix("AuthMethod").lower()
+    return "none"
+
+
+def _authenticate(conn: ServerConnection, service: AuthenticationService, method: str, data: bytes) -> None:
+    """Check credentials off the event loop (a bcrypt check takes tens of milliseconds),
+    then finish the CONNECT or the refresh on it."""
+    if method == "tls":
+        data = conn.peer_common_name.encode()  # the verified certificate, never the client's word
+    work = asyncio.get_running_loop().run_in_executor(None, service.authenticate, method, bytes(data))
+    work.add_done_callback(lambda done: _authenticated(conn, done))
+
+
+def _authenticated(conn: ServerConnection, done: asyncio.Future[Identity]) -> None:
+    if conn.closed:
+        return
+    exc = done.exception()
+    if exc is not None:
+        if not isinstance(exc, AuthenticationFailed):
+            log.error("authentication of %s failed", conn.address, exc_info=exc)
+        operation = "connect" if conn._connecting else "authentication-refresh"
+        log.warning("%s failed to authenticate on %s with method %s: %s", conn.address, operation,
+                    conn._auth_method, exc)
+        conn._fail_connection("Failed to authenticate", ServerError.AuthenticationError)
+        return
+    identity = done.result()
+    if conn._connecting:
+        conn.identity = identity
+        _complete_connect(conn)
+        return
+    if conn.identity is not None and identity.role != conn.identity.role:
+        log.warning("%s: the role cannot change on an authentication refresh (%s -> %s); closing",
+                    conn.address, conn.identity.role, identity.role)
+        conn.close()
+        return
+    conn.identity = identity
+    log.info("%s refreshed authentication credentials for role %s", conn.address, identity.role)
+
+
+def _arm_auth_refresh(conn: ServerConnection) -> None:
+    interval = conn.broker.config.authenticationRefreshCheckSeconds
+    conn._auth_refresh = asyncio.get_running_loop().call_later(interval, _auth_refresh_tick, conn)
+
+
+def _auth_refresh_tick(conn: ServerConnection) -> None:
+    """Pulsar's refresh check: expired credentials get one AUTH_CHALLENGE, and the
+    connection is closed when the client cannot or does not answer it in time."""
+    if conn.closed or conn.identity is None:
+        return
+    if conn.identity.expired(now_ms()):
+        if not conn._supports_auth_refresh or conn._auth_challenge_pending:
+            why = "does not support credential refresh" if not conn._supports_auth_refresh else "did not refresh"
+            log.info("closing %s: credentials expired and the client %s", conn.address, why)
+            conn.close()
+            return
+        conn._auth_challenge_pending = True
+        conn.write_command(commands.auth_challenge(f"Magnetar-{__version__}", conn.protocol_version,
+                                                  conn._auth_method, REFRESH_AUTH_DATA))
+    _arm_auth_refresh(conn)
+
+
+def _auth_response(conn: ServerConnection, frame: Frame) -> None:
+    service = conn.broker.authentication
+    response = frame.command.authResponse.response
+    if service is None or not conn.connected:
+        raise NotAllowed("AUTH_RESPONSE without an authentication in progress")
+    conn._auth_challenge_pending = False
+    _authenticate(conn, service, response.auth_method_name or conn._auth_method, response.auth_data)
+
+
+def peer_common_name(ssl_object: ssl.SSLObject | None) -> str:
+    """The CN of a verified client certificate, "" without one."""
+    if ssl_object is None:
+        return ""
+    cert: dict[str, Any] = dict(ssl_object.getpeercert() or {})
+    for rdn in cert.get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""
+
+
+def _send(conn: ServerConnection, frame: Frame) -> None:
+    """Every SEND is answered by one receipt or error; until then it counts against the
+    connection's and the broker's limits."""
+    send = frame.command.send
+    size = len(frame.entry or b"")
+    conn.pending_publishes.sent(send.producer_id, size)
+    if conn.pending_publishes.should_pause():
+        conn.update_reading()
+    handlers.send(conn, frame)
+    topic = conn.producer_topics.get(send.producer_id)
+    if topic is not None:
+        pause = conn.broker.publish_pause_ms(topic, send.num_messages if send.HasField("num_messages") else 1, size)
+        if pause:
+            conn.throttle_reading(pause)
 
 
 def _ping(conn: ServerConnection, frame: Frame) -> None:
@@ -274,6 +539,8 @@ _HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
     T.CONNECT: _connect,
     T.PING: _ping,
     T.PONG: _pong,
+    T.AUTH_RESPONSE: _auth_response,
     **handlers.HANDLERS,
+    T.SEND: _send,
 }
 __all__ = ["ServerConnection", "TopicName", "to_signed64"]

@@ -10,9 +10,12 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from magnetar.core import limits
+from magnetar.core.authorization import Operation
 from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
+    AuthorizationError,
     BrokerError,
     ConsumerBusy,
     MetadataError,
@@ -50,6 +53,10 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     producer_requests: dict[int, int]
     consumers: dict[int, tuple[Consumer, Subscription]]
 
+    @property
+    def role(self) -> str | None:
+        """The authenticated role, None while authentication is off."""
+
     def write_command(self, cmd: pb.BaseCommand) -> None: ...
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
@@ -78,21 +85,32 @@ def _topic_name(text: str) -> TopicName:
     return TopicName.parse(text)
 
 
+def _authorize(conn: ClientConnection, name: TopicName, operation: Operation, what: str) -> None:
+    """Pulsar's check and message for a command on a topic (``AuthorizationError``)."""
+    if not conn.broker.topic_allowed(conn.role, operation, name):
+        raise AuthorizationError(f"Client is not authorized to {what}")
+
+
 # -- lookups ------------------------------------------------------------------------
 def partitioned_metadata(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.partitionMetadata
-    partitions = conn.broker.partitioned_metadata(_topic_name(req.topic))
+    name = _topic_name(req.topic)
+    _authorize(conn, name, Operation.LOOKUP, "Get Partition Metadata")
+    partitions = conn.broker.partitioned_metadata(name)
     conn.write_command(commands.partitioned_metadata_response(req.request_id, partitions))
 
 
 def lookup(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.lookupTopic
-    _topic_name(req.topic)
-    conn.write_command(commands.lookup_response(req.request_id, conn.broker.broker_url))
+    _authorize(conn, _topic_name(req.topic), Operation.LOOKUP, "Lookup")
+    listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else None
+    conn.write_command(commands.lookup_response(req.request_id, *conn.broker.lookup_urls(listener)))
 
 
 def topics_of_namespace(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getTopicsOfNamespace
+    if not conn.broker.namespace_allowed(conn.role, Operation.LOOKUP, req.namespace):
+        raise AuthorizationError("Client is not authorized to GetTopicsOfNamespace")
     topics = conn.broker.list_topics(req.namespace, int(req.mode))
     conn.write_command(commands.topics_of_namespace_response(req.request_id, topics))
 
@@ -109,7 +127,10 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     broker = conn.broker
     if not broker.ready:
         raise ServiceNotReady("Broker is starting up or shutting down")
-    topic = broker.get_topic(_topic_name(req.topic), create=True)
+    limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
+    topic_name = _topic_name(req.topic)
+    _authorize(conn, topic_name, Operation.PRODUCE, "Produce")
+    topic = broker.get_topic(topic_name, create=True)
     broker.check_producer_allowed(topic)
     user_named = req.producer_name != ""
     name = req.producer_name if user_named else broker.generate_producer_name()
@@ -204,12 +225,17 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         raise ServiceNotReady("Broker is starting up or shutting down")
     if not req.subscription:
         raise ProducerBusy("Empty subscription name")
-    topic = broker.get_topic(_topic_name(req.topic), create=not req.HasField("force_topic_creation")
-                             or req.force_topic_creation)
+    limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
+    name = _topic_name(req.topic)
+    _authorize(conn, name, Operation.CONSUME, "subscribe")
+    refusal = conn.broker.subscription_refusal(conn.role, name, req.subscription)
+    if refusal is not None:
+        raise AuthorizationError(refusal)
+    topic = broker.get_topic(name, create=not req.HasField("force_topic_creation") or req.force_topic_creation)
     sub_type = SUB_TYPE_NAMES.get(int(req.subType))
     if sub_type is None:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
-    broker.check_subscription_allowed(topic, sub_type)
+    broker.check_subscription_allowed(topic, req.subscription, sub_type)
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
         priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,
@@ -227,6 +253,7 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         create=broker.config.allowAutoSubscriptionCreation,
     )
     conn.consumers[req.consumer_id] = (consumer, sub)
+    broker.apply_dispatch_rates(topic)
     if req.start_message_rollback_duration_sec > 0 and len(sub.consumers) == 1:
         broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
     if req.subscription_properties and not sub.properties:
@@ -349,12 +376,16 @@ def consumer_stats(conn: ClientConnection, frame: Frame) -> None:
 def get_schema(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getSchema
     version = req.schema_version if req.HasField("schema_version") else None
-    conn.write_command(conn.broker.get_schema_response(req.request_id, _topic_name(req.topic), version))
+    name = _topic_name(req.topic)
+    _authorize(conn, name, Operation.LOOKUP, "get schema")
+    conn.write_command(conn.broker.get_schema_response(req.request_id, name, version))
 
 
 def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getOrCreateSchema
-    topic = conn.broker.get_topic(_topic_name(req.topic), create=True)
+    name = _topic_name(req.topic)
+    _authorize(conn, name, Operation.PRODUCE, "Produce")
+    topic = conn.broker.get_topic(name, create=True)
     version = conn.broker.register_schema(topic, req.schema)
     conn.write_command(commands.get_or_create_schema_response(req.request_id, version))
 

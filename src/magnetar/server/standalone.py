@@ -6,9 +6,12 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 from pathlib import Path
+from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.connection import ServerConnection
 
@@ -21,32 +24,73 @@ class Standalone:
         self.broker = BrokerOperations(config, data_dir)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._app: Any = None
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
+        tls = server_context(self.config) if self._tls_wanted() else None
         self.broker.start(loop)
-        server = await loop.create_server(
-            lambda: ServerConnection(self.broker), self.config.bindAddress, self.config.brokerServicePort,
-            reuse_address=True, backlog=1024)
-        http = await self._start_http()
+        if tls is not None and self.config.tlsCertRefreshCheckDurationSec > 0:
+            self._refresh_certificates(loop, CertificateRefresh(tls, self.config))
+        servers = await self._start_binary(loop, tls)
+        http = [await self._start_http(port, tls if secure else None) for port, secure in self._web_ports()]
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
-        log.info("Magnetar standalone: pulsar://%s:%d  http://%s:%d  data in %s",
-                 self.config.bindAddress, self.config.brokerServicePort, self.config.bindAddress,
-                 self.config.webServicePort, self.broker.data_dir)
+        log.info("Magnetar standalone: %s  %s  data in %s", " ".join(self._broker_urls()),
+                 " ".join(self._web_urls()), self.broker.data_dir)
         print(f"magnetar standalone ready: {self.broker.broker_url} {self.broker.web_url}", flush=True)
         await self.stopping.wait()
-        await self._shutdown(server, http)
+        await self._shutdown(servers, http)
 
-    async def _start_http(self):  # type: ignore[no-untyped-def]
+    def _refresh_certificates(self, loop: asyncio.AbstractEventLoop, refresh: CertificateRefresh) -> None:
+        outcome = refresh.check()
+        if outcome is not None:
+            log.warning("%s", outcome)
+        loop.call_later(self.config.tlsCertRefreshCheckDurationSec, self._refresh_certificates, loop, refresh)
+
+    def _tls_wanted(self) -> bool:
+        return self.config.brokerServicePortTls is not None or self.config.webServicePortTls is not None
+
+    def _broker_urls(self) -> list[str]:
+        urls = [f"pulsar://{self.config.bindAddress}:{self.config.brokerServicePort}"]
+        if self.config.brokerServicePort is None:
+            urls = []
+        if self.config.brokerServicePortTls is not None:
+            urls.append(f"pulsar+ssl://{self.config.bindAddress}:{self.config.brokerServicePortTls}")
+        return urls
+
+    def _web_urls(self) -> list[str]:
+        return [f"{'https' if secure else 'http'}://{self.config.bindAddress}:{port}"
+                for port, secure in self._web_ports()]
+
+    def _web_ports(self) -> list[tuple[int, bool]]:
+        ports = [(self.config.webServicePort, False), (self.config.webServicePortTls, True)]
+        return [(port, secure) for port, secure in ports if port is not None]
+
+    async def _start_binary(self, loop: asyncio.AbstractEventLoop,
+                            tls: ssl.SSLContext | None) -> list[asyncio.AbstractServer]:
+        """The plain port and the TLS port, whichever are configured."""
+        servers: list[asyncio.AbstractServer] = []
+        for port, context in ((self.config.brokerServicePort, None), (self.config.brokerServicePortTls, tls)):
+            if port is None:
+                continue
+            servers.append(await loop.create_server(
+                lambda: ServerConnection(self.broker), self.config.bindAddress, port,
+                reuse_address=True, backlog=1024, ssl=context))
+        return servers
+
+    async def _start_http(self, port: int, tls: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
         import uvicorn
 
         from magnetar.admin.app import create_app
-        app = create_app(self.broker)
-        config = uvicorn.Config(app, host=self.config.bindAddress, port=self.config.webServicePort,
+        if self._app is None:
+            self._app = create_app(self.broker)
+        config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port,
                                 log_level="warning", lifespan="off", access_log=False)
+        config.load()
+        config.ssl = tls  # the context the binary TLS port uses, built from the same keys
         server = uvicorn.Server(config)
-        server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
         task = asyncio.create_task(server.serve())
         while not server.started:
             if task.done():
@@ -55,25 +99,27 @@ class Standalone:
             await asyncio.sleep(0.01)
         return server, task
 
-    async def _shutdown(self, server: asyncio.AbstractServer, http) -> None:  # type: ignore[no-untyped-def]
+    async def _shutdown(self, servers: list[asyncio.AbstractServer], http) -> None:  # type: ignore[no-untyped-def]
         log.info("shutting down")
         timeout = self.config.brokerShutdownTimeoutMs / 1000 or None
-        server.close()
+        for server in servers:
+            server.close()
         for task in self._tasks:
             task.cancel()
-        http_server, http_task = http
-        http_server.should_exit = True
+        for http_server, _ in http:
+            http_server.should_exit = True
         try:
-            await asyncio.wait_for(self._close_all(server, http_task), timeout)
+            await asyncio.wait_for(self._close_all([task for _, task in http]), timeout)
         except TimeoutError:
             log.warning("shutdown timed out after %.1fs", timeout)
 
-    async def _close_all(self, server: asyncio.AbstractServer, http_task) -> None:  # type: ignore[no-untyped-def]
+    async def _close_all(self, http_tasks) -> None:  # type: ignore[no-untyped-def]
         await self.broker.close()
         for conn in list(self.broker.connections):
             conn.close()
-        with contextlib.suppress(Exception):
-            await http_task
+        for task in http_tasks:
+            with contextlib.suppress(Exception):
+                await task
 
 
 def run_standalone(config: BrokerConfig, data_dir: Path) -> None:

@@ -58,6 +58,7 @@ from typing import BinaryIO
 import google_crc32c
 
 from magnetar.core.positions import Position
+from magnetar.storage.descriptor_budget import DescriptorBudget
 from magnetar.storage.interfaces import (
     AppendFailed,
     EntryNotFound,
@@ -388,8 +389,10 @@ class SegmentLedger:
         allocate_ledger_id: Callable[[], int],
         config: LedgerConfig | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        budget: DescriptorBudget | None = None,
     ) -> None:
         self.name = name
+        self._budget = budget
         self.directory = Path(data_dir) / topic_dir_name(name)
         self._allocate = allocate_ledger_id
         self._config = config or LedgerConfig()
@@ -398,6 +401,9 @@ class SegmentLedger:
         self._segments: dict[int, _Segment] = {}
         self._cache = _TailCache(self._config.cache_max_entries, self._config.cache_max_bytes)
         self._write_fd = -1
+        #: a current segment exists (its descriptor may have been given back to the budget)
+        self._writing = False
+        self._fd_lock = threading.Lock()
         #: record headers and entries appended since the last flush, in file order
         self._unwritten: list[bytes] = []
         self._unwritten_bytes = 0
@@ -413,7 +419,9 @@ class SegmentLedger:
         self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
         #: ledgers rolled over since the last sync: that sync writes their index files
         self._sealed: list[_Segment] = []
-        self._dir_dirty = False
+        #: a descriptor of the directory, taken when an entry in it was created or removed;
+        #: the sync fsyncs it, so syncing never needs a new descriptor
+        self._dir_fd = -1
         self._fault: OSError | None = None
         #: sync() calls that had something to make durable.
         self.sync_count = 0
@@ -423,9 +431,13 @@ class SegmentLedger:
         if not self.directory.is_dir():
             self.directory.mkdir(parents=True)
             fsync_dir(self.directory.parent)
-        self._recover()
-        self._last_appended = self._synced = self._appended = self._index.last_position()
-        self._open_ledger()
+        try:
+            self._recover()
+            self._last_appended = self._synced = self._appended = self._index.last_position()
+            self._open_ledger()
+        except BaseException:
+            self._release()  # a ledger that failed to open (out of descriptors, say) holds none
+            raise
 
     @property
     def closed(self) -> bool:
@@ -482,6 +494,7 @@ class SegmentLedger:
             )
         path = self.directory / segment_file_name(ledger_id)
         try:
+            self._hold_dir_fd()
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
         except OSError as exc:
             raise StorageError(f"cannot create ledger file {path} for {self.name!r}: {exc}") from exc
@@ -493,7 +506,7 @@ class SegmentLedger:
             os.close(fd)
             path.unlink(missing_ok=True)
             raise StorageError(f"cannot write ledger file {path} for {self.name!r}: {exc}") from exc
-        if self._write_fd >= 0:
+        if self._writing:
             self.flush()
             sealed = self._segments.get(self._index.current.ledger_id)
             self._retire_write_fd()
@@ -501,16 +514,52 @@ class SegmentLedger:
                 with self._lock:
                     self._sealed.append(sealed)
         self._write_fd = fd
+        self._writing = True
+        if self._budget is not None:
+            self._budget.touch(self)
         self._segments[ledger_id] = _Segment(ledger_id, path, array("Q"), HEADER.size)
         self._index.add_ledger(ledger_id, timestamp_ms)
         with self._lock:
             self._dirty[ledger_id] = os.dup(fd)
-            self._dir_dirty = True
+
+    def _hold_dir_fd(self) -> None:
+        """Take the directory's descriptor for the next sync (one at a time)."""
+        with self._lock:
+            if self._dir_fd >= 0:
+                return
+        fd = os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        with self._lock:
+            if self._dir_fd < 0:
+                self._dir_fd, fd = fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def _retire_write_fd(self) -> None:
         """Keep the closed ledger's descriptor for reads of its entries."""
-        self._cache_read_fd(self._index.current.ledger_id, self._write_fd)
+        if self._write_fd >= 0:
+            self._cache_read_fd(self._index.current.ledger_id, self._write_fd)
         self._write_fd = -1
+
+    def _wfd(self) -> int:
+        """The current segment's descriptor, reopened if it was given back."""
+        if self._write_fd < 0:
+            path = self._segments[self._index.current.ledger_id].path
+            self._write_fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        if self._budget is not None:
+            self._budget.touch(self)
+        return self._write_fd
+
+    def drop_descriptors(self) -> bool:
+        """Give every descriptor back to the budget; reopened on the next use."""
+        with self._fd_lock:
+            if self._unwritten_from is not None or self._closed:
+                return self._closed
+            if self._write_fd >= 0:
+                os.close(self._write_fd)
+                self._write_fd = -1
+            while self._read_fds:
+                os.close(self._read_fds.popitem()[1])
+            return True
 
     def _cache_read_fd(self, ledger_id: int, fd: int) -> None:
         self._read_fds[ledger_id] = fd
@@ -571,29 +620,59 @@ class SegmentLedger:
         self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
         segment = self._segments[first.ledger_id]
         start = segment.offsets[first.entry_id]
-        error = self._write_all(chunks, expected)
-        if error is not None:
-            self._take_back(segment, first, start)
-            raise AppendFailed(self.name, first, error)
-        with self._lock:
-            self._last_appended = self._appended
-            if segment.ledger_id not in self._dirty:
-                self._dirty[segment.ledger_id] = os.dup(self._write_fd)
+        with self._fd_lock:
+            with self._lock:
+                needs_fd = segment.ledger_id not in self._dirty
+            try:
+                # the file's descriptor and the sync's own, taken first: running out of them
+                # fails these appends before anything is written, rather than after
+                fd = self._wfd()
+                sync_fd = os.dup(fd) if needs_fd else -1
+            except OSError as exc:  # nothing was written: nothing to cut back
+                self._take_back(segment, first, start, written=False)
+                raise AppendFailed(self.name, first, str(exc)) from exc
+            error = self._write_all(fd, chunks, expected)
+            if error is not None:
+                if sync_fd >= 0:
+                    os.close(sync_fd)
+                self._take_back(segment, first, start)
+                raise AppendFailed(self.name, first, error)
+            with self._lock:
+                self._last_appended = self._appended
+                if sync_fd >= 0:
+                    if segment.ledger_id in self._dirty:
+                        os.close(sync_fd)
+                    else:
+                        self._dirty[segment.ledger_id] = sync_fd
 
-    def _write_all(self, chunks: list[bytes], expected: int) -> str | None:
+    def _write_all(self, fd: int, chunks: list[bytes], expected: int) -> str | None:
         """Write the chunks in as few system calls as writev allows; the error, if any."""
         written = 0
         try:
             for i in range(0, len(chunks), _IOV_MAX):
-                written += os.writev(self._write_fd, chunks[i:i + _IOV_MAX])
+                group = chunks[i:i + _IOV_MAX]
+                done = os.writev(fd, group)
+                written += done
+                if done < sum(map(len, group)):
+                    # a short write: write the rest, which fails with the reason (ENOSPC)
+                    # or succeeds if the shortfall was passing
+                    rest = b"".join(group)[done:]
+                    while rest:
+                        n = os.write(fd, rest)
+                        if n == 0:
+                            break
+                        written += n
+                        rest = rest[n:]
         except OSError as exc:
             return str(exc)
         return None if written == expected else f"short write ({written} of {expected} bytes)"
 
-    def _take_back(self, segment: _Segment, first: Position, start: int) -> None:
-        """Cut the file back to before ``first`` and forget the entries from it on."""
+    def _take_back(self, segment: _Segment, first: Position, start: int, written: bool = True) -> None:
+        """Cut the file back to before ``first`` (if anything was written) and forget the
+        entries from it on."""
         try:
-            os.ftruncate(self._write_fd, start)
+            if written:
+                os.ftruncate(self._wfd(), start)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
@@ -607,7 +686,7 @@ class SegmentLedger:
 
     def unsynced(self) -> bool:
         with self._lock:
-            return bool(self._dirty)
+            return bool(self._dirty) or self._dir_fd >= 0
 
     def sync(self) -> Position | None:
         # One sync at a time, so the position returned never claims data that another
@@ -618,7 +697,7 @@ class SegmentLedger:
     def _sync(self) -> Position | None:
         with self._lock:
             fds, self._dirty = self._dirty, {}
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            dir_fd, self._dir_fd = self._dir_fd, -1
             covered, fault = self._last_appended, self._fault
             # every append to these happened before the swap above: this sync covers them
             sealed, self._sealed = self._sealed, []
@@ -627,8 +706,8 @@ class SegmentLedger:
                 raise StorageError(f"managed ledger {self.name!r} cannot sync after a failure: {fault}")
             for fd in fds.values():
                 os.fdatasync(fd)
-            if dir_dirty:
-                fsync_dir(self.directory)
+            if dir_fd >= 0:
+                os.fsync(dir_fd)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
@@ -636,12 +715,14 @@ class SegmentLedger:
         finally:
             for fd in fds.values():
                 os.close(fd)
+            if dir_fd >= 0:
+                os.close(dir_fd)
         for segment in sealed:
             self._write_index(segment.ledger_id, segment.path, segment.offsets, segment.end_offset)
         with self._lock:
-            if fds or dir_dirty:
+            if fds or dir_fd >= 0:
                 self.sync_count += 1
-                self.fsync_count += len(fds) + dir_dirty
+                self.fsync_count += len(fds) + (dir_fd >= 0)
             if covered is not None and (self._synced is None or covered > self._synced):
                 self._synced = covered
             return self._synced
@@ -707,7 +788,9 @@ class SegmentLedger:
 
     def _read_fd(self, ledger_id: int) -> int:
         if ledger_id == self._index.current.ledger_id:
-            return self._write_fd
+            return self._wfd()
+        if self._budget is not None:
+            self._budget.touch(self)
         fd = self._read_fds.get(ledger_id)
         if fd is not None:
             self._read_fds.move_to_end(ledger_id)
@@ -750,8 +833,10 @@ class SegmentLedger:
             path.unlink(missing_ok=True)
             path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
         self._cache.drop_ledgers(set(ids))
-        with self._lock:
-            self._dir_dirty = True
+        try:
+            self._hold_dir_fd()
+        except OSError as exc:  # the removal is made durable by the next sync that can
+            log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
         return ids
 
     def roll_over(self) -> None:
@@ -781,14 +866,21 @@ class SegmentLedger:
             fsync_dir(self.directory.parent)
 
     def _release(self) -> None:
-        self._closed = True
-        self._cache.clear()
-        self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
-        if self._write_fd >= 0:
-            os.close(self._write_fd)
-            self._write_fd = -1
-        while self._read_fds:
-            os.close(self._read_fds.popitem()[1])
+        if self._budget is not None:
+            self._budget.forget(self)
+        with self._fd_lock:
+            self._closed = True
+            self._cache.clear()
+            self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
+            if self._write_fd >= 0:
+                os.close(self._write_fd)
+                self._write_fd = -1
+            while self._read_fds:
+                os.close(self._read_fds.popitem()[1])
+        with self._lock:
+            dir_fd, self._dir_fd = self._dir_fd, -1
+        if dir_fd >= 0:
+            os.close(dir_fd)
 
 
 class SegmentLedgerFactory:
@@ -800,8 +892,10 @@ class SegmentLedgerFactory:
         allocate_ledger_id: Callable[[], int],
         config: LedgerConfig | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        budget: DescriptorBudget | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self.budget = budget
         self._allocate = allocate_ledger_id
         self._config = config or LedgerConfig()
         self._clock_ms = clock_ms
@@ -811,6 +905,6 @@ class SegmentLedgerFactory:
         current = self._open.get(name)
         if current is not None and not current.closed:
             raise StorageError(f"managed ledger {name!r} is already open; close it first")
-        ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms)
+        ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms, self.budget)
         self._open[name] = ledger
         return ledger

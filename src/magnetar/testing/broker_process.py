@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,8 +22,10 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
-                 config_file: Path | None = None) -> None:
+                 config_file: Path | None = None, open_files_limit: int | None = None) -> None:
         self.data_dir = data_dir
+        #: RLIMIT_NOFILE of the broker process (``ulimit -n``), None: inherited
+        self.open_files_limit = open_files_limit
         self.port = free_port()
         self.web_port = free_port()
         self.config = dict(config or {})
@@ -50,9 +54,18 @@ class BrokerProcess:
     def start(self, timeout_s: float = 30.0) -> BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=self._limit)
         self.wait_ready(timeout_s)
         return self
+
+    def _limit(self) -> None:
+        if self.open_files_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.open_files_limit, self.open_files_limit))
+
+    def open_files(self) -> int:
+        """Descriptors the broker process holds now."""
+        assert self.proc is not None
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
     def wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -63,6 +76,10 @@ class BrokerProcess:
                 with urllib.request.urlopen(f"{self.web_url}/admin/v2/brokers/health", timeout=1) as resp:
                     if resp.status == 200:
                         return
+            except urllib.error.HTTPError as exc:
+                if exc.code in (401, 403):  # serving, with authentication on
+                    return
+                time.sleep(0.05)
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"broker not ready after {timeout_s}s:\n{self.log_tail()}")

@@ -44,6 +44,9 @@ class RawConnection:
     host: str
     port: int
     timeout_s: float = 5.0
+    #: SO_RCVBUF set before connecting (the window is fixed at the handshake): a small
+    #: one makes a client that does not read push back on the broker at once
+    receive_buffer: int | None = None
     sock: socket.socket = field(init=False)
     received: list[RawFrame] = field(default_factory=list, init=False)
     _buffer: bytearray = field(default_factory=bytearray, init=False)
@@ -51,13 +54,18 @@ class RawConnection:
     _closed_by_peer: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        self.sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if self.receive_buffer is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer)
+        self.sock.settimeout(self.timeout_s)
+        self.sock.connect((self.host, self.port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     @classmethod
-    def to_service(cls, service_url: str, timeout_s: float = 5.0) -> RawConnection:
+    def to_service(cls, service_url: str, timeout_s: float = 5.0,
+                   receive_buffer: int | None = None) -> RawConnection:
         host, _, port = service_url.removeprefix("pulsar://").rpartition(":")
-        return cls(host, int(port), timeout_s)
+        return cls(host, int(port), timeout_s, receive_buffer)
 
     def close(self) -> None:
         self.sock.close()

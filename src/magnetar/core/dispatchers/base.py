@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from magnetar.core.consumer import Consumer
+from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
 from magnetar.core.subscription_view import EntrySource, SubscriptionView
@@ -39,6 +40,8 @@ class Dispatcher(ABC):
         #: the budget ran out with entries left to read: the shell should dispatch again soon
         self.read_more = False
         self._last_info: tuple[Position, bytes, EntryInfo] | None = None
+        #: dispatch rate limits (None: none apply)
+        self.throttle: DispatchThrottle | None = None
 
     # -- consumers -------------------------------------------------------
     @abstractmethod
@@ -59,6 +62,11 @@ class Dispatcher(ABC):
 
     def on_flow(self, consumer: Consumer, permits: int, now_ms: int) -> None:
         consumer.permits += permits
+        self.begin_round()
+        self.dispatch(now_ms)
+
+    def on_writable(self, consumer: Consumer, now_ms: int) -> None:
+        """The consumer's connection drained below its low-water mark."""
         self.begin_round()
         self.dispatch(now_ms)
 
@@ -125,3 +133,5 @@ class Dispatcher(ABC):
         entry, _info, ack_set, messages = loaded
         consumer.deliver(pos, self.source.partition_index, entry, messages,
                          self.sub.redelivery_counts.get(pos, 0), ack_set, now_ms, sticky_hash)
+        if self.throttle is not None:
+            self.throttle.on_sent(messages, len(entry), now_ms)

@@ -273,11 +273,11 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         cursor = self.sub.cursor
         replay = self.replay
         for consumer in list(self.consumers):
-            if not self._can_take(consumer):
+            if not consumer.can_take():
                 continue
             heads = [(pos, h) for h in replay.hashes_of(consumer) if (pos := replay.head(h)) is not None]
             heapq.heapify(heads)
-            while heads and self._can_take(consumer):
+            while heads and consumer.can_take():
                 pos, sticky_hash = heads[0]
                 if cursor.is_acked(pos):
                     replay.discard(pos)
@@ -289,10 +289,6 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
                     heapq.heappop(heads)
                 else:
                     heapq.heapreplace(heads, (following, sticky_hash))
-
-    @staticmethod
-    def _can_take(consumer: Consumer) -> bool:
-        return consumer.permits > 0 and not consumer.blocked_on_unacked
 
     def _owner_of(self, sticky_hash: int) -> Consumer | None:
         return self.selector.select(sticky_hash) if self.selector is not None else None
@@ -318,7 +314,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         if self.selector is None:
             return False
         consumer = self.selector.select(sticky_hash)
-        if consumer is None or consumer.permits <= 0 or consumer.blocked_on_unacked:
+        if consumer is None or not consumer.can_take():
             return False
         if not self._may_send(consumer, pos, sticky_hash, from_replay):
             return False
@@ -340,7 +336,7 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
 
     def _may_read_ahead(self) -> bool:
         for c in self.consumers:
-            if c.permits > 0 and not c.blocked_on_unacked:
+            if c.can_take():
                 break
         else:
             return False

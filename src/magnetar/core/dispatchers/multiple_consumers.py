@@ -194,14 +194,14 @@ class MultipleConsumersDispatcher(Dispatcher):
         Only a delivery moves the turn on (``_take_turn``); asking when there is nothing
         to send must not, or the consumer after the last one served would be skipped.
         """
-        available = [c for c in self.consumers if c.permits > 0 and not c.blocked_on_unacked]
+        available = [c for c in self.consumers if c.can_take()]
         if not available:
             return None
         best = min(c.priority_level for c in available)
         count = len(self.consumers)
         for step in range(count):
             candidate = self.consumers[(self._next_index + step) % count]
-            if candidate.priority_level == best and candidate.permits > 0 and not candidate.blocked_on_unacked:
+            if candidate.priority_level == best and candidate.can_take():
                 return candidate
         return None
 

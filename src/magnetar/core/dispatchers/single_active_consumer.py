@@ -52,7 +52,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     def dispatch(self, now_ms: int) -> None:
         consumer = self.active
-        while consumer is not None and consumer.permits > 0:
+        while consumer is not None and consumer.can_take():
             pos = self.next_unread()
             if pos is None:
                 return

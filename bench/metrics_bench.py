@@ -1,0 +1,104 @@
+"""What a ``/metrics`` scrape costs a broker with many loaded topics.
+
+Loads ``--topics`` topics (a producer, a message and a subscription each; idle topics are
+kept loaded), then measures a producer's publish round trips (SEND to receipt, one at a
+time) with no scrape running and while ``--scrapes`` scrapes run back to back. Prints the
+scrape time and size, and the publish p50/p99/max in both phases: the longest the event
+loop was held shows as the max.
+
+    python bench/metrics_bench.py --topics 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from topics_bench import create_wave  # noqa: E402
+
+from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
+from magnetar.testing.raw_client import RawConnection, T  # noqa: E402
+
+
+def publish_latencies(broker: BrokerProcess, stop: threading.Event, out: list[float]) -> None:
+    with RawConnection.to_service(broker.service_url, timeout_s=60) as conn:
+        conn.handshake()
+        conn.create_producer("persistent://public/default/probe", producer_id=1, request_id=1)
+        seq = 0
+        while not stop.is_set():
+            started = time.perf_counter()
+            conn.send_message(1, seq, b"x" * 100)
+            conn.expect(T.SEND_RECEIPT)
+            out.append((time.perf_counter() - started) * 1000)
+            seq += 1
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    return {"count": len(ordered), "p50_ms": round(ordered[len(ordered) // 2], 2),
+            "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 2),
+            "max_ms": round(ordered[-1], 2)}
+
+
+def measure(broker: BrokerProcess, seconds: float, scrapes: int) -> tuple[dict[str, float], list[tuple[float, int]]]:
+    stop, latencies = threading.Event(), []
+    probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
+    probe.start()
+    scraped: list[tuple[float, int]] = []
+    try:
+        if scrapes:
+            with httpx.Client(timeout=600) as http:
+                for _ in range(scrapes):
+                    started = time.perf_counter()
+                    body = http.get(f"{broker.web_url}/metrics").content
+                    scraped.append((time.perf_counter() - started, len(body)))
+        else:
+            time.sleep(seconds)
+    finally:
+        stop.set()
+        probe.join()
+    return summary(latencies), scraped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--scrapes", type=int, default=3)
+    parser.add_argument("--broker-src", help="run the broker from this source tree (to compare versions)")
+    args = parser.parse_args()
+
+    data = Path(tempfile.mkdtemp(prefix="metrics-bench-")) / "data"
+    broker = BrokerProcess(data, config={"idleTopicUnloadSeconds": "0"})
+    if args.broker_src:
+        import os
+        os.environ["PYTHONPATH"] = args.broker_src
+    broker.start()
+    try:
+        for first in range(0, args.topics, 1000):
+            create_wave(broker, first, min(1000, args.topics - first))
+        quiet, _ = measure(broker, 5.0, 0)
+        busy, scraped = measure(broker, 0, args.scrapes)
+        print(json.dumps({
+            "topics": args.topics,
+            "scrape_s": [round(s, 2) for s, _ in scraped],
+            "scrape_mb": round(scraped[0][1] / 1e6, 1) if scraped else 0,
+            "publish_without_scrape": quiet, "publish_during_scrapes": busy,
+        }))
+    finally:
+        broker.kill()
+
+
+if __name__ == "__main__":
+    main()
