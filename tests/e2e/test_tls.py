@@ -104,6 +104,27 @@ def test_client_certificates_and_the_tls_provider(tmp_path: Path, pki: Pki) -> N
             round_trip(url, pki, pulsar.AuthenticationTLS(str(other.client_cert), str(other.client_key)))
 
 
+def test_https_requests_authenticate_with_their_client_certificate(tmp_path: Path, pki: Pki) -> None:
+    """AuthenticationProviderTls on HTTP: the verified certificate's CN is the role; a
+    request without one (certificates asked for, not required) has no role."""
+    settings = tls_settings(pki, tlsTrustCertsFilePath=str(pki.ca), authenticationEnabled="true",
+                            authenticationProviders=TLS_PROVIDER, authorizationEnabled="true",
+                            superUserRoles="client-role")
+    with BrokerProcess(tmp_path / "data", settings) as broker:
+        def status(cert: tuple[Path, Path] | None, path: str = "/admin/v2/tenants/public") -> int:
+            context = ssl.create_default_context(cafile=str(pki.ca))
+            if cert is not None:
+                context.load_cert_chain(*cert)
+            with httpx.Client(base_url=https_url(broker), verify=context, timeout=10) as admin:
+                return admin.get(path).status_code
+        super_user, other = (pki.client_cert, pki.client_key), (pki.other_cert, pki.other_key)
+        assert status(super_user) == 200
+        assert status(super_user, "/admin/v2/clusters/standalone") == 200
+        assert status(other) == 403  # authenticated as other-role, which administers nothing
+        assert status(None) == 401
+        assert status(super_user) == 200
+
+
 @pytest.mark.parametrize(("settings", "message"), [
     ({"tlsCertificateFilePath": "/no/such/cert.pem"}, "tlsCertificateFilePath='/no/such/cert.pem': no such file"),
     ({"tlsCiphers": "NOT-A-CIPHER"}, "tlsCiphers='NOT-A-CIPHER': no usable cipher"),
