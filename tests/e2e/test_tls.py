@@ -13,9 +13,9 @@ import httpx
 import pulsar
 import pytest
 from e2e_helpers import new_topic, quiet_logger, wait_until
-from tls_certs import Pki, make_pki
 
 from magnetar.testing.broker_process import BrokerProcess, free_port
+from magnetar.testing.tls_certs import Pki, make_pki
 
 TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
 
