@@ -147,6 +147,13 @@ def delayed_delivery_active(policies: Policies, config: BrokerConfig) -> bool:
     return config.delayedDeliveryEnabled if policy is None else policy.active
 
 
+def delayed_delivery_tick_ms(policies: Policies, config: BrokerConfig) -> int:
+    """The tick of a topic's delayed-delivery trackers: the policy's ``tickTime``, else
+    ``delayedDeliveryTickTimeMillis``."""
+    policy = policies.delayed_delivery_policies
+    return config.delayedDeliveryTickTimeMillis if policy is None else policy.tickTime
+
+
 def max_delivery_delay_ms(policies: Policies, config: BrokerConfig) -> int:
     """The longest delivery delay a message may ask for (0: no limit)."""
     policy = policies.delayed_delivery_policies
