@@ -44,7 +44,6 @@ class BrokerConfig:
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
     acknowledgmentAtBatchIndexLevelEnabled: bool = True
-    dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
     subscriptionKeySharedUseClassicPersistentImplementation: bool = False
@@ -215,7 +214,7 @@ class BrokerConfig:
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
-                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
