@@ -78,11 +78,16 @@ class Topic:
         self.applied = AppliedPolicies.of_config(config)
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
+        #: a cursor changed since the broker last looked for cursors to persist
+        self.cursors_changed = False
         #: recently published entries with the metadata parsed when they were checked
         self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
     def __str__(self) -> str:
         return str(self.name)
+
+    def cursor_changed(self) -> None:
+        self.cursors_changed = True
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
@@ -256,7 +261,8 @@ class Topic:
                             properties: dict[str, int | str] | None = None) -> Subscription:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
                         batch_index_acks=self.config.acknowledgmentAtBatchIndexLevelEnabled,
-                        properties=dict(properties or {}))
+                        properties=dict(properties or {}), on_change=self.cursor_changed)
+        self.cursor_changed()
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
         self._apply_limits(sub)
         self.subscriptions[name] = sub

@@ -626,8 +626,9 @@ class BrokerService:
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
-        for topic in self.topics.values():
-            delayed_index.persist(self, topic, force)
+        if self.config.delayedDeliverySharedIndexEnabled:
+            for topic in self.topics.values():
+                delayed_index.persist(self, topic, force)
         return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
