@@ -365,6 +365,8 @@ class Topic:
         the shell removes their files off the event loop. Readers standing before what is
         left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
         ledgers = self.ledger.ledgers()
+        if len(ledgers) < 2:
+            return []  # the current ledger alone: the common case, and never deleted
         # what is not durable yet (a ledger just rolled over) waits, cursors or not
         written = self.last_durable if self.last_durable is not None else BEFORE_START
         holders = [*self.durable_marks(), written]
