@@ -128,6 +128,9 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
+        moved = self.metadata.move_legacy_topic_policies()
+        if moved:
+            log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
     @property
     def broker_url(self) -> str:
