@@ -140,3 +140,19 @@ def test_misconfigured_token_keys_stop_the_broker_with_a_clear_error(tmp_path: P
                                              "tokenPublicKey": "data:;base64,bm90IGEga2V5"})
     with pytest.raises(RuntimeError, match="tokenPublicKey: not a PEM or DER public key"):
         proc.start(timeout_s=20)
+
+
+def test_the_admin_command_sends_a_token(auth_broker: BrokerProcess) -> None:
+    from typer.testing import CliRunner
+
+    from magnetar.cli.main import app
+    runner = CliRunner()
+    base = ["admin", "--admin-url", auth_broker.web_url]
+    refused = runner.invoke(app, [*base, "tenants", "list"])
+    assert refused.exit_code != 0 and "HTTP 401" in refused.output
+    allowed = runner.invoke(app, [*base, "--auth-token", token("admin", expires_in_s=600), "tenants", "list"])
+    assert allowed.exit_code == 0, allowed.output
+    assert "public" in allowed.output
+    from_env = runner.invoke(app, [*base, "tenants", "list"],
+                             env={"MAGNETAR_AUTH_TOKEN": token("admin", expires_in_s=600)})
+    assert from_env.exit_code == 0 and "public" in from_env.output
