@@ -214,6 +214,11 @@ def _cursor_record(row: tuple[Any, ...]) -> CursorRecord:
     return CursorRecord(mark_delete, decode_ranges(ranges), json.loads(properties), last_active_ms)
 
 
+#: key prefix of topic policies in the key-value table
+TOPIC_POLICIES_PREFIX = "topic-policies/"
+_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
+
+
 class MetadataStore:
     """Broker metadata in a SQLite file; see the module docstring for the guarantees."""
 
@@ -506,6 +511,45 @@ class MetadataStore:
     def delete_schemas(self, topic: str) -> int:
         """Delete every version of the topic's schema; returns how many there were."""
         return self._delete("DELETE FROM schemas WHERE topic = ?", (topic,))
+
+    # -- topic policies ------------------------------------------------------------------
+
+    def get_topic_policies(self, topic: str) -> dict[str, Any] | None:
+        """A topic's own policies (Pulsar's ``TopicPolicies`` JSON), None when none is set.
+        A partitioned topic's are kept under its own name, not its partitions'."""
+        stored: dict[str, Any] | None = self.get_json(TOPIC_POLICIES_PREFIX + topic)
+        return stored
+
+    def put_topic_policies(self, topic: str, policies: dict[str, Any]) -> None:
+        """Replace a topic's policies; an empty dict removes them."""
+        if policies:
+            self.put_json(TOPIC_POLICIES_PREFIX + topic, policies)
+        else:
+            self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def delete_topic_policies(self, topic: str) -> bool:
+        return self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def move_legacy_topic_policies(self) -> int:
+        """Before topic policies had their own record, a topic's ``deduplicationEnabled`` was
+        kept in its properties (each partition's, for a partitioned topic). Move any such
+        value to the topic policies of the topic (the partitioned topic), keeping a policy
+        set since, in one transaction; how many topic records were changed."""
+        rows = self._db.execute("SELECT topic, properties FROM topics"
+                                " WHERE json_type(properties, '$.deduplicationEnabled') IN ('true', 'false')"
+                                ).fetchall()
+        with self._transaction() as db:
+            for topic, text in rows:
+                properties = json.loads(text)
+                value = properties.pop("deduplicationEnabled")
+                key = TOPIC_POLICIES_PREFIX + _PARTITION_SUFFIX.sub("", topic)
+                stored = db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+                policies = {"deduplicationEnabled": value, **(json.loads(stored[0]) if stored else {})}
+                db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                           (key, _dump_json("topic policies", policies)))
+                db.execute("UPDATE topics SET properties = ? WHERE topic = ?",
+                           (_dump_json("topic properties", properties), topic))
+        return len(rows)
 
     # -- generic JSON key-value ----------------------------------------------------------
 
