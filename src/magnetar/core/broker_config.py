@@ -39,7 +39,25 @@ class BrokerConfig:
     #: 0 means unlimited in Pulsar; Magnetar caps it so a typo cannot create a million partitions
     maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
-    brokerDeleteInactiveTopicsEnabled: bool = False
+    #: inactive topics (Pulsar's keys and defaults; standalone.conf also has them on): a topic
+    #: with no producer or consumer, and no subscription (delete_when_no_subscriptions) or no
+    #: backlog (delete_when_subscriptions_caught_up), for the max inactive duration is deleted
+    brokerDeleteInactiveTopicsEnabled: bool = True
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    #: empty: brokerDeleteInactiveTopicsFrequencySeconds
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
+    #: subscriptions without consumers this long are deleted (0 = never); Magnetar accepts fractions
+    subscriptionExpirationTimeMinutes: float = 0
+    subscriptionExpiryCheckIntervalInMinutes: float = 5
+    # backlog quotas (-1 = no limit)
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: int = 60
+    backlogQuotaDefaultLimitBytes: int = -1
+    #: deprecated in Pulsar; used when backlogQuotaDefaultLimitBytes is not set
+    backlogQuotaDefaultLimitGB: float = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
@@ -204,6 +222,7 @@ class BrokerConfig:
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
+        self._validate_data_lifecycle()
         if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
             raise ConfigError(
                 f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
@@ -234,6 +253,35 @@ class BrokerConfig:
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 
+    def _validate_data_lifecycle(self) -> None:
+        if self.brokerDeleteInactiveTopicsMode not in INACTIVE_TOPIC_DELETE_MODES:
+            raise ConfigError(f"brokerDeleteInactiveTopicsMode={self.brokerDeleteInactiveTopicsMode!r}: use "
+                              + " or ".join(INACTIVE_TOPIC_DELETE_MODES))
+        if self.backlogQuotaDefaultRetentionPolicy not in BACKLOG_QUOTA_POLICIES:
+            raise ConfigError(f"backlogQuotaDefaultRetentionPolicy={self.backlogQuotaDefaultRetentionPolicy!r}: use "
+                              + ", ".join(BACKLOG_QUOTA_POLICIES))
+        for key in ("brokerDeleteInactiveTopicsFrequencySeconds", "backlogQuotaCheckIntervalInSeconds",
+                    "subscriptionExpiryCheckIntervalInMinutes"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
+        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+        if duration is not None and duration < 0:
+            raise ConfigError(f"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds={duration} must not be negative")
+        if self.subscriptionExpirationTimeMinutes < 0:
+            raise ConfigError(f"subscriptionExpirationTimeMinutes={self.subscriptionExpirationTimeMinutes} "
+                              "must not be negative (0 keeps subscriptions)")
+
+    @property
+    def backlog_quota_default_limit_bytes(self) -> int:
+        """``backlogQuotaDefaultLimitBytes``, else the deprecated ``backlogQuotaDefaultLimitGB``."""
+        if self.backlogQuotaDefaultLimitBytes < 0 and self.backlogQuotaDefaultLimitGB > 0:
+            return int(self.backlogQuotaDefaultLimitGB * 1024**3)
+        return self.backlogQuotaDefaultLimitBytes
+
+    @property
+    def max_inactive_duration_s(self) -> int:
+        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+        return self.brokerDeleteInactiveTopicsFrequencySeconds if duration is None else duration
 
     def _validate_security(self) -> None:
         unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]
@@ -270,6 +318,8 @@ class BrokerConfig:
                               "the CA that signs client certificates")
 
 
+INACTIVE_TOPIC_DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 #: Pulsar's authentication provider classes Magnetar implements -> their auth method name
 AUTHENTICATION_PROVIDERS = {
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",

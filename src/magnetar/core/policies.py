@@ -42,6 +42,16 @@ class BacklogQuota(BaseModel):
     policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] | None = None
 
 
+class InactiveTopicPolicies(BaseModel):
+    """Pulsar's ``InactiveTopicPolicies``: when a topic nobody uses is deleted."""
+
+    model_config = ConfigDict(extra="forbid")
+    inactiveTopicDeleteMode: Literal["delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"] = \
+        "delete_when_no_subscriptions"
+    maxInactiveDurationSeconds: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] = 60
+    deleteWhileInactive: StrictBool = True
+
+
 class PublishRate(BaseModel):
     """Pulsar's ``PublishRate``: -1 or 0 means no limit on that dimension."""
 
@@ -104,6 +114,8 @@ class Policies(BaseModel):
     retention_policies: RetentionPolicies | None = None
     delayed_delivery_policies: DelayedDeliveryPolicies | None = None
     backlog_quota_map: dict[BacklogQuotaType, BacklogQuota] | None = None
+    inactive_topic_policies: InactiveTopicPolicies | None = None
+    subscription_expiration_time_minutes: NonNegativeInt | None = None
     max_producers_per_topic: NonNegativeInt | None = None
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None
