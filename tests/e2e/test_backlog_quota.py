@@ -153,7 +153,8 @@ def test_stats_and_metrics_carry_the_quota_fields(broker: BrokerProcess, client:
         assert found["oldestBacklogMessageSubscriptionName"] == "reader-a"
         assert before_ms - 1000 <= found["topicCreationTimeStamp"] <= found["lastPublishTimeStamp"]  # type: ignore[operator]
         metrics = admin.get("/metrics").text
-        for name, value in (("pulsar_storage_backlog_quota_limit", 1e9), ("pulsar_storage_backlog_quota_limit_time", -1)):
+        expected = {"pulsar_storage_backlog_quota_limit": 1e9, "pulsar_storage_backlog_quota_limit_time": -1}
+        for name, value in expected.items():
             line = re.search(rf'^{name}\{{[^}}]*topic="{re.escape(topic)}"[^}}]*\}} (\S+)$', metrics, re.M)
             assert line is not None and float(line.group(1)) == value, name
         age = re.search(rf'^pulsar_storage_backlog_age_seconds\{{[^}}]*topic="{re.escape(topic)}"[^}}]*\}} (\S+)$',

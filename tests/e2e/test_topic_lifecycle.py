@@ -163,7 +163,8 @@ def test_subscription_without_consumers_expires(admin: httpx.Client, client: pul
     def subscriptions() -> list[str]:
         names: list[str] = admin.get(path(topic) + "/subscriptions").json()
         return names
-    wait_until(lambda: subscriptions() == ["connected"], timeout_s=15, what="the subscription without consumers expired")
+    wait_until(lambda: subscriptions() == ["connected"], timeout_s=15,
+               what="the subscription without consumers expired")
     connected.close()
 
 

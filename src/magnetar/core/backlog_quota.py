@@ -18,6 +18,7 @@ Pulsar 4.x's behaviour, which this follows:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from magnetar.core import cursor_moves
@@ -131,7 +132,9 @@ def disconnect_producers(topic: Topic) -> None:
 
 def evict_for_size(topic: Topic, limit_bytes: int) -> None:
     """Skip entries on the slowest subscription, in proportion to the excess, until the
-    backlog is under the target or the slowest subscription does not move."""
+    backlog is under the target or the slowest subscription does not move (Pulsar's
+    ``dropBacklogForSizeLimit``, whose count is rounded down; rounded up here, so a
+    backlog just over the quota loses at least one entry)."""
     target = EVICTION_TARGET * limit_bytes
     backlog = topic_backlog_bytes(topic)
     previous = None
@@ -142,7 +145,8 @@ def evict_for_size(topic: Topic, limit_bytes: int) -> None:
         slowest = min(durable, key=lambda s: s.cursor.mark_delete)
         if slowest is previous:
             return
-        to_skip = int((backlog - target) / backlog * slowest.backlog())
+        # rounded up, so equal-sized entries end at or under the target in one step
+        to_skip = math.ceil((backlog - target) / backlog * slowest.backlog())
         if to_skip <= 0:
             return
         cursor_moves.skip_messages(slowest, to_skip)
