@@ -16,7 +16,7 @@ from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.errors import ServerError, TopicTerminated
 from magnetar.core.names import TopicName
-from magnetar.core.policies import BacklogQuota, InactiveTopicPolicies, Policies
+from magnetar.core.policies import BacklogQuota, InactiveTopicPolicies, Policies, TopicPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import Producer
 from magnetar.core.topic import Topic
@@ -53,20 +53,14 @@ def quotas(size: int = -1, time_s: int = -1, policy: str = "producer_request_hol
 def test_quotas_resolve_topic_then_namespace_then_broker() -> None:
     config = BrokerConfig(backlogQuotaDefaultLimitBytes=5000, backlogQuotaDefaultLimitSecond=30,
                           backlogQuotaDefaultRetentionPolicy="producer_exception")
-    assert backlog_quota.resolve(None, Policies(), config) == quotas(5000, 30, "producer_exception")
+    assert backlog_quota.resolve(TopicPolicies(), Policies(), config) == quotas(5000, 30, "producer_exception")
     namespace = Policies(backlog_quota_map={"destination_storage": BacklogQuota(limitSize=10,
                                                                                 policy="consumer_backlog_eviction")})
-    resolved = backlog_quota.resolve(None, namespace, config)
+    resolved = backlog_quota.resolve(TopicPolicies(), namespace, config)
     assert resolved.size == QuotaLimit(10, "consumer_backlog_eviction")
     assert resolved.time == QuotaLimit(30, "producer_exception")
-    topic_level = {"destination_storage": BacklogQuota(limit=7)}
-    assert backlog_quota.resolve(topic_level, namespace, config).size == QuotaLimit(7, "producer_exception")  # type: ignore[arg-type]
-
-
-def test_deprecated_gigabyte_default_applies_when_bytes_unset() -> None:
-    assert BrokerConfig(backlogQuotaDefaultLimitGB=2).backlog_quota_default_limit_bytes == 2 * 1024**3
-    both = BrokerConfig(backlogQuotaDefaultLimitGB=2, backlogQuotaDefaultLimitBytes=9)
-    assert both.backlog_quota_default_limit_bytes == 9
+    topic_level = TopicPolicies(backLogQuotaMap={"destination_storage": BacklogQuota(limit=7)})
+    assert backlog_quota.resolve(topic_level, namespace, config).size == QuotaLimit(7, "producer_exception")
 
 
 # -- producers ---------------------------------------------------------------------------------------

@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from magnetar.core import cursor_moves
+from magnetar.core import cursor_moves, message_expiry
 from magnetar.core.backlog import OldestBacklog, backlog_size_bytes, oldest_backlog, topic_backlog_bytes
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.errors import BrokerError, ServerError
-from magnetar.core.policies import BacklogQuota, Policies
+from magnetar.core.policies import BacklogQuota, Policies, TopicPolicies, backlog_quotas
 from magnetar.core.topic import Topic
 
 #: eviction aims below the limit, so the next message does not exceed it again at once
@@ -55,18 +55,15 @@ class BacklogQuotas:
     time: QuotaLimit
 
 
-def resolve(topic_quotas: dict[str, BacklogQuota] | None, policies: Policies, config: BrokerConfig) -> BacklogQuotas:
-    """The quotas that apply: the topic's, else the namespace's ``backlog_quota_map``,
-    else the broker's ``backlogQuotaDefault*`` settings (one quota type at a time)."""
-    def pick(kind: str) -> BacklogQuota | None:
-        for source in (topic_quotas, policies.backlog_quota_map):
-            if source and kind in source:
-                return source[kind]  # type: ignore[index]
-        return None
+def resolve(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> BacklogQuotas:
+    """The quotas that apply (:func:`magnetar.core.policies.backlog_quotas`: the topic's map,
+    else the namespace's, else the broker's); a type the chosen map lacks has no limit
+    unless the broker's ``backlogQuotaDefault*`` setting gives one."""
+    chosen = backlog_quotas(topic, policies, config)
     default_policy = config.backlogQuotaDefaultRetentionPolicy
-    size = pick("destination_storage")
-    time = pick("message_age")
-    size_limit = config.backlog_quota_default_limit_bytes if size is None else _size_of(size)
+    size = chosen.get("destination_storage")
+    time = chosen.get("message_age")
+    size_limit = config.backlogQuotaDefaultLimitBytes if size is None else _size_of(size)
     time_limit = config.backlogQuotaDefaultLimitSecond if time is None or time.limitTime is None else time.limitTime
     return BacklogQuotas(QuotaLimit(size_limit, (size.policy if size else None) or default_policy),
                          QuotaLimit(time_limit, (time.policy if time else None) or default_policy))
@@ -159,4 +156,4 @@ def evict_for_time(topic: Topic, limit_s: int, now_ms: int) -> None:
     target_s = int(EVICTION_TARGET * limit_s)
     for sub in list(topic.subscriptions.values()):
         if sub.durable:
-            cursor_moves.expire_messages(sub, target_s, now_ms)
+            message_expiry.expire(sub, target_s, now_ms)

@@ -45,19 +45,25 @@ class BrokerConfig:
     brokerDeleteInactiveTopicsEnabled: bool = True
     brokerDeleteInactiveTopicsFrequencySeconds: int = 60
     brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
-    #: empty: brokerDeleteInactiveTopicsFrequencySeconds
+    #: None: brokerDeleteInactiveTopicsFrequencySeconds, as in Pulsar
     brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
     #: subscriptions without consumers this long are deleted (0 = never); Magnetar accepts fractions
     subscriptionExpirationTimeMinutes: float = 0
     subscriptionExpiryCheckIntervalInMinutes: float = 5
-    # backlog quotas (-1 = no limit)
+    # data lifecycle: retention of consumed data, message TTL, backlog quotas, compaction, schemas
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    retentionCheckIntervalInSeconds: int = 120
+    ttlDurationDefaultInSeconds: int = 0
+    #: an int in Pulsar; fractions are accepted so that tests can expire within a second
+    messageExpiryCheckIntervalInMinutes: float = 5
     backlogQuotaCheckEnabled: bool = True
     backlogQuotaCheckIntervalInSeconds: int = 60
     backlogQuotaDefaultLimitBytes: int = -1
-    #: deprecated in Pulsar; used when backlogQuotaDefaultLimitBytes is not set
-    backlogQuotaDefaultLimitGB: float = -1
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    brokerServiceCompactionThresholdInBytes: int = 0
+    schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
@@ -222,7 +228,6 @@ class BrokerConfig:
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
-        self._validate_data_lifecycle()
         if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
             raise ConfigError(
                 f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
@@ -233,9 +238,11 @@ class BrokerConfig:
                 f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
+        self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
-                    "keepAliveIntervalSeconds")
+                    "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
@@ -249,17 +256,22 @@ class BrokerConfig:
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
                     "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
                     "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
-                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte",
+                    "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 
-    def _validate_data_lifecycle(self) -> None:
-        if self.brokerDeleteInactiveTopicsMode not in INACTIVE_TOPIC_DELETE_MODES:
-            raise ConfigError(f"brokerDeleteInactiveTopicsMode={self.brokerDeleteInactiveTopicsMode!r}: use "
-                              + " or ".join(INACTIVE_TOPIC_DELETE_MODES))
-        if self.backlogQuotaDefaultRetentionPolicy not in BACKLOG_QUOTA_POLICIES:
-            raise ConfigError(f"backlogQuotaDefaultRetentionPolicy={self.backlogQuotaDefaultRetentionPolicy!r}: use "
-                              + ", ".join(BACKLOG_QUOTA_POLICIES))
+    def _validate_lifecycle(self) -> None:
+        for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",
+                    "backlogQuotaDefaultLimitSecond"):
+            if getattr(self, key) < -1:
+                raise ConfigError(f"{key}={getattr(self, key)} must be -1 (no limit) or more")
+        choices = {"backlogQuotaDefaultRetentionPolicy": LIFECYCLE_CHOICES["backlog"],
+                   "brokerDeleteInactiveTopicsMode": LIFECYCLE_CHOICES["inactive"],
+                   "schemaCompatibilityStrategy": LIFECYCLE_CHOICES["schema"]}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key}={getattr(self, key)!r}: use one of " + ", ".join(allowed))
         for key in ("brokerDeleteInactiveTopicsFrequencySeconds", "backlogQuotaCheckIntervalInSeconds",
                     "subscriptionExpiryCheckIntervalInMinutes"):
             if getattr(self, key) <= 0:
@@ -270,18 +282,6 @@ class BrokerConfig:
         if self.subscriptionExpirationTimeMinutes < 0:
             raise ConfigError(f"subscriptionExpirationTimeMinutes={self.subscriptionExpirationTimeMinutes} "
                               "must not be negative (0 keeps subscriptions)")
-
-    @property
-    def backlog_quota_default_limit_bytes(self) -> int:
-        """``backlogQuotaDefaultLimitBytes``, else the deprecated ``backlogQuotaDefaultLimitGB``."""
-        if self.backlogQuotaDefaultLimitBytes < 0 and self.backlogQuotaDefaultLimitGB > 0:
-            return int(self.backlogQuotaDefaultLimitGB * 1024**3)
-        return self.backlogQuotaDefaultLimitBytes
-
-    @property
-    def max_inactive_duration_s(self) -> int:
-        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
-        return self.brokerDeleteInactiveTopicsFrequencySeconds if duration is None else duration
 
     def _validate_security(self) -> None:
         unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]
@@ -318,8 +318,6 @@ class BrokerConfig:
                               "the CA that signs client certificates")
 
 
-INACTIVE_TOPIC_DELETE_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
-BACKLOG_QUOTA_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 #: Pulsar's authentication provider classes Magnetar implements -> their auth method name
 AUTHENTICATION_PROVIDERS = {
     "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
@@ -329,6 +327,13 @@ AUTHENTICATION_PROVIDERS = {
 #: keys whose values are secrets (a data: URL holds the key itself): masked when shown
 SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+#: the values Pulsar's enums allow for the data-lifecycle settings
+LIFECYCLE_CHOICES = {
+    "backlog": ("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    "inactive": ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
+    "schema": ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+               "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"),
+}
 
 
 def _names(text: str) -> list[str]:

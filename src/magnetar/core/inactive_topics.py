@@ -11,29 +11,17 @@ is unlimited. A subscription without consumers for the expiration time is delete
 
 from __future__ import annotations
 
-from magnetar.core.broker_config import INACTIVE_TOPIC_DELETE_MODES, BrokerConfig
+from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.policies import InactiveTopicPolicies, Policies
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 
-NO_SUBSCRIPTIONS, CAUGHT_UP = INACTIVE_TOPIC_DELETE_MODES
-
-
-def resolve(topic_policies: InactiveTopicPolicies | None, policies: Policies,
-            config: BrokerConfig) -> InactiveTopicPolicies:
-    """The topic's policy, else the namespace's ``inactive_topic_policies``, else the broker's."""
-    return topic_policies or policies.inactive_topic_policies or default_policies(config)
+NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 
 
 def subscription_expiration_minutes(policies: Policies, config: BrokerConfig) -> float:
     configured = policies.subscription_expiration_time_minutes
     return config.subscriptionExpirationTimeMinutes if configured is None else configured
-
-
-def default_policies(config: BrokerConfig) -> InactiveTopicPolicies:
-    return InactiveTopicPolicies.model_validate({"inactiveTopicDeleteMode": config.brokerDeleteInactiveTopicsMode,
-                                                 "maxInactiveDurationSeconds": config.max_inactive_duration_s,
-                                                 "deleteWhileInactive": config.brokerDeleteInactiveTopicsEnabled})
 
 
 def is_active(topic: Topic, mode: str) -> bool:

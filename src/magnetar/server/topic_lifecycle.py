@@ -15,7 +15,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from magnetar.core import backlog_quota, inactive_topics
+from magnetar.core import backlog_quota, inactive_topics, policies
 from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.core.broker import BrokerCore
 from magnetar.core.broker_timers import PeriodicTask
@@ -65,7 +65,7 @@ def start(broker: LifecycleShell, now: int) -> None:
 
 # -- backlog quotas ---------------------------------------------------------------------------
 def backlog_quotas_of(broker: BrokerShell, topic: Topic) -> BacklogQuotas:
-    return backlog_quota.resolve(None, broker.policies_of(topic.name), broker.config)
+    return backlog_quota.resolve(broker.topic_policies(topic.name), broker.policies_of(topic.name), broker.config)
 
 
 def producer_refusal(broker: BrokerShell, topic: Topic) -> BrokerError | None:
@@ -79,10 +79,9 @@ def producer_refusal(broker: BrokerShell, topic: Topic) -> BrokerError | None:
 
 # -- inactive topics and subscriptions ----------------------------------------------------------
 def inactive_policies_of(broker: LifecycleShell, topic: Topic) -> tuple[InactiveTopicPolicies, int]:
-    policies = broker.policies_of(topic.name)
-    retention = policies.retention_policies
-    return (inactive_topics.resolve(None, policies, broker.config),
-            retention.retentionTimeInMinutes if retention is not None else 0)
+    own, namespace = broker.topic_policies(topic.name), broker.policies_of(topic.name)
+    return (policies.inactive_topic_policies(own, namespace, broker.config),
+            policies.retention(own, namespace, broker.config).retentionTimeInMinutes)
 
 
 def delete_inactive_topics(broker: LifecycleShell, now: int) -> None:
