@@ -169,3 +169,20 @@ def test_bad_quota_bodies_are_refused(broker: BrokerProcess) -> None:
         assert bad.status_code in (400, 422)
         assert admin.get(f"/admin/v2/namespaces/{namespace}/backlogQuotaMap").json() == {
             "destination_storage": {"limitSize": 1, "policy": "producer_exception"}}
+
+
+def test_topic_quota_overrides_the_namespace(broker: BrokerProcess, client: pulsar.Client) -> None:
+    with httpx.Client(base_url=broker.web_url, timeout=10) as admin:
+        namespace = namespace_with_quota(admin, {"limitSize": 10**9, "policy": "producer_request_hold"})
+        topic = f"persistent://{namespace}/own-quota"
+        client.subscribe(topic, "slow")
+        fill_backlog(client, topic).close()
+        reply = admin.post(f"/admin/v2/persistent/{namespace}/own-quota/backlogQuota",
+                           json={"limitSize": LIMIT_BYTES, "policy": "producer_exception"})
+        assert reply.status_code == 204, reply.text
+        assert stats(admin, topic)["backlogQuotaLimitSize"] == LIMIT_BYTES
+        with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+            client.create_producer(topic)
+        other = f"persistent://{namespace}/namespace-quota"
+        client.subscribe(other, "slow")
+        fill_backlog(client, other).send(b"the namespace's quota is far away")

@@ -145,6 +145,18 @@ def test_namespace_policy_can_keep_inactive_topics(admin: httpx.Client, client: 
                what="the topic deleted once the namespace falls back to the broker's setting")
 
 
+def test_topic_policy_overrides_the_namespace(admin: httpx.Client, client: pulsar.Client) -> None:
+    namespace = kept_namespace(admin)
+    topic = f"persistent://{namespace}/own-policy"
+    client.create_producer(topic).close()
+    own = {"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 1,
+           "deleteWhileInactive": True}
+    reply = admin.post(path(topic) + "/inactiveTopicPolicies", json=own)
+    assert reply.status_code == 204, reply.text
+    wait_until(lambda: topic not in topics(admin, namespace), timeout_s=15,
+               what="the topic deleted by its own inactive-topic policy")
+
+
 def test_bad_inactive_topic_policies_are_refused(admin: httpx.Client) -> None:
     namespace = new_namespace(admin)
     for body in ({"inactiveTopicDeleteMode": "delete_always"}, {"maxInactiveDurationSeconds": -1}, "yes"):
