@@ -45,6 +45,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "defaultNumPartitions": "2",
         "managedLedgerMaxEntriesPerLedger": str(LEDGER_ENTRIES),
         "managedLedgerDefaultMarkDeleteRateLimit": "10",
+        # one broker serves the whole Spark session: a topic written by one step and read by a
+        # later one must not be deleted as inactive in between
+        "brokerDeleteInactiveTopicsEnabled": "false",
     }).start()
     yield proc
     proc.kill()

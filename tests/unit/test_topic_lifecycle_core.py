@@ -244,3 +244,14 @@ def test_terminate_closes_producers_refuses_sends_and_tells_the_end() -> None:
     topic.tell_end_of_topic()
     assert consumer_sink.ended == [5], "told once"
     assert topic.terminate() == last, "terminating again answers the same id"
+
+
+def test_idle_unload_leaves_a_topic_the_deletion_check_takes_first() -> None:
+    topic = new_topic()
+    rule = policies(seconds=60)
+    assert inactive_topics.awaits_deletion(topic, rule, 0, idle_unload_s=300)
+    assert not inactive_topics.awaits_deletion(topic, rule, 0, idle_unload_s=30), "unloading comes first"
+    assert not inactive_topics.awaits_deletion(topic, rule, 10, idle_unload_s=300), "retention delays deletion"
+    assert not inactive_topics.awaits_deletion(topic, policies(delete=False), 0, idle_unload_s=300)
+    topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
+    assert not inactive_topics.awaits_deletion(topic, rule, 0, idle_unload_s=300), "a subscription keeps it"

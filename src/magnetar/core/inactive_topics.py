@@ -43,6 +43,17 @@ def inactive_for(topic: Topic, policies: InactiveTopicPolicies, now_ms: int) -> 
     return now_ms - topic.inactive_since_ms
 
 
+def awaits_deletion(topic: Topic, policies: InactiveTopicPolicies, retention_minutes: int,
+                    idle_unload_s: int) -> bool:
+    """Whether an idle topic is left loaded for the deletion check rather than unloaded: an
+    unloaded topic is not checked (as in Pulsar), so whichever of the two comes first for an
+    idle topic happens, deletion (``maxInactiveDurationSeconds``) or unloading
+    (``idleTopicUnloadSeconds``)."""
+    return policies.deleteWhileInactive and topic.name.persistent and retention_minutes == 0 \
+        and policies.maxInactiveDurationSeconds <= idle_unload_s \
+        and not is_active(topic, policies.inactiveTopicDeleteMode)
+
+
 def due_for_deletion(topic: Topic, policies: InactiveTopicPolicies, retention_minutes: int, now_ms: int) -> bool:
     """Whether to delete the topic now. Unlimited retention (-1) keeps it, as Pulsar's
     ``shouldTopicBeRetained``; a limited one keeps it for that long after it was last active."""

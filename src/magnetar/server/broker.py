@@ -190,7 +190,8 @@ class BrokerService:
 
     def _unload_idle_topics(self, now: int) -> None:
         for topic in self.core.idle_topics(now):
-            if str(topic.name) not in self.unloading:
+            # one the inactive-topic check will delete stays loaded for it: one notion of active
+            if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
                 self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
 
     def background(self, work: Coroutine[Any, Any, None], what: str) -> None:

@@ -78,10 +78,15 @@ def producer_refusal(broker: BrokerShell, topic: Topic) -> BrokerError | None:
 
 
 # -- inactive topics and subscriptions ----------------------------------------------------------
-def inactive_policies_of(broker: LifecycleShell, topic: Topic) -> tuple[InactiveTopicPolicies, int]:
+def inactive_policies_of(broker: BrokerShell, topic: Topic) -> tuple[InactiveTopicPolicies, int]:
     own, namespace = broker.topic_policies(topic.name), broker.policies_of(topic.name)
     return (policies.inactive_topic_policies(own, namespace, broker.config),
             policies.retention(own, namespace, broker.config).retentionTimeInMinutes)
+
+
+def awaits_deletion(broker: BrokerShell, topic: Topic) -> bool:
+    rules, retention_minutes = inactive_policies_of(broker, topic)
+    return inactive_topics.awaits_deletion(topic, rules, retention_minutes, broker.config.idleTopicUnloadSeconds)
 
 
 def delete_inactive_topics(broker: LifecycleShell, now: int) -> None:
