@@ -403,16 +403,16 @@ class Topic:
         return self.terminated_at
 
     def tell_end_of_topic(self) -> None:
-        """REACHED_END_OF_TOPIC, once, to each consumer of a terminated topic that holds no
-        unacknowledged message and whose subscription has nothing more to dispatch
-        (Pulsar's ``Consumer.reachedEndOfTopic``)."""
+        """REACHED_END_OF_TOPIC, once, to each consumer of a terminated topic whose
+        subscription has acknowledged every message (Pulsar's dispatchers tell the end only
+        then: ``Consumer.reachedEndOfTopic`` when the backlog is empty)."""
         if self.terminated_at is None:
             return
         for sub in self.subscriptions.values():
-            if sub.backlog() > sum(len(c.pending) for c in sub.consumers):
+            if sub.backlog() > 0:
                 continue
             for consumer in sub.consumers:
-                if not consumer.told_end_of_topic and not consumer.pending:
+                if not consumer.told_end_of_topic:
                     consumer.told_end_of_topic = True
                     consumer.sink.reached_end_of_topic(consumer.consumer_id)
 
