@@ -373,7 +373,22 @@ def aggregate_topic_stats(parts: list[Stats]) -> Stats:
         default=0)
     if parts:
         total["deduplicationStatus"] = parts[0]["deduplicationStatus"]
+        total.update(_aggregate_lifecycle(parts))
     return total
+
+
+def _aggregate_lifecycle(parts: list[Stats]) -> Stats:
+    """As ``TopicStatsImpl.add``: the quota limits (the same on every partition), the oldest
+    backlog message of all partitions, the earliest creation and the latest publish."""
+    oldest = max(parts, key=lambda p: p["oldestBacklogMessageAgeSeconds"])
+    return {
+        "backlogQuotaLimitSize": parts[0]["backlogQuotaLimitSize"],
+        "backlogQuotaLimitTime": parts[0]["backlogQuotaLimitTime"],
+        "oldestBacklogMessageAgeSeconds": oldest["oldestBacklogMessageAgeSeconds"],
+        "oldestBacklogMessageSubscriptionName": oldest["oldestBacklogMessageSubscriptionName"],
+        "topicCreationTimeStamp": min(p["topicCreationTimeStamp"] for p in parts),
+        "lastPublishTimeStamp": max(p["lastPublishTimeStamp"] for p in parts),
+    }
 
 
 def partitioned_topic_stats(partitions: int, parts: dict[str, Stats], per_partition: bool) -> Stats:
