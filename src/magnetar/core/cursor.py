@@ -23,6 +23,10 @@ class Cursor:
     mark_delete: Position
     next_position: NextPosition
     durable: bool = True
+    #: ``acknowledgmentAtBatchIndexLevelEnabled``: when off, an ack naming some indexes of a
+    #: batch is ignored (and a cumulative one stops before that batch), as Pulsar's cursor
+    #: does without deletion at batch-index level
+    batch_index_acks: bool = True
     individually_deleted: AckedPositions = field(default_factory=AckedPositions)
     batch_ack_sets: dict[Position, list[int]] = field(default_factory=dict)
     properties: dict[str, int | str] = field(default_factory=dict)
@@ -40,7 +44,7 @@ class Cursor:
         if self.is_acked(pos):
             return False
         if ack_set and any(ack_set):
-            return self._ack_batch_indexes(pos, ack_set)
+            return self._ack_batch_indexes(pos, ack_set) if self.batch_index_acks else False
         self.batch_ack_sets.pop(pos, None)
         if pos.entry_id < 0:
             return False  # (L, -1) stands before ledger L's entries: nothing to ack
@@ -57,6 +61,8 @@ class Cursor:
         if ack_set and any(ack_set):
             before = self._position_before(pos)
             moved = self._move_mark_delete(before) if before > self.mark_delete else False
+            if not self.batch_index_acks:
+                return moved
             return self._ack_batch_indexes(pos, ack_set) or moved
         if pos <= self.mark_delete:
             return False

@@ -217,6 +217,15 @@ def delayed_delivery_active(topic: TopicPolicies, policies: Policies, config: Br
     return config.delayedDeliveryEnabled if policy is None else policy.active
 
 
+def delayed_delivery_tick_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
+    """The tick of a topic's delayed-delivery trackers: the topic's, else the namespace
+    policy's ``tickTime``, else ``delayedDeliveryTickTimeMillis``."""
+    if topic.delayedDeliveryTickTimeMillis:
+        return topic.delayedDeliveryTickTimeMillis
+    policy = policies.delayed_delivery_policies
+    return config.delayedDeliveryTickTimeMillis if policy is None else policy.tickTime
+
+
 def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
     """The longest delivery delay a message may ask for (0: no limit)."""
     if topic.delayedDeliveryMaxDelayInMillis is not None:
@@ -229,10 +238,8 @@ def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: Brok
 
 def delayed_delivery(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> DelayedDeliveryPolicies:
     """The delayed-delivery policy that applies, as the admin API shows it (``applied=true``)."""
-    ns = policies.delayed_delivery_policies
-    tick_ms = topic.delayedDeliveryTickTimeMillis or (ns.tickTime if ns is not None
-                                                      else config.delayedDeliveryTickTimeMillis)
-    return DelayedDeliveryPolicies(tickTime=tick_ms, active=delayed_delivery_active(topic, policies, config),
+    return DelayedDeliveryPolicies(tickTime=delayed_delivery_tick_ms(topic, policies, config),
+                                   active=delayed_delivery_active(topic, policies, config),
                                    maxDeliveryDelayInMillis=max_delivery_delay_ms(topic, policies, config))
 
 

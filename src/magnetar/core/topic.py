@@ -274,6 +274,7 @@ class Topic:
     def create_subscription(self, name: str, sub_type: str, *, durable: bool, mark_delete: Position,
                             properties: dict[str, int | str] | None = None) -> Subscription:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
+                        batch_index_acks=self.config.acknowledgmentAtBatchIndexLevelEnabled,
                         properties=dict(properties or {}))
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
         self._apply_limits(sub)

@@ -409,6 +409,7 @@ class BrokerService:
         property_dedup.refresh(self, topic)
         self.apply_publish_rate(topic)
         self.apply_dispatch_rates(topic)
+        self.apply_delayed_tick(topic)
         topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
                                                      self.config))
 
@@ -477,7 +478,16 @@ class BrokerService:
             return policies.delayed_delivery_active(self.topic_policies(name),
                                                     self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
-        return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
+                                                             self.config)
+        return made
+
+    def apply_delayed_tick(self, topic: Topic) -> None:
+        if topic.delayed is not None:
+            tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                    self.config)
+            topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
