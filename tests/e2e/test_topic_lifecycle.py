@@ -89,6 +89,18 @@ def test_inactive_topic_is_deleted_after_the_configured_time(admin: httpx.Client
     assert admin.get(path(topic) + "/stats").status_code == 404
 
 
+def test_inactive_non_persistent_topic_is_deleted(admin: httpx.Client, client: pulsar.Client) -> None:
+    namespace = new_namespace(admin)
+    topic = f"non-persistent://{namespace}/fleeting"
+    client.create_producer(topic).close()
+
+    def listed() -> list[str]:
+        names: list[str] = admin.get(f"/admin/v2/non-persistent/{namespace}").json()
+        return names
+    assert topic in listed()
+    wait_until(lambda: topic not in listed(), timeout_s=15, what="the inactive non-persistent topic deleted")
+
+
 def test_a_subscription_keeps_the_topic_in_no_subscriptions_mode(admin: httpx.Client, client: pulsar.Client) -> None:
     namespace = new_namespace(admin, subscriptionExpirationTime=0)
     kept = f"persistent://{namespace}/subscribed"
@@ -257,16 +269,22 @@ def test_clear_backlog_of_a_namespace(admin: httpx.Client, client: pulsar.Client
     assert [backlog(t, s) for t in (first, second) for s in ("a", "b")] == [0, 0, 0, 0]
 
 
-def test_creation_time_survives_a_restart(tmp_path_factory: pytest.TempPathFactory) -> None:
-    with BrokerProcess(tmp_path_factory.mktemp("created") / "data") as proc:
-        topic = "persistent://public/default/created"
-        c = pulsar.Client(proc.service_url, operation_timeout_seconds=5, logger=quiet_logger())
-        c.subscribe(topic, "s")
-        c.create_producer(topic).send(b"m")
+def test_creation_time_and_termination_survive_a_restart(broker: BrokerProcess, admin: httpx.Client) -> None:
+    topic = f"persistent://{kept_namespace(admin)}/created"
+    c = pulsar.Client(broker.service_url, operation_timeout_seconds=5, logger=quiet_logger())
+    c.subscribe(topic, "s")
+    c.create_producer(topic).send(b"m")
+    c.close()
+    created = admin.get(path(topic) + "/stats").json()["topicCreationTimeStamp"]
+    assert created > 0
+    last = admin.post(path(topic) + "/terminate").json()
+    broker.restart()
+    assert admin.get(path(topic) + "/stats").json()["topicCreationTimeStamp"] == created
+    assert admin.post(path(topic) + "/terminate").json() == last
+    c = pulsar.Client(broker.service_url, operation_timeout_seconds=5, logger=quiet_logger())
+    try:
+        with pytest.raises(pulsar.TopicTerminated):
+            c.create_producer(topic)
+    finally:
         c.close()
-        with httpx.Client(base_url=proc.web_url, timeout=10) as admin:
-            created = admin.get(path(topic) + "/stats").json()["topicCreationTimeStamp"]
-            assert created > 0
-            proc.restart()
-            assert admin.get(path(topic) + "/stats").json()["topicCreationTimeStamp"] == created
 

@@ -255,3 +255,10 @@ def test_idle_unload_leaves_a_topic_the_deletion_check_takes_first() -> None:
     assert not inactive_topics.awaits_deletion(topic, policies(delete=False), 0, idle_unload_s=300)
     topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
     assert not inactive_topics.awaits_deletion(topic, rule, 0, idle_unload_s=300), "a subscription keeps it"
+
+
+def test_non_persistent_topics_are_deleted_whatever_the_retention() -> None:
+    topic = new_topic("non-persistent://public/default/np")
+    rule = policies(seconds=1)
+    assert not inactive_topics.due_for_deletion(topic, rule, -1, 0)
+    assert inactive_topics.due_for_deletion(topic, rule, -1, 1_000)

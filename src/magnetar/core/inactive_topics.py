@@ -55,13 +55,16 @@ def awaits_deletion(topic: Topic, policies: InactiveTopicPolicies, retention_min
 
 
 def due_for_deletion(topic: Topic, policies: InactiveTopicPolicies, retention_minutes: int, now_ms: int) -> bool:
-    """Whether to delete the topic now. Unlimited retention (-1) keeps it, as Pulsar's
-    ``shouldTopicBeRetained``; a limited one keeps it for that long after it was last active."""
-    if not policies.deleteWhileInactive or not topic.name.persistent:
+    """Whether to delete the topic now. For a persistent topic, unlimited retention (-1)
+    keeps it, as Pulsar's ``shouldTopicBeRetained``, and a limited one keeps it for that long
+    after it was last active; a non-persistent topic keeps nothing to retain."""
+    if not policies.deleteWhileInactive:
         return False
     idle_ms = inactive_for(topic, policies, now_ms)
     if idle_ms <= 0 or idle_ms < policies.maxInactiveDurationSeconds * 1000:
         return False
+    if not topic.name.persistent:
+        return True
     return retention_minutes >= 0 and idle_ms >= retention_minutes * 60_000
 
 
