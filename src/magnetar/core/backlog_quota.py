@@ -31,7 +31,6 @@ from magnetar.core.topic import Topic
 #: eviction aims below the limit, so the next message does not exceed it again at once
 EVICTION_TARGET = 0.9
 HOLD = "producer_request_hold"
-EXCEPTION = "producer_exception"
 EVICTION = "consumer_backlog_eviction"
 #: Pulsar's message for a refused producer
 REFUSAL_MESSAGE = "Cannot create producer on topic with backlog quota exceeded"
