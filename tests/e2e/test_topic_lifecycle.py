@@ -1,8 +1,8 @@
 """A topic's life with the official client: inactive topics and subscriptions deleted after
 the configured time, termination, unload and clearing backlogs.
 
-The broker checks for inactive topics every second and deletes those inactive for two;
-subscriptions without consumers expire after three seconds. Tests that need their topics
+The broker checks for inactive topics every second and deletes those inactive for one;
+subscriptions without consumers expire after two seconds. Tests that need their topics
 to stay use a namespace whose policies turn both off.
 """
 
@@ -15,16 +15,16 @@ from collections.abc import Iterator
 import httpx
 import pulsar
 import pytest
-from e2e_helpers import EARLIEST, quiet_logger, receive_n, wait_until
+from e2e_helpers import EARLIEST, quiet_logger, wait_until
 
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.raw_client import RawConnection, T, ack, flow
 
-INACTIVE_S = 2
+INACTIVE_S = 1
 CONFIG = {
     "brokerDeleteInactiveTopicsFrequencySeconds": "1",
     "brokerDeleteInactiveTopicsMaxInactiveDurationSeconds": str(INACTIVE_S),
-    "subscriptionExpirationTimeMinutes": "0.05",
+    "subscriptionExpirationTimeMinutes": "0.03",
     "subscriptionExpiryCheckIntervalInMinutes": "0.01",
 }
 KEEP = {"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 60,
@@ -245,8 +245,13 @@ def test_unload_is_transparent_to_clients(admin: httpx.Client, client: pulsar.Cl
     producer.send(b"after topic unload")
     assert admin.put(f"/admin/v2/namespaces/{namespace}/unload").status_code == 204
     producer.send(b"after namespace unload")
-    got = [m.data() for m in receive_n(consumer, 3, timeout_ms=10000)]
-    assert got == [b"before", b"after topic unload", b"after namespace unload"]
+    # unacknowledged messages may come again after a reconnect (at least once), never out of order
+    first_seen: list[bytes] = []
+    while b"after namespace unload" not in first_seen:
+        data = consumer.receive(timeout_millis=10000).data()
+        if data not in first_seen:
+            first_seen.append(data)
+    assert first_seen == [b"before", b"after topic unload", b"after namespace unload"]
     assert admin.put("/admin/v2/namespaces/public/no-such-ns/unload").status_code == 404
 
 
