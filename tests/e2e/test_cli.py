@@ -153,3 +153,20 @@ def test_lifecycle_verbs(broker: BrokerProcess, tenant: str) -> None:
     assert last["entryId"] == 0 and last["partitionIndex"] == -1
     refused = magnetar(broker, "client", "produce", topic, "-m", "two")
     assert refused.returncode != 0
+
+
+def test_topic_policy_verbs(broker: BrokerProcess, tenant: str) -> None:
+    topic = f"persistent://public/default/{tenant}"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "set-retention", topic, "-s", "10M", "-t", "2h"))
+    assert json.loads(ok(magnetar(broker, "admin", "--json", "topics", "get-retention", topic))) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 10}
+    ok(magnetar(broker, "admin", "topics", "set-message-ttl", topic, "-t", "1h"))
+    ok(magnetar(broker, "admin", "topics", "set-max-producers", topic, "--max-producers", "3"))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-message-ttl", topic)).strip() == "3600"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "3"
+    ok(magnetar(broker, "admin", "topics", "remove-max-producers", topic))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "null"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic, "--applied")).strip() == "0"
+    refused = magnetar(broker, "admin", "topics", "set-max-consumers", topic, "--max-consumers", "-1")
+    assert refused.returncode != 0 and "maxConsumers must be 0 or more" in refused.stderr + refused.stdout

@@ -55,17 +55,13 @@ class BacklogQuotas:
 
 
 def resolve(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> BacklogQuotas:
-    """The quotas that apply (:func:`magnetar.core.policies.backlog_quotas`: the topic's map,
-    else the namespace's, else the broker's); a type the chosen map lacks has no limit
-    unless the broker's ``backlogQuotaDefault*`` setting gives one."""
+    """The quotas that apply, type by type (:func:`magnetar.core.policies.backlog_quotas`:
+    the topic's, else the namespace's, else the broker's ``backlogQuotaDefault*``)."""
     chosen = backlog_quotas(topic, policies, config)
-    default_policy = config.backlogQuotaDefaultRetentionPolicy
-    size = chosen.get("destination_storage")
-    time = chosen.get("message_age")
-    size_limit = config.backlogQuotaDefaultLimitBytes if size is None else _size_of(size)
-    time_limit = config.backlogQuotaDefaultLimitSecond if time is None or time.limitTime is None else time.limitTime
-    return BacklogQuotas(QuotaLimit(size_limit, (size.policy if size else None) or default_policy),
-                         QuotaLimit(time_limit, (time.policy if time else None) or default_policy))
+    size, time = chosen["destination_storage"], chosen["message_age"]
+    default = config.backlogQuotaDefaultRetentionPolicy
+    return BacklogQuotas(QuotaLimit(_size_of(size), size.policy or default),
+                         QuotaLimit(-1 if time.limitTime is None else time.limitTime, time.policy or default))
 
 
 def _size_of(quota: BacklogQuota) -> int:

@@ -23,7 +23,7 @@ from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.policies import InactiveTopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.subscription import Subscription, default_dispatcher
-from magnetar.core.topic import Topic
+from magnetar.core.topic import Topic, topic_of
 
 #: The expiry check never runs more often than this, whatever the config says.
 MIN_EXPIRY_CHECK_MS = 100
@@ -80,6 +80,8 @@ class BrokerCore:
         """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
         soonest: int | None = None
         for topic in list(self.topics.values()):
+            if topic.delayed is None or not topic.delayed.has_trackers:
+                continue  # most topics never see a delayed message: one check, not one per subscription
             for sub in list(topic.subscriptions.values()):
                 due = tick_subscription(sub, now_ms)
                 if due is not None and (soonest is None or due < soonest):
@@ -138,8 +140,9 @@ class BrokerCore:
         ``force``). Each is marked written; :meth:`cursor_write_failed` undoes that."""
         writes: list[CursorWrite] = []
         for topic in self.topics.values() if topics is None else topics:
-            if not topic.name.persistent:
+            if not (topic.cursors_changed or force) or not topic.name.persistent:
                 continue
+            topic.cursors_changed = False
             for sub in topic.subscriptions.values():
                 if not sub.durable or (sub.cursor.version == sub.persisted_version and not force):
                     continue
@@ -155,6 +158,7 @@ class BrokerCore:
         """The writes did not reach the store: write those cursors again next time."""
         for write in writes:
             write.subscription.persisted_version = -1
+            topic_of(write.subscription).cursor_changed()
 
     # -- data lifecycle -----------------------------------------------------------------
     def check_retention(self, now_ms: int) -> None:

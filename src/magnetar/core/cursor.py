@@ -30,8 +30,21 @@ class Cursor:
     individually_deleted: AckedPositions = field(default_factory=AckedPositions)
     batch_ack_sets: dict[Position, list[int]] = field(default_factory=dict)
     properties: dict[str, int | str] = field(default_factory=dict)
-    #: bumped on every change so the shell knows when a persist is due
-    version: int = 0
+    #: told of every change (the topic notes that it has a cursor to persist), so the
+    #: periodic persist visits changed topics only, not every loaded one
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    _version: int = field(default=0, init=False, repr=False, compare=False)
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change so the shell knows when a persist is due."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        if self.on_change is not None:
+            self.on_change()
 
     def is_acked(self, pos: Position) -> bool:
         return pos <= self.mark_delete or pos in self.individually_deleted

@@ -151,6 +151,8 @@ class DelayedDelivery:
         #: the tick that applies to this topic (the ``delayedDelivery`` policy's ``tickTime``,
         #: else ``delayedDeliveryTickTimeMillis``): how early a message may go (non-strict)
         self.tick_time_ms = config.delayedDeliveryTickTimeMillis
+        #: some subscription has had a tracker: the broker's tick visits this topic
+        self.has_trackers = False
 
     def retick(self, tick_time_ms: int, subscriptions: Iterable[SubscriptionView]) -> None:
         """The policy's tick changed: trackers made from now on and those in use take it, as
@@ -165,6 +167,7 @@ class DelayedDelivery:
                 sub.delayed_tracker.reset_tick_time(tick_time_ms)
 
     def _ticked(self, tracker: Any) -> Any:
+        self.has_trackers = True
         if tracker.tick_time_ms != self.tick_time_ms:
             tracker.reset_tick_time(self.tick_time_ms)
         return tracker

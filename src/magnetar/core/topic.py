@@ -94,11 +94,16 @@ class Topic:
         self.last_publish_ms = 0
         #: backlog-quota evictions by quota type (``size``, ``time``)
         self.quota_evictions = {"size": 0, "time": 0}
+        #: a cursor changed since the broker last looked for cursors to persist
+        self.cursors_changed = False
         #: recently published entries with the metadata parsed when they were checked
         self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
     def __str__(self) -> str:
         return str(self.name)
+
+    def cursor_changed(self) -> None:
+        self.cursors_changed = True
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
@@ -275,7 +280,8 @@ class Topic:
                             properties: dict[str, int | str] | None = None) -> Subscription:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
                         batch_index_acks=self.config.acknowledgmentAtBatchIndexLevelEnabled,
-                        properties=dict(properties or {}))
+                        properties=dict(properties or {}), on_change=self.cursor_changed)
+        self.cursor_changed()
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
         self._apply_limits(sub)
         self.subscriptions[name] = sub
@@ -378,7 +384,12 @@ class Topic:
         the shell removes their files off the event loop. Readers standing before what is
         left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
         ledgers = self.ledger.ledgers()
-        count = retention.ledgers_to_delete(ledgers, self.durable_marks(), self.applied.retention, now_ms)
+        if len(ledgers) < 2:
+            return []  # the current ledger alone: the common case, and never deleted
+        # what is not durable yet (a ledger just rolled over) waits, cursors or not
+        written = self.last_durable if self.last_durable is not None else BEFORE_START
+        holders = [*self.durable_marks(), written]
+        count = retention.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
         if count == 0:
             return []
         last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)

@@ -128,6 +128,9 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
+        moved = self.metadata.move_legacy_topic_policies()
+        if moved:
+            log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
     @property
     def broker_url(self) -> str:
@@ -480,13 +483,13 @@ class BrokerService:
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
         made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
         made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
-                                                             self.config)
+                                                              self.config)
         return made
 
     def apply_delayed_tick(self, topic: Topic) -> None:
         if topic.delayed is not None:
             tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
-                                                    self.config)
+                                                     self.config)
             topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
@@ -628,8 +631,9 @@ class BrokerService:
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
-        for topic in self.topics.values():
-            delayed_index.persist(self, topic, force)
+        if self.config.delayedDeliverySharedIndexEnabled:
+            for topic in self.topics.values():
+                delayed_index.persist(self, topic, force)
         return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
@@ -679,6 +683,8 @@ class BrokerService:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
             self._on_synced(synced)
         await asyncio.wrap_future(self.persist_cursors(force=True))
+        if self._removals:
+            await asyncio.wait(list(self._removals.values()))
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
