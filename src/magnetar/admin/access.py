@@ -56,7 +56,8 @@ _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDeliv
                        "maxConsumersPerSubscription", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
                        "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
-                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled")
+                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled",
+                       "inactiveTopicPolicies", "subscriptionExpirationTime")
 _TOPIC_POLICIES = ("retention", "messageTTL", "deduplicationEnabled", "maxProducers", "maxConsumers",
                    "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxUnackedMessagesOnSubscription",
                    "delayedDelivery", "compactionThreshold", "inactiveTopicPolicies")
@@ -86,6 +87,9 @@ RULES: dict[str, dict[str, Rule]] = {
        for policy in _NAMESPACE_POLICIES},
     NS + "/backlogQuotaMap": {"GET": TENANT_ADMIN},
     NS + "/backlogQuota": {"POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
+    NS + "/unload": {"PUT": TENANT_ADMIN},
+    NS + "/clearBacklog": {"POST": TENANT_ADMIN},
+    NS + "/clearBacklog/{subscription}": {"POST": TENANT_ADMIN},
     NS + "/permissions": {"GET": TENANT_ADMIN},
     NS + "/permissions/{role}": {"POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
     NS + "/permissions/subscription": {"GET": TENANT_ADMIN},
@@ -105,6 +109,8 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC: {"PUT": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/partitions": {"GET": LOOKUP, "PUT": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/unload": {"PUT": TOPIC_ADMIN},
+    TOPIC + "/terminate": {"POST": TOPIC_ADMIN},
+    TOPIC + "/terminate/partitions": {"POST": TOPIC_ADMIN},
     TOPIC + "/stats": {"GET": LOOKUP},
     TOPIC + "/partitioned-stats": {"GET": LOOKUP},
     TOPIC + "/internalStats": {"GET": LOOKUP},

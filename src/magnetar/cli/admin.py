@@ -308,6 +308,8 @@ POLICY_VERBS = (
     ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic"),
     ("max-topics-per-namespace", "maxTopicsPerNamespace"),
     ("publish-rate", "publishRate"),
+    ("inactive-topic-policies", "inactiveTopicPolicies"),
+    ("subscription-expiration-time", "subscriptionExpirationTime"),
 )
 
 
@@ -402,6 +404,46 @@ def remove_backlog_quota(ctx: typer.Context, namespace: str,
     admin = _admin_of(ctx)
     admin.call("DELETE", f"{namespace_path(namespace)}/backlogQuota", params={"backlogQuotaType": quota_type})
     admin.done(f"Removed backlog quota from {namespace}")
+
+
+@namespaces_app.command("unload")
+def namespaces_unload(ctx: typer.Context, namespace: str) -> None:
+    """Unload every topic of the namespace: clients reconnect and the topics load again."""
+    admin = _admin_of(ctx)
+    admin.call("PUT", f"{namespace_path(namespace)}/unload")
+    admin.done(f"Unloaded namespace {namespace}")
+
+
+@namespaces_app.command("clear-backlog")
+def namespaces_clear_backlog(ctx: typer.Context, namespace: str,
+                             subscription: Annotated[str | None, typer.Option("--sub", "-s")] = None) -> None:
+    """Skip every message of every subscription (or of one) on every topic of the namespace."""
+    admin = _admin_of(ctx)
+    suffix = "" if subscription is None else f"/{subscription}"
+    admin.call("POST", f"{namespace_path(namespace)}/clearBacklog{suffix}")
+    admin.done(f"Cleared the backlog of {namespace}")
+
+
+@namespaces_app.command("set-inactive-topic-policies")
+def set_inactive_topic_policies(
+        ctx: typer.Context, namespace: str,
+        mode: Annotated[str, typer.Option("--delete-mode", "-m", help=(
+            "delete_when_no_subscriptions | delete_when_subscriptions_caught_up"))],
+        max_inactive: Annotated[str, typer.Option("--max-inactive-duration", "-t", help="e.g. 600 or 10m")],
+        enable: Annotated[bool, typer.Option("--enable-delete-while-inactive/--disable-delete-while-inactive",
+                                             "-e/-d")] = True) -> None:
+    """When an unused topic of the namespace is deleted."""
+    _set_policy(ctx, namespace, "inactiveTopicPolicies", {
+        "inactiveTopicDeleteMode": mode, "maxInactiveDurationSeconds": parse_duration_ms(max_inactive) // 1000,
+        "deleteWhileInactive": enable})
+
+
+@namespaces_app.command("set-subscription-expiration-time")
+def set_subscription_expiration_time(
+        ctx: typer.Context, namespace: str,
+        minutes: Annotated[int, typer.Option("--time", "-t", help="minutes; 0 keeps subscriptions")]) -> None:
+    """Delete subscriptions without consumers for this long."""
+    _set_policy(ctx, namespace, "subscriptionExpirationTime", minutes)
 
 
 @namespaces_app.command("set-delayed-delivery")
@@ -584,6 +626,22 @@ def topics_unload(ctx: typer.Context, topic: str) -> None:
     name, path = topic_path(topic)
     admin.call("PUT", f"{path}/unload")
     admin.done(f"Unloaded topic {name}")
+
+
+@topics_app.command("terminate")
+def topics_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate a topic: no more messages; prints the id of its last message."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate").json())
+
+
+@topics_app.command("partitioned-terminate")
+def topics_partitioned_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate every partition of a partitioned topic; prints each last message id."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate/partitions").json())
 
 
 @topics_app.command("lookup")

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.core import message_expiry
+from magnetar.core import backlog_quota, inactive_topics, message_expiry
+from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
 from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.delayed_delivery import next_delivery_ms
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared import with_timers
+from magnetar.core.policies import InactiveTopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.topic import Topic, topic_of
@@ -95,6 +97,31 @@ class BrokerCore:
         if idle_ms <= 0:
             return []
         return [t for t in self.topics.values() if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
+
+    # -- data lifecycle ---------------------------------------------------------------------
+    def check_backlog_quotas(self, now_ms: int, quotas_of: Callable[[Topic], BacklogQuotas]) -> None:
+        """The ``backlogQuotaCheckIntervalInSeconds`` check: apply each persistent topic's
+        quota policy where its backlog exceeds a quota."""
+        for topic in list(self.topics.values()):
+            if topic.name.persistent and not topic.fenced:
+                backlog_quota.enforce(topic, quotas_of(topic), now_ms)
+
+    def inactive_topics(self, now_ms: int,
+                        policies_of: Callable[[Topic], tuple[InactiveTopicPolicies, int]]) -> list[Topic]:
+        """The ``brokerDeleteInactiveTopicsFrequencySeconds`` check: the topics to delete
+        now; ``policies_of`` gives a topic's inactive-topic policy and retention minutes."""
+        due = []
+        for topic in list(self.topics.values()):
+            policies, retention_minutes = policies_of(topic)
+            if not topic.fenced and inactive_topics.due_for_deletion(topic, policies, retention_minutes, now_ms):
+                due.append(topic)
+        return due
+
+    def expired_subscriptions(self, now_ms: int,
+                              minutes_of: Callable[[Topic], float]) -> list[tuple[Topic, Subscription]]:
+        """The ``subscriptionExpiryCheckIntervalInMinutes`` check: subscriptions to delete."""
+        return [(topic, sub) for topic in list(self.topics.values()) if topic.name.persistent
+                for sub in inactive_topics.expired_subscriptions(topic, minutes_of(topic), now_ms)]
 
     # -- storage ------------------------------------------------------------------------
     def on_persisted(self, topic_name: str, upto: Position, now_ms: int) -> bool:

@@ -104,3 +104,7 @@ class ConsumerAssignError(BrokerError):
 
 class IncompatibleSchema(BrokerError):
     code = ServerError.IncompatibleSchema
+
+
+class TopicTerminated(BrokerError):
+    code = ServerError.TopicTerminatedError

@@ -132,6 +132,7 @@ class Policies(BaseModel):
     retention_policies: RetentionPolicies | None = None
     delayed_delivery_policies: DelayedDeliveryPolicies | None = None
     backlog_quota_map: dict[BacklogQuotaType, BacklogQuota] | None = None
+    subscription_expiration_time_minutes: NonNegativeInt | None = None
     max_producers_per_topic: NonNegativeInt | None = None
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None

@@ -20,7 +20,14 @@ from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
+from magnetar.core.errors import (
+    NotAllowed,
+    ProducerBusy,
+    ProducerFenced,
+    ServerError,
+    SubscriptionNotFound,
+    TopicTerminated,
+)
 from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies
@@ -78,6 +85,15 @@ class Topic:
         self.applied = AppliedPolicies.of_config(config)
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
+        #: since when the inactive-topic check has found it inactive (None: active)
+        self.inactive_since_ms: int | None = None
+        #: the last entry of a terminated topic: nothing is published after it
+        self.terminated_at: Position | None = None
+        #: Pulsar's topicCreationTimeStamp (kept in the topic's metadata) and lastPublishTimeStamp
+        self.created_ms = 0
+        self.last_publish_ms = 0
+        #: backlog-quota evictions by quota type (``size``, ``time``)
+        self.quota_evictions = {"size": 0, "time": 0}
         #: a cursor changed since the broker last looked for cursors to persist
         self.cursors_changed = False
         #: recently published entries with the metadata parsed when they were checked
@@ -166,6 +182,8 @@ class Topic:
         the dispatch that follows, so an entry's metadata is parsed once."""
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
+        if self.terminated_at is not None:
+            raise TopicTerminated(f"Topic {self.name} was already terminated")
         try:
             pos = self.ledger.append(entry)
         except Exception:
@@ -180,6 +198,7 @@ class Topic:
                                                     last_sequence_id=last_sequence_id, dedup_id=dedup_id))
         producer.msg_in.add(now_ms, num_messages, len(entry))
         self.msg_in.add(now_ms, num_messages, len(entry))
+        self.last_publish_ms = now_ms
         return pos
 
     def answer_duplicate(self, producer: Producer, sequence_id: int, highest_sequence_id: int) -> None:
@@ -384,6 +403,34 @@ class Topic:
                 sub.cursor.ack_cumulative(last_gone)
         self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
         return ids
+
+    # -- termination -------------------------------------------------------------------
+    def terminate(self) -> Position:
+        """No more messages: producers are closed (new ones are refused with
+        TopicTerminatedError) and consumers learn the end once they received everything.
+        The last message id, (-1, -1) for a topic that never had one."""
+        if self.terminated_at is None:
+            last = self.ledger.last_position()
+            self.terminated_at = last if last is not None else Position(-1, -1)
+            for producer in list(self.producers.values()) + list(self.waiting_producers):
+                self.remove_producer(producer)
+                producer.sink.close_producer(producer.producer_id)
+        self.tell_end_of_topic()
+        return self.terminated_at
+
+    def tell_end_of_topic(self) -> None:
+        """REACHED_END_OF_TOPIC, once, to each consumer of a terminated topic whose
+        subscription has acknowledged every message (Pulsar's dispatchers tell the end only
+        then: ``Consumer.reachedEndOfTopic`` when the backlog is empty)."""
+        if self.terminated_at is None:
+            return
+        for sub in self.subscriptions.values():
+            if sub.backlog() > 0:
+                continue
+            for consumer in sub.consumers:
+                if not consumer.told_end_of_topic:
+                    consumer.told_end_of_topic = True
+                    consumer.sink.reached_end_of_topic(consumer.consumer_id)
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:

@@ -39,7 +39,7 @@ from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
-from magnetar.server import deduplication, delayed_index, property_dedup
+from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
@@ -196,10 +196,11 @@ class BrokerService:
 
     def _unload_idle_topics(self, now: int) -> None:
         for topic in self.core.idle_topics(now):
-            if str(topic.name) not in self.unloading:
-                self._background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
+            # one the inactive-topic check will delete stays loaded for it: one notion of active
+            if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
+                self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
 
-    def _background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    def background(self, work: Coroutine[Any, Any, None], what: str) -> None:
         def logged(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() is not None:
                 log.error("%s failed", what, exc_info=task.exception())
@@ -395,6 +396,7 @@ class BrokerService:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
+        topic_lifecycle.restore(self, topic)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             if cursor_name == DEDUP_CURSOR:
                 topic.dedup_snapshot_position = record.mark_delete
@@ -576,7 +578,7 @@ class BrokerService:
         if topic.pending_receipts:
             topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
         if str(topic.name) not in self.unloading:
-            self._background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
+            self.background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -724,6 +726,10 @@ class BrokerOperations(BrokerService):
         self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
 
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().start(loop)
+        topic_lifecycle.start(self, now_ms())
+
     def loaded_objects(self) -> int:
         return len(self.topics) + len(self.connections)
 
@@ -770,6 +776,9 @@ class BrokerOperations(BrokerService):
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
         limits.check_new_producer(topic, self.topic_policies(topic.name), self.policies_of(topic.name), self.config)
+        refusal = topic_lifecycle.producer_refusal(self, topic)
+        if refusal is not None:
+            raise refusal
 
     def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
         policies = self.policies_of(topic.name)
@@ -881,6 +890,18 @@ class BrokerOperations(BrokerService):
             return False
         await self._release_topic(topic, delete_data=False)
         return True
+
+    async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Delete every partition, then the partitioned topic's metadata."""
+        for index in range(partitions):
+            await self.delete_topic(name.partition(index))
+        self.metadata.delete_partitioned_topic(str(name))
+        self.metadata.delete_topic_policies(str(name))
+
+    async def unload_namespace(self, namespace: str) -> None:
+        """Unload every loaded topic of the namespace; clients reconnect and load them again."""
+        for topic in [t for t in self.topics.values() if t.name.namespace_name == namespace]:
+            await self.unload_topic(topic.name)
 
     async def delete_topic(self, name: TopicName) -> None:
         """Remove the topic, its data, cursors and schemas; clients are disconnected."""

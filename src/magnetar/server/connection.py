@@ -311,6 +311,10 @@ class ServerConnection(asyncio.Protocol):
         if self.protocol_version >= 12:
             self.write_command(commands.active_consumer_change(consumer_id, is_active))
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        if consumer_id in self.consumers:
+            self.write_command(commands.reached_end_of_topic(consumer_id))
+
     def close_consumer(self, consumer_id: int) -> None:
         entry = self.consumers.pop(consumer_id, None)
         if entry is not None:

@@ -292,6 +292,7 @@ def flow(conn: ClientConnection, frame: Frame) -> None:
     if found is not None:
         consumer, sub = found
         sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
+        topic_of(sub).tell_end_of_topic()
 
 
 def ack(conn: ClientConnection, frame: Frame) -> None:
@@ -306,6 +307,7 @@ def ack(conn: ClientConnection, frame: Frame) -> None:
             for m in req.message_id]
     if acks:
         sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, now_ms())
+        topic_of(sub).tell_end_of_topic()
     if req.HasField("request_id"):
         conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
 

@@ -90,5 +90,8 @@ class ReaderSink:
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         pass
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        raise Violation(f"reader {self.reader.name} told of the end of a topic nobody terminated")
+
     def close_consumer(self, consumer_id: int) -> None:
         raise Violation(f"the broker closed reader {self.reader.name} unasked")

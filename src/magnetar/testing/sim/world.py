@@ -92,6 +92,9 @@ class _Sink:
         if self.world.events is not None:
             self.world.events.append(f"    {self.client.name} {'active' if is_active else 'inactive'}")
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        raise Violation(f"{self.client.name} told of the end of a topic nobody terminated")
+
     def close_consumer(self, consumer_id: int) -> None:
         if self.world.closed_by_broker is None:
             raise Violation(f"the broker closed {self.client.name} unasked")
