@@ -86,21 +86,7 @@ def _update_policy(broker: BrokerOperations, tenant: str, namespace: str, field:
     else:
         policies[field] = value
     broker.metadata.put_namespace_policies(name, policies)
-    _apply_to_live_topics(broker, name, field, value)
-
-
-def _apply_to_live_topics(broker: BrokerOperations, namespace: str, field: str, value: Any) -> None:
-    """Limits that live subscriptions read take effect at once; unset means the broker default."""
-    if field == "max_unacked_messages_per_consumer":
-        attr, default = "max_unacked_per_consumer", broker.config.maxUnackedMessagesPerConsumer
-    elif field == "max_unacked_messages_per_subscription":
-        attr, default = "max_unacked_per_subscription", broker.config.maxUnackedMessagesPerSubscription
-    else:
-        return
-    for topic in list(broker.topics.values()):
-        if topic.name.namespace_name == namespace:
-            for sub in topic.subscriptions.values():
-                setattr(sub, attr, default if value is None else value)
+    broker.policies_changed(name)
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,22 @@ class BrokerConfig:
     maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
     brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    #: None: brokerDeleteInactiveTopicsFrequencySeconds, as in Pulsar
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    # data lifecycle: retention of consumed data, message TTL, backlog quotas, compaction, schemas
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    retentionCheckIntervalInSeconds: int = 120
+    ttlDurationDefaultInSeconds: int = 0
+    #: an int in Pulsar; fractions are accepted so that tests can expire within a second
+    messageExpiryCheckIntervalInMinutes: float = 5
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    brokerServiceCompactionThresholdInBytes: int = 0
+    schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
@@ -214,9 +230,11 @@ class BrokerConfig:
                 f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
+        self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
-                    "keepAliveIntervalSeconds")
+                    "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
@@ -230,9 +248,22 @@ class BrokerConfig:
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
                     "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
                     "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
-                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte",
+                    "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+
+    def _validate_lifecycle(self) -> None:
+        for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",
+                    "backlogQuotaDefaultLimitSecond"):
+            if getattr(self, key) < -1:
+                raise ConfigError(f"{key}={getattr(self, key)} must be -1 (no limit) or more")
+        choices = {"backlogQuotaDefaultRetentionPolicy": LIFECYCLE_CHOICES["backlog"],
+                   "brokerDeleteInactiveTopicsMode": LIFECYCLE_CHOICES["inactive"],
+                   "schemaCompatibilityStrategy": LIFECYCLE_CHOICES["schema"]}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key}={getattr(self, key)!r}: use one of " + ", ".join(allowed))
 
 
     def _validate_security(self) -> None:
@@ -279,6 +310,13 @@ AUTHENTICATION_PROVIDERS = {
 #: keys whose values are secrets (a data: URL holds the key itself): masked when shown
 SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+#: the values Pulsar's enums allow for the data-lifecycle settings
+LIFECYCLE_CHOICES = {
+    "backlog": ("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    "inactive": ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
+    "schema": ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+               "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"),
+}
 
 
 def _names(text: str) -> list[str]:

@@ -22,6 +22,7 @@ from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
 from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
+from magnetar.core.policies import AppliedPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.rate_limit import RateLimiter
@@ -72,6 +73,8 @@ class Topic:
         self.publish_limiter: RateLimiter | None = None
         #: the topic's dispatch rate, shared by its subscriptions' throttles
         self.dispatch_limiter: RateLimiter | None = None
+        #: its policies resolved (topic, namespace, broker); the shell applies changes
+        self.applied = AppliedPolicies.of_config(config)
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked
@@ -253,8 +256,19 @@ class Topic:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
                         properties=dict(properties or {}))
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
+        self._apply_limits(sub)
         self.subscriptions[name] = sub
         return sub
+
+    def apply_policies(self, applied: AppliedPolicies) -> None:
+        """Policies changed: limits that live subscriptions read take effect at once."""
+        self.applied = applied
+        for sub in self.subscriptions.values():
+            self._apply_limits(sub)
+
+    def _apply_limits(self, sub: Subscription) -> None:
+        sub.max_unacked_per_consumer = self.applied.max_unacked_on_consumer
+        sub.max_unacked_per_subscription = self.applied.max_unacked_on_subscription
 
     def _drop_what_was_not_taken(self, upto: Position) -> None:
         """Non-persistent: an entry goes to the consumers connected and ready when it arrives.
