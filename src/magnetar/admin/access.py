@@ -56,7 +56,8 @@ _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDeliv
                        "maxConsumersPerSubscription", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
                        "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
-                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled")
+                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled",
+                       "compactionThreshold")
 _TOPIC_POLICIES = ("retention", "messageTTL", "deduplicationEnabled", "maxProducers", "maxConsumers",
                    "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxUnackedMessagesOnSubscription",
                    "delayedDelivery", "compactionThreshold", "inactiveTopicPolicies")
@@ -98,6 +99,7 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC: {"PUT": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/partitions": {"GET": LOOKUP, "PUT": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/unload": {"PUT": TOPIC_ADMIN},
+    TOPIC + "/compaction": {"PUT": TOPIC_ADMIN, "GET": TOPIC_ADMIN},
     TOPIC + "/stats": {"GET": LOOKUP},
     TOPIC + "/partitioned-stats": {"GET": LOOKUP},
     TOPIC + "/internalStats": {"GET": LOOKUP},

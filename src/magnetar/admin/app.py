@@ -21,6 +21,7 @@ from magnetar.admin import (
     lookup,
     routes_brokers,
     routes_clusters,
+    routes_compaction,
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
@@ -53,6 +54,7 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
                    routes_namespaces.router, routes_permissions.namespace_router, lookup.router):
         app.include_router(router)
+    app.include_router(routes_compaction.router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
         app.include_router(routes_topic_policies.make_router(domain))

@@ -23,6 +23,7 @@ from magnetar.core.policies import (
     DelayedDeliveryPolicies,
     DispatchRate,
     NonNegativeInt,
+    NonNegativeInt64,
     Policies,
     PublishRate,
     RetentionPolicies,
@@ -117,6 +118,8 @@ POLICY_ENDPOINTS = (
                    "auto topic creation override"),
     PolicyEndpoint("subscriptionTypesEnabled", "subscription_types_enabled", list[SubscriptionType],
                    "subscription types enabled"),
+    PolicyEndpoint("compactionThreshold", "compaction_threshold", NonNegativeInt64,
+                   "compaction threshold (backlog bytes; 0 turns automatic compaction off)"),
 )
 
 

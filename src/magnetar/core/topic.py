@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
@@ -75,6 +76,8 @@ class Topic:
         self.dispatch_limiter: RateLimiter | None = None
         #: its policies resolved (topic, namespace, broker); the shell applies changes
         self.applied = AppliedPolicies.of_config(config)
+        #: the compacted view ``readCompacted`` consumers read, and compaction's status
+        self.compacted = CompactedTopic()
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked
@@ -240,13 +243,19 @@ class Topic:
     # -- subscriptions -------------------------------------------------------------
     def subscribe(self, name: str, consumer: Consumer, now_ms: int, *, durable: bool = True,
                   initial_earliest: bool = False, start: Position | None = None,
-                  create: bool = True) -> Subscription:
+                  create: bool = True, read_compacted: bool = False) -> Subscription:
+        if read_compacted:
+            check_read_compacted(consumer.sub_type)
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable and not create:
                 raise SubscriptionNotFound(f"Subscription {name} not found on {self.name}")
             sub = self.create_subscription(name, consumer.sub_type, durable=durable,
                                            mark_delete=self._initial_mark_delete(initial_earliest, start))
+        if not sub.consumers:
+            # the dispatcher made for the first consumer reads through the source set here
+            sub.source = CompactedTopicSource(self, self.compacted) \
+                if read_compacted and self.name.persistent else self
         sub.add_consumer(consumer, now_ms)
         sub.dispatcher.dispatch(now_ms)
         return sub
