@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import concurrent.futures
-
 import itertools
 import tempfile
 from pathlib import Path

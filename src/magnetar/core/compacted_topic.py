@@ -20,8 +20,10 @@ from typing import Literal, Protocol
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed
 from magnetar.core.managed_ledger import LedgerInfo
-from magnetar.core.positions import Position
+from magnetar.core.positions import Position, to_signed64
 from magnetar.core.subscription_view import EntrySource
+from magnetar.wire.batch import is_batch, iter_batch
+from magnetar.wire.frames import ProtocolError, parse_entry
 
 #: Pulsar's ``Compactor.COMPACTION_SUBSCRIPTION``.
 COMPACTION_SUBSCRIPTION = "__compaction"
@@ -125,6 +127,7 @@ class CompactedTopicSource:
         self.topic = topic
         self.compacted = compacted
         self.partition_index = topic.partition_index
+        self._retained: tuple[Position, list[int] | None] | None = None
 
     def _in_view(self, pos: Position) -> bool:
         horizon = self.compacted.horizon
@@ -145,6 +148,19 @@ class CompactedTopicSource:
         entry = self.read_entry(pos)
         return entry, EntryInfo.read(entry)
 
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        """A rewritten batch's surviving indexes, as the ack set sent with it: the C++
+        client (the official Python client's core) delivers ``compacted_out`` records as
+        empty messages, but skips indexes the ack set clears."""
+        if not self._in_view(pos):
+            return None
+        cached = self._retained
+        if cached is not None and cached[0] == pos:
+            return cached[1]
+        retained = retained_indexes(self.read_entry(pos))
+        self._retained = (pos, retained)
+        return retained
+
     def next_position(self, pos: Position) -> Position:
         horizon, view = self.compacted.horizon, self.compacted.view
         if horizon is None or pos >= horizon:
@@ -164,6 +180,25 @@ class CompactedTopicSource:
             return last
         view = self.compacted.view
         return view.last_upto(last) if view is not None else None
+
+
+def retained_indexes(entry: bytes) -> list[int] | None:
+    """The ack-set words (Java ``long``s) with a bit per message not ``compacted_out``;
+    None for an entry that is not a batch or hides nothing."""
+    try:
+        parsed = parse_entry(entry)
+        if not is_batch(parsed.metadata) or parsed.metadata.encryption_keys:
+            return None
+        records = iter_batch(parsed.metadata, parsed.payload)
+    except ProtocolError:
+        return None
+    if not any(single.compacted_out for single, _ in records):
+        return None
+    words = [0] * ((len(records) + 63) // 64)
+    for index, (single, _) in enumerate(records):
+        if not single.compacted_out:
+            words[index // 64] |= 1 << (index % 64)
+    return [to_signed64(word) for word in words]
 
 
 def backlog_bytes(ledgers: list[LedgerInfo], after: Position) -> int:

@@ -109,6 +109,9 @@ class Topic:
     def last_readable(self) -> Position | None:
         return self.last_durable
 
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        return None
+
     def entries_between(self, start: Position, end: Position) -> int:
         return self.ledger.entries_between(start, end)
 
