@@ -10,6 +10,7 @@ import httpx
 import pulsar
 import pytest
 from e2e_helpers import EARLIEST, new_topic, quiet_logger, wait_until
+from test_cli import magnetar, ok
 
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.raw_client import RawConnection, T, pb, subscribe
@@ -184,6 +185,29 @@ def test_threshold_compacts_without_being_asked(admin: httpx.Client, client: pul
         producer.send(b"y" * 100, partition_key=f"k{i % 2}")
     wait_until(lambda: status(admin, topic)["status"] == "SUCCESS", what="threshold compaction")
     assert sorted(keyed(read_all(client, topic))) == [("a", b"x" * 100), ("k0", b"y" * 100), ("k1", b"y" * 100)]
+
+
+def test_topic_level_threshold_overrides_the_broker_default(admin: httpx.Client, client: pulsar.Client) -> None:
+    topic = new_topic("topic-threshold")
+    producer = client.create_producer(topic, batching_enabled=False)
+    assert admin.post(path_of(topic) + "/compactionThreshold", json=500).status_code == 204
+    for i in range(10):
+        producer.send(b"z" * 100, partition_key=f"k{i % 3}")
+    wait_until(lambda: status(admin, topic)["status"] == "SUCCESS", what="threshold compaction")
+    assert len(read_all(client, topic)) == 3
+
+
+def test_cli_compact_and_status(broker: BrokerProcess, client: pulsar.Client) -> None:
+    topic = new_topic("cli")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(4):
+        producer.send(b"v", partition_key=f"k{i % 2}")
+    assert ok(magnetar(broker, "admin", "topics", "compaction-status", topic)) == \
+        f"Compaction has not been run for {topic} since broker startup\n"
+    assert ok(magnetar(broker, "admin", "topics", "compact", topic)) == f"Topic compaction requested for {topic}\n"
+    assert ok(magnetar(broker, "admin", "topics", "compaction-status", "-w", topic)) == "Compaction was a success\n"
+    missing = magnetar(broker, "admin", "topics", "compact", new_topic("missing"))
+    assert missing.returncode != 0 and "Topic not found" in missing.stderr
 
 
 def test_unknown_topics_get_404(admin: httpx.Client) -> None:
