@@ -548,19 +548,20 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str, force: ForceOption
 @topics_app.command("unload")
 def topics_unload(ctx: typer.Context, topic: str) -> None:
     """Unload a topic: clients reconnect and it is loaded again."""
+    _put_to_topic(ctx, topic, "unload", "Unloaded topic {name}")
+
+
+def _put_to_topic(ctx: typer.Context, topic: str, action: str, message: str) -> None:
     admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/unload")
-    admin.done(f"Unloaded topic {name}")
+    admin.call("PUT", f"{path}/{action}")
+    admin.done(message.format(name=name))
 
 
 @topics_app.command("compact")
 def topics_compact(ctx: typer.Context, topic: str) -> None:
     """Start compacting a topic: keep the latest message of each key (fails while one runs)."""
-    admin = _admin_of(ctx)
-    name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/compaction")
-    admin.done(f"Topic compaction requested for {name}")
+    _put_to_topic(ctx, topic, "compaction", "Topic compaction requested for {name}")
 
 
 _COMPACTION_MESSAGES = {"NOT_RUN": "Compaction has not been run for {topic} since broker startup",
