@@ -385,7 +385,7 @@ class Topic:
 
     def idle_for(self, now_ms: int) -> int:
         """How long the topic has been without clients, as seen by the checks so far."""
-        if self.has_clients() or self.pending_receipts:
+        if self.has_clients() or self.pending_receipts or self.compacted.state == "RUNNING":
             self.idle_since_ms = None
             return 0
         if self.idle_since_ms is None:

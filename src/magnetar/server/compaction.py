@@ -41,13 +41,13 @@ from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerSt
 from magnetar.storage.interfaces import StorageError
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerService
+    from magnetar.server.broker_shell import BrokerShell
 
 log = logging.getLogger("magnetar.compaction")
 
 
 class TopicCompaction:
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: BrokerShell) -> None:
         self.broker = broker
         self.storage = CompactedLedgerStorage(broker.data_dir / "compacted")
         self._running: dict[Topic, asyncio.Task[None]] = {}
