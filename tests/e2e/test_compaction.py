@@ -171,6 +171,11 @@ def test_read_compacted_is_refused_on_shared_subscriptions(broker: BrokerProcess
     consumer.close()
 
 
+def batching_producer(client: pulsar.Client, topic: str) -> pulsar.Producer:
+    return client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
+                                  batching_max_publish_delay_ms=60_000)
+
+
 def test_threshold_compacts_without_being_asked(admin: httpx.Client, client: pulsar.Client) -> None:
     assert admin.put(f"/admin/v2/namespaces/{THRESHOLD_NS}").status_code == 204
     base = f"/admin/v2/namespaces/{THRESHOLD_NS}/compactionThreshold"
@@ -178,21 +183,24 @@ def test_threshold_compacts_without_being_asked(admin: httpx.Client, client: pul
     assert admin.post(base, json=2000).status_code == 204
     assert admin.get(base).json() == 2000
     topic = f"persistent://{THRESHOLD_NS}/auto-{new_topic()[-10:]}"
-    producer = client.create_producer(topic, batching_enabled=False)
-    producer.send(b"x" * 100, partition_key="a")
+    producer = batching_producer(client, topic)
+    producer.send_async(b"x" * 100, None, partition_key="a")
+    producer.flush()
     assert status(admin, topic)["status"] == "NOT_RUN"  # 100 bytes: below the threshold
-    for i in range(30):
-        producer.send(b"y" * 100, partition_key=f"k{i % 2}")
+    for i in range(30):  # one batch: the threshold is passed at once, not in the middle
+        producer.send_async(b"y" * 100, None, partition_key=f"k{i % 2}")
+    producer.flush()
     wait_until(lambda: status(admin, topic)["status"] == "SUCCESS", what="threshold compaction")
     assert sorted(keyed(read_all(client, topic))) == [("a", b"x" * 100), ("k0", b"y" * 100), ("k1", b"y" * 100)]
 
 
 def test_topic_level_threshold_overrides_the_broker_default(admin: httpx.Client, client: pulsar.Client) -> None:
     topic = new_topic("topic-threshold")
-    producer = client.create_producer(topic, batching_enabled=False)
+    producer = batching_producer(client, topic)
     assert admin.post(path_of(topic) + "/compactionThreshold", json=500).status_code == 204
     for i in range(10):
-        producer.send(b"z" * 100, partition_key=f"k{i % 3}")
+        producer.send_async(b"z" * 100, None, partition_key=f"k{i % 3}")
+    producer.flush()
     wait_until(lambda: status(admin, topic)["status"] == "SUCCESS", what="threshold compaction")
     assert len(read_all(client, topic)) == 3
 
