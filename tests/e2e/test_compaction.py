@@ -12,6 +12,7 @@ import pytest
 from e2e_helpers import EARLIEST, new_topic, quiet_logger, wait_until
 from test_cli import magnetar, ok
 
+from magnetar.storage.segment_ledger import topic_dir_name
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.raw_client import RawConnection, T, pb, subscribe
 
@@ -218,6 +219,19 @@ def test_cli_compact_and_status(broker: BrokerProcess, client: pulsar.Client) ->
     assert missing.returncode != 0 and "Topic not found" in missing.stderr
 
 
+def test_a_partitioned_topic_is_compacted_partition_by_partition(admin: httpx.Client,
+                                                                  client: pulsar.Client) -> None:
+    topic = new_topic("partitioned")
+    assert admin.put(path_of(topic) + "/partitions", json=2).status_code == 204
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(20):
+        producer.send(b"v%d" % i, partition_key=f"k{i % 4}")
+    assert admin.put(path_of(topic) + "/compaction").status_code == 204
+    for partition in (f"{topic}-partition-0", f"{topic}-partition-1"):
+        wait_until(lambda p=partition: status(admin, p)["status"] == "SUCCESS", what=f"{partition} compacted")
+    assert sorted(keyed(read_all(client, topic))) == [(f"k{k}", b"v%d" % (16 + k)) for k in range(4)]
+
+
 def test_unknown_topics_get_404(admin: httpx.Client) -> None:
     missing = path_of(new_topic("missing"))
     assert admin.put(missing + "/compaction").status_code == 404
@@ -238,3 +252,34 @@ def test_the_view_survives_a_crash(broker: BrokerProcess, admin: httpx.Client) -
         assert keyed(read_all(c, topic)) == [("k0", b"v8"), ("k1", b"v9")]
     finally:
         c.close()
+
+
+def test_a_broker_killed_while_compacting_keeps_a_whole_view(broker: BrokerProcess, admin: httpx.Client) -> None:
+    topic = new_topic("killed")
+    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    producer = c.create_producer(topic, batching_enabled=True, batching_max_messages=1000, block_if_queue_full=True)
+    for i in range(300):
+        producer.send_async(b"first", None, partition_key=f"k{i % 100}")
+    producer.flush()
+    compact(admin, topic)
+    for i in range(100_000):
+        producer.send_async(b"second-%d" % i, None, partition_key=f"k{i % 100}")
+    producer.flush()
+    c.close()
+    assert admin.put(path_of(topic) + "/compaction").status_code == 204
+    wait_until(lambda: list((broker.data_dir / "compacted").rglob("*.tmp")), what="the new view being written")
+    broker.kill()
+    broker.start()
+    with httpx.Client(base_url=broker.web_url, timeout=10) as fresh:
+        internal = fresh.get(path_of(topic) + "/internalStats").json()  # loads the topic
+    views = sorted(p.name for p in (broker.data_dir / "compacted" / topic_dir_name(topic)).iterdir())
+    assert views == [f"{internal['compactedLedger']['ledgerId']:020d}.cmp"]  # the other file is gone
+    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        view = read_all(c, topic)
+    finally:
+        c.close()
+    latest = {f"k{i % 100}": b"second-%d" % i for i in range(99_900, 100_000)}
+    # the first view then every live message, or the second view alone: one key per message either way
+    assert dict(keyed(view)) == latest
+    assert len(view) in (100, 100 + 100_000)
