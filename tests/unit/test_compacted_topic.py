@@ -119,9 +119,9 @@ def test_the_compaction_cursor_holds_data_like_any_subscription() -> None:
     consumer_sub.cursor.ack_cumulative(topic.last_durable)  # type: ignore[arg-type]
     compaction = topic.create_subscription(COMPACTION_SUBSCRIPTION, "Exclusive", durable=True,
                                            mark_delete=BEFORE_START)
-    assert topic.trim_consumed_ledgers() == []
+    assert topic.apply_retention(0) == []
     compaction.cursor.reset(Position(topic.ledger.ledgers()[1].ledger_id, 1))
-    assert len(topic.trim_consumed_ledgers()) == 2
+    assert len(topic.apply_retention(0)) == 2
 
 
 def test_status_moves_and_refuses_a_second_run() -> None:

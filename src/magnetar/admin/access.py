@@ -93,6 +93,13 @@ RULES: dict[str, dict[str, Rule]] = {
     NS + "/permissions/subscription/{subscription}": {"POST": TENANT_ADMIN},
     NS + "/permissions/{subscription}/{role}": {"DELETE": TENANT_ADMIN},
     NS + "/subscriptionAuthMode": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/replication": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    **{f"{NS}/{offload}": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN, "PUT": TENANT_ADMIN, "DELETE": TENANT_ADMIN}
+       for offload in ("offloadThreshold", "offloadPolicies")},
+    **{f"{NS}/{offload}": {"POST": TENANT_ADMIN, "PUT": TENANT_ADMIN, "DELETE": TENANT_ADMIN}
+       for offload in ("offloadThresholdInSeconds", "offloadDeletionLagMs")},
+    TOPIC + "/offload": {"PUT": TOPIC_ADMIN},
+    TOPIC + "/offloadPolicies": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}": {"GET": LOOKUP},
     "/admin/v2/{domain}/{tenant}/{namespace}": {"GET": NS_LOOKUP},
     "/admin/v2/{domain}/{tenant}/{namespace}/partitioned": {"GET": NS_LOOKUP},

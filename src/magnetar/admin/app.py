@@ -29,6 +29,7 @@ from magnetar.admin import (
     routes_tenants,
     routes_topic_policies,
     routes_topics,
+    routes_unsupported,
 )
 from magnetar.admin.common import PLAIN_TEXT, Broker
 from magnetar.security.peer_certificates import PeerCertificates
@@ -52,7 +53,8 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication, peers=peers)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
-                   routes_namespaces.router, routes_permissions.namespace_router, lookup.router):
+                   routes_namespaces.router, routes_permissions.namespace_router, routes_unsupported.namespace_router,
+                   lookup.router):
         app.include_router(router)
     app.include_router(routes_compaction.router)
     for domain in ("persistent", "non-persistent"):
@@ -61,6 +63,7 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
         app.include_router(routes_permissions.make_topic_router(domain))
+        app.include_router(routes_unsupported.make_topic_router(domain))
 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)

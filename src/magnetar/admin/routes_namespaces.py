@@ -16,6 +16,7 @@ from magnetar.admin.common import Broker, namespace_name, require_namespace, req
 from magnetar.admin.errors import conflict
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
+from magnetar.admin.routes_unsupported import check_unsupported_policies
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
@@ -49,7 +50,9 @@ async def create_namespace(broker: Broker, tenant: str, namespace: str,
     require_tenant(broker, tenant)
     if broker.metadata.get_namespace_policies(name) is not None:
         raise conflict("Namespace already exists")
-    broker.metadata.create_namespace(name, policies_to_store(policies))
+    stored = policies_to_store(policies)
+    check_unsupported_policies(broker, stored)
+    broker.metadata.create_namespace(name, stored)
 
 
 @router.delete("/{tenant}/{namespace}", status_code=204,

@@ -63,7 +63,6 @@ class BrokerConfig:
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
     acknowledgmentAtBatchIndexLevelEnabled: bool = True
-    dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
     subscriptionKeySharedUseClassicPersistentImplementation: bool = False
@@ -235,7 +234,7 @@ class BrokerConfig:
             )
         self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
-                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
                     "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds",
                     "brokerServiceCompactionMonitorIntervalInSeconds")

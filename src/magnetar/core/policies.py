@@ -217,6 +217,16 @@ def delayed_delivery_active(topic: TopicPolicies, policies: Policies, config: Br
     return config.delayedDeliveryEnabled if policy is None else policy.active
 
 
+def delayed_delivery_tick_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
+    """The tick of a topic's delayed-delivery trackers: the topic's
+    ``delayedDeliveryTickTimeMillis``, else the namespace policy's ``tickTime``, else
+    the broker's ``delayedDeliveryTickTimeMillis``."""
+    if topic.delayedDeliveryTickTimeMillis is not None:
+        return topic.delayedDeliveryTickTimeMillis
+    policy = policies.delayed_delivery_policies
+    return config.delayedDeliveryTickTimeMillis if policy is None else policy.tickTime
+
+
 def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
     """The longest delivery delay a message may ask for (0: no limit)."""
     if topic.delayedDeliveryMaxDelayInMillis is not None:
@@ -229,10 +239,8 @@ def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: Brok
 
 def delayed_delivery(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> DelayedDeliveryPolicies:
     """The delayed-delivery policy that applies, as the admin API shows it (``applied=true``)."""
-    ns = policies.delayed_delivery_policies
-    tick_ms = topic.delayedDeliveryTickTimeMillis or (ns.tickTime if ns is not None
-                                                      else config.delayedDeliveryTickTimeMillis)
-    return DelayedDeliveryPolicies(tickTime=tick_ms, active=delayed_delivery_active(topic, policies, config),
+    return DelayedDeliveryPolicies(tickTime=delayed_delivery_tick_ms(topic, policies, config),
+                                   active=delayed_delivery_active(topic, policies, config),
                                    maxDeliveryDelayInMillis=max_delivery_delay_ms(topic, policies, config))
 
 
@@ -302,17 +310,16 @@ def message_ttl_s(topic: TopicPolicies, policies: Policies, config: BrokerConfig
 
 def backlog_quotas(topic: TopicPolicies, policies: Policies,
                    config: BrokerConfig) -> dict[BacklogQuotaType, BacklogQuota]:
-    """The backlog quota of each type: the topic's map when set, else the namespace's, else
-    the broker's ``backlogQuotaDefaultLimitBytes`` / ``backlogQuotaDefaultLimitSecond``."""
-    if topic.backLogQuotaMap:
-        return dict(topic.backLogQuotaMap)
-    if policies.backlog_quota_map:
-        return dict(policies.backlog_quota_map)
+    """The backlog quota of each type: the topic's, else the namespace's, else the broker's
+    ``backlogQuotaDefaultLimitBytes`` / ``backlogQuotaDefaultLimitSecond`` with
+    ``backlogQuotaDefaultRetentionPolicy``."""
     policy: BacklogQuotaPolicy = config.backlogQuotaDefaultRetentionPolicy  # type: ignore[assignment]
-    return {"destination_storage": BacklogQuota(limitSize=config.backlogQuotaDefaultLimitBytes, limitTime=-1,
-                                                policy=policy),
-            "message_age": BacklogQuota(limitSize=-1, limitTime=config.backlogQuotaDefaultLimitSecond,
-                                        policy=policy)}
+    defaults: dict[BacklogQuotaType, BacklogQuota] = {
+        "destination_storage": BacklogQuota(limitSize=config.backlogQuotaDefaultLimitBytes, limitTime=-1,
+                                            policy=policy),
+        "message_age": BacklogQuota(limitSize=-1, limitTime=config.backlogQuotaDefaultLimitSecond, policy=policy)}
+    own, namespace = topic.backLogQuotaMap or {}, policies.backlog_quota_map or {}
+    return {kind: own.get(kind) or namespace.get(kind) or default for kind, default in defaults.items()}
 
 
 def max_producers(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.core import retention
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
 from magnetar.core.consumer import Consumer
@@ -80,11 +81,16 @@ class Topic:
         self.compacted = CompactedTopic()
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
+        #: a cursor changed since the broker last looked for cursors to persist
+        self.cursors_changed = False
         #: recently published entries with the metadata parsed when they were checked
         self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
     def __str__(self) -> str:
         return str(self.name)
+
+    def cursor_changed(self) -> None:
+        self.cursors_changed = True
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
@@ -266,7 +272,9 @@ class Topic:
     def create_subscription(self, name: str, sub_type: str, *, durable: bool, mark_delete: Position,
                             properties: dict[str, int | str] | None = None) -> Subscription:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
-                        properties=dict(properties or {}))
+                        batch_index_acks=self.config.acknowledgmentAtBatchIndexLevelEnabled,
+                        properties=dict(properties or {}), on_change=self.cursor_changed)
+        self.cursor_changed()
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
         self._apply_limits(sub)
         self.subscriptions[name] = sub
@@ -356,14 +364,34 @@ class Topic:
             marks.append(self.dedup_snapshot_position or BEFORE_START)
         return min(marks) if marks else None
 
-    def trim_consumed_ledgers(self) -> list[int]:
-        """Delete ledgers every durable subscription has fully consumed."""
-        slowest = self.slowest_mark_delete()
-        if slowest is None or slowest < BEFORE_START:
+    def durable_marks(self) -> list[Position]:
+        """Where each durable cursor stands: subscriptions, and deduplication, which replays
+        from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
+        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        if self.dedup is not None:
+            marks.append(self.dedup_snapshot_position or BEFORE_START)
+        return marks
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.retention`);
+        the shell removes their files off the event loop. Readers standing before what is
+        left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
+        ledgers = self.ledger.ledgers()
+        if len(ledgers) < 2:
+            return []  # the current ledger alone: the common case, and never deleted
+        # what is not durable yet (a ledger just rolled over) waits, cursors or not
+        written = self.last_durable if self.last_durable is not None else BEFORE_START
+        holders = [*self.durable_marks(), written]
+        count = retention.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
+        if count == 0:
             return []
-        first_kept = self.ledger.next_position(slowest)
-        self._forget_recent_before(first_kept)
-        return self.ledger.trim_before(first_kept)
+        last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)
+        ids = self.ledger.detach_before(Position(ledgers[count].ledger_id, 0))
+        for sub in self.subscriptions.values():
+            if not sub.durable:
+                sub.cursor.ack_cumulative(last_gone)
+        self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
+        return ids
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:

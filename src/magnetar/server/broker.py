@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import authorization, cursor_moves, limits, policies, publish
+from magnetar.core import authorization, cursor_moves, limits, message_expiry, policies, publish
 from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.broker_timers import PeriodicTask
@@ -102,6 +102,9 @@ class BrokerService:
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
+        #: topic -> the removal of its detached ledgers' files, while one runs
+        self._removals: dict[str, asyncio.Future[None]] = {}
+        self.core.ledgers_detached = self._remove_detached
         self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
                                                          config.brokerPublisherThrottlingMaxByteRate)
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
@@ -128,6 +131,9 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
+        moved = self.metadata.move_legacy_topic_policies()
+        if moved:
+            log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
     @property
     def broker_url(self) -> str:
@@ -213,6 +219,7 @@ class BrokerService:
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
+            await self._finish_removal(topic, delete_data)
             if topic.delayed is not None:
                 topic.delayed.release(topic, delete_data)
             # closing syncs and deleting removes a directory: off the event loop
@@ -411,6 +418,7 @@ class BrokerService:
         property_dedup.refresh(self, topic)
         self.apply_publish_rate(topic)
         self.apply_dispatch_rates(topic)
+        self.apply_delayed_tick(topic)
         topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
                                                      self.config))
 
@@ -479,7 +487,16 @@ class BrokerService:
             return policies.delayed_delivery_active(self.topic_policies(name),
                                                     self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
-        return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
+                                                              self.config)
+        return made
+
+    def apply_delayed_tick(self, topic: Topic) -> None:
+        if topic.delayed is not None:
+            tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                     self.config)
+            topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
@@ -576,15 +593,53 @@ class BrokerService:
 
     # -- cursors ---------------------------------------------------------------------------
     def _persist_tick(self, now: int) -> None:
-        """The cursor-persist deadline: changed cursors, due dedup snapshots, trimming."""
+        """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes."""
         self.persist_cursors()
         self.refresh_policies()
-        self.core.trim_consumed_ledgers()
+
+    # -- retention --------------------------------------------------------------------------
+    def _remove_detached(self, topic: Topic, detached: list[int]) -> None:
+        """Retention detached ledgers of ``topic``: their files are removed once the cursors
+        that moved past them are durable, so that after a crash no stored cursor stands in
+        a removed ledger; the removal (unlinks, a directory sync) runs on a worker thread."""
+        log.info("retention of %s deletes ledgers %s", topic.name, detached)
+        if self.loop is None:
+            topic.ledger.remove_detached()
+            return
+        key = str(topic.name)
+        written = asyncio.wrap_future(self.persist_topic_cursors(topic))
+        work = asyncio.ensure_future(self._remove_files(topic, written))
+        self._removals[key] = work
+        work.add_done_callback(lambda done: self._removal_done(key, done))
+
+    @staticmethod
+    async def _remove_files(topic: Topic, written: asyncio.Future[None]) -> None:
+        await written
+        await asyncio.get_running_loop().run_in_executor(None, topic.ledger.remove_detached)
+
+    def _removal_done(self, key: str, done: asyncio.Future[None]) -> None:
+        if self._removals.get(key) is done:
+            del self._removals[key]
+        if not done.cancelled() and done.exception() is not None:
+            log.error("removing the deleted ledgers of %s failed (they go at the next removal)", key,
+                      exc_info=done.exception())
+
+    async def _finish_removal(self, topic: Topic, delete_data: bool) -> None:
+        """Before a topic's files are closed, retention is applied once more (an unloaded
+        topic is not checked), and every removal of its files has finished."""
+        if topic.name.persistent and not delete_data:
+            detached = topic.apply_retention(now_ms())
+            if detached:
+                self._remove_detached(topic, detached)
+        pending = self._removals.get(str(topic.name))
+        if pending is not None:
+            await asyncio.wait([pending])
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
-        for topic in self.topics.values():
-            delayed_index.persist(self, topic, force)
+        if self.config.delayedDeliverySharedIndexEnabled:
+            for topic in self.topics.values():
+                delayed_index.persist(self, topic, force)
         return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
@@ -634,6 +689,8 @@ class BrokerService:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
             self._on_synced(synced)
         await asyncio.wrap_future(self.persist_cursors(force=True))
+        if self._removals:
+            await asyncio.wait(list(self._removals.values()))
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
@@ -808,12 +865,10 @@ class BrokerOperations(BrokerService):
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
         return cursor_moves.skip_messages(sub, count)
 
-    def expire_messages(self, sub: Subscription, expire_time_s: int) -> int:
+    @staticmethod
+    def expire_messages(sub: Subscription, expire_time_s: int) -> int:
         """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
-        now = now_ms()
-        expired = cursor_moves.expire_messages(sub, expire_time_s, now)
-        self.recorder.expired(str(sub.topic.name), sub.name, expired, now)
-        return expired
+        return message_expiry.expire(sub, expire_time_s, now_ms())
 
     async def unload_topic(self, name: TopicName) -> bool:
         """Close every client and release the topic; it is reopened on next use."""

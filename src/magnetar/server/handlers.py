@@ -142,6 +142,11 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
         address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
+    initial_subscription = req.initial_subscription_name if req.HasField("initial_subscription_name") else ""
+    if initial_subscription and initial_subscription not in topic.subscriptions \
+            and not broker.config.allowAutoSubscriptionCreation:
+        raise NotAllowed("Could not create the initial subscription due to the auto subscription creation "
+                         "is not allowed.")
     _replace_stale_producer(topic, prod)
     if req.HasField("topic_epoch") and prod.exclusive and req.topic_epoch < topic.topic_epoch \
             and prod.access_mode != AccessMode.ExclusiveWithFencing:
@@ -152,8 +157,8 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     conn.producers[req.producer_id] = prod
     conn.producer_topics[req.producer_id] = topic
     conn.producer_requests[req.producer_id] = req.request_id
-    if req.HasField("initial_subscription_name") and req.initial_subscription_name:
-        broker.ensure_subscription(topic, req.initial_subscription_name)
+    if initial_subscription:
+        broker.ensure_subscription(topic, initial_subscription)
     epoch = topic.topic_epoch if prod.exclusive else None
     conn.write_command(commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
