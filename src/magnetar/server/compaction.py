@@ -155,12 +155,6 @@ class TopicCompaction:
         view.close()
         await asyncio.get_running_loop().run_in_executor(None, self.storage.delete, str(topic.name), view.ledger_id)
 
-    async def wait(self) -> None:
-        """Let running compactions finish (shutdown)."""
-        running = list(self._running.values())
-        if running:
-            await asyncio.gather(*running, return_exceptions=True)
-
 
 def _named_ledger(sub: Subscription | None) -> int | None:
     if sub is None:
