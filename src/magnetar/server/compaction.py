@@ -50,6 +50,7 @@ class TopicCompaction:
     def __init__(self, broker: BrokerShell) -> None:
         self.broker = broker
         self.storage = CompactedLedgerStorage(broker.data_dir / "compacted")
+        #: the running compactions, held so that their tasks are not collected midway
         self._running: dict[Topic, asyncio.Task[None]] = {}
 
     def start(self, now: int) -> None:
