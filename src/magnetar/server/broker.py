@@ -47,6 +47,7 @@ from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
+from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
@@ -75,6 +76,7 @@ class BrokerService:
         self.core = BrokerCore(config)
         self.timer = BrokerTimer(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
+        self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
@@ -182,6 +184,7 @@ class BrokerService:
             check_ms = min(max(idle_s * 500, 100), 60_000)
             PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
+        self.long_lived.install()
         self.ready = True
 
     def _check_disk(self, now: int) -> None:
@@ -216,6 +219,7 @@ class BrokerService:
             topic.fenced = True
             topic.close_all_clients()
             self.topics.pop(key, None)
+            self.long_lived.released()
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
@@ -230,6 +234,10 @@ class BrokerService:
                 await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         finally:
             self.unloading.discard(key)
+
+    def loaded_objects(self) -> int:
+        """Topics (and, with connections, those) the broker holds: see LongLivedObjects."""
+        return len(self.topics)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -682,6 +690,7 @@ class BrokerService:
     async def close(self) -> None:
         self.ready = False
         self.timer.stop()
+        self.long_lived.uninstall()
         for topic in list(self.topics.values()):
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
@@ -724,6 +733,9 @@ class BrokerOperations(BrokerService):
         self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
 
+    def loaded_objects(self) -> int:
+        return len(self.topics) + len(self.connections)
+
     def admit_connection(self, ip: str) -> str | None:
         """Count a new connection, or say why it is refused."""
         refusal = limits.connection_refusal(len(self.connections), self._connections_per_ip[ip], self.config)
@@ -732,6 +744,7 @@ class BrokerOperations(BrokerService):
         return refusal
 
     def connection_closed(self, ip: str) -> None:
+        self.long_lived.released()
         self._connections_per_ip[ip] -= 1
         if self._connections_per_ip[ip] <= 0:
             del self._connections_per_ip[ip]
