@@ -190,3 +190,18 @@ def test_compaction_in_two_steps_equals_the_model(ops: list[tuple[str | None, by
     first, _ = run(entries[:split])
     again, _ = run(first + entries[split:])
     assert visible(again) == visible(kept)
+
+
+def chunk(key: str, uuid: str, chunk_id: int, chunks: int) -> bytes:
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, partition_key=key, uuid=uuid,
+                                  chunk_id=chunk_id, num_chunks_from_msg=chunks, total_chunk_msg_size=10 * chunks)
+    return make_entry(metadata, b"c" * 10)
+
+
+def test_every_chunk_of_the_latest_chunked_message_stays_together() -> None:
+    entries = at([chunk("a", "u1", 0, 3), chunk("a", "u1", 1, 3), chunk("a", "u1", 2, 3), message("b", b"b1"),
+                  chunk("a", "u2", 0, 2), message("c", b"c1"), chunk("a", "u2", 1, 2)])
+    kept, _ = run(entries)
+    assert [pos.entry_id for pos, _ in kept] == [3, 4, 5, 6]
+    replaced, _ = run(entries + [(Position(2, 0), message("a", b"plain"))])
+    assert [pos for pos, _ in replaced] == [Position(1, 3), Position(1, 5), Position(2, 0)]

@@ -14,7 +14,9 @@ a payload (payloads may be orders of magnitude larger than ids):
 
 As in Pulsar 3.2+ (PIP-318), messages without a key are dropped unless
 ``topicCompactionRetainNullKey`` is set, and server-only markers are always dropped. An
-encrypted batch cannot be read by the broker: like Pulsar, compaction keeps it whole.
+encrypted batch cannot be read by the broker: like Pulsar, compaction keeps it whole. A
+chunked message counts at its last chunk, and all its chunks stay while it is the latest
+of its key.
 
 The input is an iterable of ``(position, entry)`` over the previous compacted view then the
 topic from the previous horizon on, so compaction is incremental. Pure functions, no I/O:
@@ -31,8 +33,9 @@ from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import compress, is_batch, iter_batch, make_batch
 from magnetar.wire.frames import ProtocolError, make_entry, parse_entry
 
-#: A message's id within the topic: its entry and its index in the batch (-1: not a batch).
-MessageRef = tuple[Position, int]
+#: A message's id within the topic: its entry, its index in the batch (-1: not a batch) and,
+#: for a chunked message, its ``uuid`` ("" otherwise; the id is its last chunk's).
+MessageRef = tuple[Position, int, str]
 
 #: The input, read once per phase: a callable so that each phase gets a fresh scan.
 EntryScan = Callable[[], Iterable[tuple[Position, bytes]]]
@@ -76,6 +79,27 @@ def _entry_messages(entry: bytes) -> tuple[pb.MessageMetadata, memoryview | byte
     return parsed.metadata, parsed.payload, records
 
 
+def _is_chunk(metadata: pb.MessageMetadata) -> bool:
+    return metadata.num_chunks_from_msg > 1
+
+
+def _keyed_messages(pos: Position, metadata: pb.MessageMetadata, payload: memoryview | bytes,
+                    records: _Records) -> list[tuple[MessageRef, _Message]]:
+    """The messages of an entry that phase one counts, with their ids."""
+    if metadata.HasField("marker_type") or not _readable_batch(metadata) and is_batch(metadata):
+        return []
+    if records:
+        return [((pos, i, ""), _message_of(s.HasField("partition_key"), s.partition_key, s.payload_size,
+                                           s.null_value))
+                for i, (s, _) in enumerate(records) if not s.compacted_out]
+    if _is_chunk(metadata) and metadata.chunk_id != metadata.num_chunks_from_msg - 1:
+        return []  # a chunked message counts once it is whole: at its last chunk
+    uuid = metadata.uuid if _is_chunk(metadata) else ""
+    message = _message_of(metadata.HasField("partition_key"), metadata.partition_key,
+                          metadata.total_chunk_msg_size if uuid else len(payload), metadata.null_value)
+    return [((pos, -1, uuid), message)]
+
+
 def latest_for_key(scan: Iterable[tuple[Position, bytes]]) -> dict[str, MessageRef]:
     """Phase one: the id of the latest live message of every key."""
     latest: dict[str, MessageRef] = {}
@@ -84,19 +108,13 @@ def latest_for_key(scan: Iterable[tuple[Position, bytes]]) -> dict[str, MessageR
             metadata, payload, records = _entry_messages(entry)
         except ProtocolError:
             continue  # an unreadable entry is kept whole by phase two and names no key
-        if metadata.HasField("marker_type") or (is_batch(metadata) and not records):
-            continue
-        messages = [(i, _message_of(s.HasField("partition_key"), s.partition_key, s.payload_size, s.null_value))
-                    for i, (s, _) in enumerate(records) if not s.compacted_out] if records else \
-            [(-1, _message_of(metadata.HasField("partition_key"), metadata.partition_key, len(payload),
-                              metadata.null_value))]
-        for index, message in messages:
+        for ref, message in _keyed_messages(pos, metadata, payload, records):
             if message.key is None:
                 continue
             if message.tombstone:
                 latest.pop(message.key, None)
             else:
-                latest[message.key] = (pos, index)
+                latest[message.key] = ref
     return latest
 
 
@@ -120,21 +138,31 @@ def compacted_entries(scan: Iterable[tuple[Position, bytes]], latest: dict[str, 
 def _compact_entry(pos: Position, entry: bytes, metadata: pb.MessageMetadata, payload: memoryview | bytes,
                    records: _Records, latest: dict[str, MessageRef],
                    result: CompactionResult, retain_null_key: bool) -> bytes | None:
-    if metadata.HasField("marker_type"):
-        result.messages_read += 1
-        return None
-    if not is_batch(metadata):
-        result.messages_read += 1
-        key = metadata.partition_key if metadata.HasField("partition_key") else None
-        keep = retain_null_key if key is None else latest.get(key) == (pos, -1) and len(payload) > 0
-        result.messages_kept += keep
-        return entry if keep else None
-    if not records:  # encrypted: the broker cannot look inside
-        count = metadata.num_messages_in_batch
+    if not is_batch(metadata) or not _readable_batch(metadata):
+        count = metadata.num_messages_in_batch if is_batch(metadata) else 1
         result.messages_read += count
-        result.messages_kept += count
-        return entry
+        keep = _keep_whole(pos, metadata, payload, latest, retain_null_key)
+        result.messages_kept += count if keep else 0
+        return entry if keep else None
+    if not records:
+        return None  # an empty batch holds nothing
     return _rebatch(pos, entry, metadata, records, latest, result, retain_null_key)
+
+
+def _keep_whole(pos: Position, metadata: pb.MessageMetadata, payload: memoryview | bytes,
+                latest: dict[str, MessageRef], retain_null_key: bool) -> bool:
+    """Whether an entry read as one message survives (an encrypted batch always does:
+    the broker cannot look inside, and Pulsar keeps it too)."""
+    if metadata.HasField("marker_type"):
+        return False
+    if is_batch(metadata):
+        return True
+    if not metadata.HasField("partition_key"):
+        return retain_null_key
+    ref = latest.get(metadata.partition_key)
+    if _is_chunk(metadata):  # every chunk of the latest message, so the client can join them
+        return ref is not None and ref[2] == metadata.uuid
+    return ref == (pos, -1, "") and len(payload) > 0
 
 
 def _rebatch(pos: Position, entry: bytes, metadata: pb.MessageMetadata, records: _Records,
@@ -151,7 +179,7 @@ def _rebatch(pos: Position, entry: bytes, metadata: pb.MessageMetadata, records:
         if not single.HasField("partition_key"):
             survives = retain_null_key
         else:
-            survives = latest.get(single.partition_key) == (pos, index) and len(body) > 0
+            survives = latest.get(single.partition_key) == (pos, index, "") and len(body) > 0
         if survives:
             kept += 1
             out.append((single, body))
