@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,12 +51,22 @@ SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 class Admin:
     url: str
     json_output: bool
+    #: ``Authorization`` header value (``Bearer <token>``), when the broker wants credentials
+    authorization: str | None = None
+    #: CA file for an ``https://`` admin URL (None: the system's)
+    trust_certs: str | None = None
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
         kwargs: dict[str, Any] = {"params": params}
+        headers: dict[str, str] = {}
         if body is not None:
             kwargs["content"] = json.dumps(body)
-            kwargs["headers"] = {"content-type": "application/json"}
+            headers["content-type"] = "application/json"
+        if self.authorization:
+            headers["authorization"] = self.authorization
+        kwargs["headers"] = headers
+        if self.trust_certs:
+            kwargs["verify"] = ssl.create_default_context(cafile=self.trust_certs)
         import httpx
         try:
             response = httpx.request(method, self.url + path, timeout=30, **kwargs)
@@ -98,8 +109,14 @@ def _reason(response: httpx.Response) -> str:
 def _admin(ctx: typer.Context,
            admin_url: Annotated[str, typer.Option("--admin-url", envvar="MAGNETAR_ADMIN_URL",
                                                   help="The broker's HTTP address")] = "http://localhost:8080",
-           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False) -> None:
-    ctx.obj = Admin(admin_url.rstrip("/"), json_output)
+           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+           auth_token: Annotated[str | None, typer.Option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN",
+                                                          help="a token (AuthenticationProviderToken)")] = None,
+           tls_trust_certs: Annotated[str | None, typer.Option(
+               "--tls-trust-certs", envvar="MAGNETAR_TLS_TRUST_CERTS",
+               help="CA file for an https:// admin URL")] = None) -> None:
+    authorization = f"Bearer {auth_token.strip()}" if auth_token else None
+    ctx.obj = Admin(admin_url.rstrip("/"), json_output, authorization, tls_trust_certs)
 
 
 def _admin_of(ctx: typer.Context) -> Admin:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import ssl
@@ -40,6 +41,9 @@ class Standalone:
             loop.add_signal_handler(sig, self.stopping.set)
         log.info("Magnetar standalone: %s  %s  data in %s", " ".join(self._broker_urls()),
                  " ".join(self._web_urls()), self.broker.data_dir)
+        exposed = exposure_warning(self.config)
+        if exposed is not None:
+            log.warning("%s", exposed)
         print(f"magnetar standalone ready: {self.broker.broker_url} {self.broker.web_url}", flush=True)
         await self.stopping.wait()
         await self._shutdown(servers, http)
@@ -124,6 +128,22 @@ class Standalone:
         for task in http_tasks:
             with contextlib.suppress(Exception):
                 await task
+
+
+def exposure_warning(config: BrokerConfig) -> str | None:
+    """One warning for a broker that anyone on the network may use: listening beyond
+    loopback with authentication off (Pulsar standalone's default, kept as it is)."""
+    if config.authenticationEnabled:
+        return None
+    address = config.bindAddress
+    try:
+        loopback = ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        loopback = address == "localhost"
+    if loopback:
+        return None
+    return (f"listening on {address} without authentication: anyone who reaches these ports can publish, "
+            "consume and administer; set authenticationEnabled (README, Security) or bindAddress=127.0.0.1")
 
 
 def run_standalone(config: BrokerConfig, data_dir: Path) -> None:
