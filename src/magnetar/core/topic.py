@@ -280,11 +280,15 @@ class Topic:
         self.subscriptions[name] = sub
         return sub
 
-    def apply_policies(self, applied: AppliedPolicies) -> None:
+    def apply_policies(self, applied: AppliedPolicies, now_ms: int) -> None:
         """Policies changed: limits that live subscriptions read take effect at once."""
+        limits_changed = (applied.max_unacked_on_consumer, applied.max_unacked_on_subscription) != (
+            self.applied.max_unacked_on_consumer, self.applied.max_unacked_on_subscription)
         self.applied = applied
         for sub in self.subscriptions.values():
             self._apply_limits(sub)
+            if limits_changed:
+                sub.dispatcher.on_limits_changed(now_ms)
 
     def _apply_limits(self, sub: Subscription) -> None:
         sub.max_unacked_per_consumer = self.applied.max_unacked_on_consumer

@@ -428,7 +428,7 @@ class BrokerService:
         self.apply_dispatch_rates(topic)
         self.apply_delayed_tick(topic)
         topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
-                                                     self.config))
+                                                     self.config), now)
 
     def policies_changed(self, name: TopicName | str) -> None:
         """A topic's (TopicName) or a namespace's (str) policies were written: the loaded

@@ -76,6 +76,12 @@ class Dispatcher(ABC):
         self.begin_round()
         self.dispatch(now_ms)
 
+    def on_limits_changed(self, now_ms: int) -> None:
+        """The subscription's unacked limits changed (a policy): a consumer held by the old
+        ones may take messages again."""
+        self.begin_round()
+        self.dispatch(now_ms)
+
     def rewind(self) -> None:
         """Read again from the first unacknowledged entry."""
         self.last_read = self.sub.cursor.mark_delete
