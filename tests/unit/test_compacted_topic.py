@@ -149,7 +149,7 @@ def test_threshold_check_uses_the_backlog_since_the_last_compaction() -> None:
     publish_keys(topic, ["a"] * 6)
     assert core.topics_to_compact() == []  # threshold 0: off
     size = topic.ledger.total_size_bytes()
-    topic.apply_policies(replace(topic.applied, compaction_threshold_bytes=size - 1))
+    topic.apply_policies(replace(topic.applied, compaction_threshold_bytes=size - 1), 0)
     assert core.topics_to_compact() == [topic]
     compaction = topic.create_subscription(COMPACTION_SUBSCRIPTION, "Exclusive", durable=True,
                                            mark_delete=topic.last_durable)  # type: ignore[arg-type]
