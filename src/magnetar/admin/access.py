@@ -57,7 +57,7 @@ _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDeliv
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
                        "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
                        "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled",
-                       "inactiveTopicPolicies", "subscriptionExpirationTime")
+                       "inactiveTopicPolicies", "subscriptionExpirationTime", "compactionThreshold")
 _TOPIC_POLICIES = ("retention", "messageTTL", "deduplicationEnabled", "maxProducers", "maxConsumers",
                    "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxUnackedMessagesOnSubscription",
                    "delayedDelivery", "compactionThreshold", "inactiveTopicPolicies")
@@ -111,6 +111,7 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/unload": {"PUT": TOPIC_ADMIN},
     TOPIC + "/terminate": {"POST": TOPIC_ADMIN},
     TOPIC + "/terminate/partitions": {"POST": TOPIC_ADMIN},
+    TOPIC + "/compaction": {"PUT": TOPIC_ADMIN, "GET": TOPIC_ADMIN},
     TOPIC + "/stats": {"GET": LOOKUP},
     TOPIC + "/partitioned-stats": {"GET": LOOKUP},
     TOPIC + "/internalStats": {"GET": LOOKUP},

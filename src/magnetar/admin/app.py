@@ -21,6 +21,7 @@ from magnetar.admin import (
     lookup,
     routes_brokers,
     routes_clusters,
+    routes_compaction,
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
@@ -55,6 +56,7 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
                    routes_namespaces.router, routes_permissions.namespace_router, routes_unsupported.namespace_router,
                    lookup.router):
         app.include_router(router)
+    app.include_router(routes_compaction.router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
         app.include_router(routes_topic_policies.make_router(domain))

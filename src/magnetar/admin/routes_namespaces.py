@@ -26,6 +26,7 @@ from magnetar.core.policies import (
     DispatchRate,
     InactiveTopicPolicies,
     NonNegativeInt,
+    NonNegativeInt64,
     Policies,
     PublishRate,
     RetentionPolicies,
@@ -159,6 +160,8 @@ POLICY_ENDPOINTS = (
                    "subscription expiration time in minutes"),
     PolicyEndpoint("subscriptionTypesEnabled", "subscription_types_enabled", list[SubscriptionType],
                    "subscription types enabled"),
+    PolicyEndpoint("compactionThreshold", "compaction_threshold", NonNegativeInt64,
+                   "compaction threshold (backlog bytes; 0 turns automatic compaction off)"),
 )
 
 

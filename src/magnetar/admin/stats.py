@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.backlog import backlog_size_bytes, oldest_backlog, topic_backlog_bytes
@@ -296,8 +296,7 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
         "nonContiguousDeletedMessagesRangesSerializedSize": 16 * ranges,
         "delayedMessageIndexSizeInBytes": sum(
             s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()),
-        "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
-                       "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
+        "compaction": asdict(topic.compacted.record),
         "ownerBroker": f"{broker.config.advertisedAddress}:"
                        f"{broker.config.webServicePort or broker.config.webServicePortTls}",
     }
@@ -433,6 +432,14 @@ def cursor_internal_stats(topic: Topic, sub: Subscription, entries_added: int) -
     }
 
 
+def compacted_ledger_stats(topic: Topic) -> Stats:
+    """The compacted view's ledger, as Pulsar's internal stats show it (-1: none yet)."""
+    view = topic.compacted.view
+    return {"ledgerId": view.ledger_id if view is not None else -1,
+            "entries": len(view) if view is not None else -1,
+            "size": view.size_bytes if view is not None else -1, "offloaded": False, "underReplicated": False}
+
+
 def internal_stats(topic: Topic) -> Stats:
     ledger = topic.ledger
     ledgers = ledger.ledgers()
@@ -461,6 +468,5 @@ def internal_stats(topic: Topic) -> Stats:
         "cursors": {name: cursor_internal_stats(topic, sub, entries_added)
                     for name, sub in sorted(topic.subscriptions.items())},
         "schemaLedgers": [],
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
-                            "underReplicated": False},
+        "compactedLedger": compacted_ledger_stats(topic),
     }

@@ -622,10 +622,42 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str, force: ForceOption
 @topics_app.command("unload")
 def topics_unload(ctx: typer.Context, topic: str) -> None:
     """Unload a topic: clients reconnect and it is loaded again."""
+    _put_to_topic(ctx, topic, "unload", "Unloaded topic {name}")
+
+
+def _put_to_topic(ctx: typer.Context, topic: str, action: str, message: str) -> None:
     admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/unload")
-    admin.done(f"Unloaded topic {name}")
+    admin.call("PUT", f"{path}/{action}")
+    admin.done(message.format(name=name))
+
+
+@topics_app.command("compact")
+def topics_compact(ctx: typer.Context, topic: str) -> None:
+    """Start compacting a topic: keep the latest message of each key (fails while one runs)."""
+    _put_to_topic(ctx, topic, "compaction", "Topic compaction requested for {name}")
+
+
+_COMPACTION_MESSAGES = {"NOT_RUN": "Compaction has not been run for {topic} since broker startup",
+                        "RUNNING": "Compaction is currently running", "SUCCESS": "Compaction was a success"}
+
+
+@topics_app.command("compaction-status")
+def topics_compaction_status(ctx: typer.Context, topic: str,
+                             wait_complete: Annotated[bool, typer.Option(
+                                 "--wait-complete", "-w", help="Wait until the compaction ends")] = False) -> None:
+    """Show the status of a topic's compaction (exit status 1 when it failed)."""
+    admin = _admin_of(ctx)
+    name, path = topic_path(topic)
+    status = admin.get(f"{path}/compaction")
+    while wait_complete and status["status"] == "RUNNING":
+        time.sleep(0.2)
+        status = admin.get(f"{path}/compaction")
+    if admin.json_output:
+        print_json(status)
+    if status["status"] == "ERROR":
+        fail(f"Error compacting: {status['lastError']}")
+    admin.done(_COMPACTION_MESSAGES[status["status"]].format(topic=name))
 
 
 @topics_app.command("terminate")

@@ -16,6 +16,7 @@ from magnetar.core import backlog_quota, inactive_topics, message_expiry
 from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
+from magnetar.core.compacted_topic import COMPACTION_SUBSCRIPTION, backlog_bytes
 from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.delayed_delivery import next_delivery_ms
 from magnetar.core.dispatchers.base import DispatcherFactory
@@ -159,6 +160,22 @@ class BrokerCore:
         for write in writes:
             write.subscription.persisted_version = -1
             topic_of(write.subscription).cursor_changed()
+
+    # -- compaction ------------------------------------------------------------------------
+    def topics_to_compact(self) -> list[Topic]:
+        """Topics whose backlog since their last compaction passed their compaction
+        threshold (Pulsar's ``PersistentTopic.checkCompaction``), none already compacting."""
+        due = []
+        for topic in self.topics.values():
+            threshold = topic.applied.compaction_threshold_bytes
+            if threshold <= 0 or not topic.name.persistent or topic.compacted.state == "RUNNING":
+                continue
+            sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION)
+            estimate = topic.ledger.total_size_bytes() if sub is None \
+                else backlog_bytes(topic.ledger.ledgers(), sub.cursor.mark_delete)
+            if estimate > threshold:
+                due.append(topic)
+        return due
 
     # -- data lifecycle -----------------------------------------------------------------
     def check_retention(self, now_ms: int) -> None:

@@ -63,6 +63,9 @@ class BrokerConfig:
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
     brokerServiceCompactionThresholdInBytes: int = 0
+    #: fractions are accepted so that tests can check within a second
+    brokerServiceCompactionMonitorIntervalInSeconds: float = 60
+    topicCompactionRetainNullKey: bool = False
     schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
@@ -241,7 +244,8 @@ class BrokerConfig:
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
-                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds")
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds",
+                    "brokerServiceCompactionMonitorIntervalInSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")

@@ -105,7 +105,7 @@ class Cursor:
 
     def _ack_batch_indexes(self, pos: Position, ack_set: list[int]) -> bool:
         previous = self.batch_ack_sets.get(pos)
-        merged = list(ack_set) if previous is None else _and_words(previous, ack_set)
+        merged = list(ack_set) if previous is None else and_words(previous, ack_set)
         if not any(merged):
             return self.ack(pos)
         if merged == previous:
@@ -137,7 +137,7 @@ class Cursor:
         return Position(pos.ledger_id, pos.entry_id - 1)
 
 
-def _and_words(a: list[int], b: list[int]) -> list[int]:
+def and_words(a: list[int], b: list[int]) -> list[int]:
     """Indexes still unacked are those unacked in both sets."""
     width = max(len(a), len(b))
     a = a + [0] * (width - len(a))

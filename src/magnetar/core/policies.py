@@ -25,6 +25,7 @@ INT64_MAX = 2**63 - 1
 M = TypeVar("M", bound=BaseModel)
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=INT64_MAX)]
+NonNegativeInt64 = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
 BacklogQuotaType = Literal["destination_storage", "message_age"]
 BacklogQuotaPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
@@ -389,12 +390,15 @@ class AppliedPolicies:
     message_ttl_s: int
     max_unacked_on_consumer: int
     max_unacked_on_subscription: int
+    #: backlog bytes past which compaction runs by itself (0: never)
+    compaction_threshold_bytes: int = 0
 
     @classmethod
     def resolve(cls, topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> AppliedPolicies:
         return cls(retention(topic, policies, config), message_ttl_s(topic, policies, config),
                    max_unacked_on_consumer(topic, policies, config),
-                   max_unacked_on_subscription(topic, policies, config))
+                   max_unacked_on_subscription(topic, policies, config),
+                   compaction_threshold(topic, policies, config))
 
     @classmethod
     def of_config(cls, config: BrokerConfig) -> AppliedPolicies:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from magnetar.core import retention
 from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
@@ -83,6 +84,8 @@ class Topic:
         self.dispatch_limiter: RateLimiter | None = None
         #: its policies resolved (topic, namespace, broker); the shell applies changes
         self.applied = AppliedPolicies.of_config(config)
+        #: the compacted view ``readCompacted`` consumers read, and compaction's status
+        self.compacted = CompactedTopic()
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: since when the inactive-topic check has found it inactive (None: active)
@@ -127,6 +130,9 @@ class Topic:
 
     def last_readable(self) -> Position | None:
         return self.last_durable
+
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        return None
 
     def entries_between(self, start: Position, end: Position) -> int:
         return self.ledger.entries_between(start, end)
@@ -265,13 +271,19 @@ class Topic:
     # -- subscriptions -------------------------------------------------------------
     def subscribe(self, name: str, consumer: Consumer, now_ms: int, *, durable: bool = True,
                   initial_earliest: bool = False, start: Position | None = None,
-                  create: bool = True) -> Subscription:
+                  create: bool = True, read_compacted: bool = False) -> Subscription:
+        if read_compacted:
+            check_read_compacted(consumer.sub_type)
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable and not create:
                 raise SubscriptionNotFound(f"Subscription {name} not found on {self.name}")
             sub = self.create_subscription(name, consumer.sub_type, durable=durable,
                                            mark_delete=self._initial_mark_delete(initial_earliest, start))
+        if not sub.consumers:
+            # the dispatcher made for the first consumer reads through the source set here
+            sub.source = CompactedTopicSource(self, self.compacted) \
+                if read_compacted and self.name.persistent else self
         sub.add_consumer(consumer, now_ms)
         sub.dispatcher.dispatch(now_ms)
         return sub
@@ -452,7 +464,7 @@ class Topic:
 
     def idle_for(self, now_ms: int) -> int:
         """How long the topic has been without clients, as seen by the checks so far."""
-        if self.has_clients() or self.pending_receipts:
+        if self.has_clients() or self.pending_receipts or self.compacted.state == "RUNNING":
             self.idle_since_ms = None
             return 0
         if self.idle_since_ms is None:

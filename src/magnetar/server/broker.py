@@ -37,6 +37,7 @@ from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
 from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.subscription import Subscription
+from magnetar.core.subscription_view import EntrySource
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
@@ -44,6 +45,7 @@ from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
+from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
@@ -97,6 +99,7 @@ class BrokerService:
         self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
+        self.compaction = TopicCompaction(self)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -173,6 +176,7 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        self.compaction.start(now_ms())
         self._check_disk(now_ms())
         PeriodicTask(self.core.timers, self.config.diskCheckInterval, self._check_disk).start(now_ms())
         idle_s = self.config.idleTopicUnloadSeconds
@@ -226,6 +230,9 @@ class BrokerService:
             # closing syncs and deleting removes a directory: off the event loop
             release = topic.ledger.delete if delete_data else topic.ledger.close
             await asyncio.get_running_loop().run_in_executor(None, release)
+            self.compaction.release(topic)
+            if delete_data:
+                await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         finally:
             self.unloading.discard(key)
 
@@ -408,6 +415,7 @@ class BrokerService:
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
             sub.persisted_version = 0
+        self.compaction.restore(topic)
         self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
@@ -698,6 +706,7 @@ class BrokerService:
         self.committer.stop()
         for topic in self.topics.values():
             topic.ledger.close()
+            self.compaction.release(topic)
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
 
@@ -827,7 +836,7 @@ class BrokerOperations(BrokerService):
         return cursor_moves.position_before_time(topic, timestamp_ms)
 
     @staticmethod
-    def last_message_id(topic: Topic) -> tuple[Position, int]:
+    def last_message_id(topic: EntrySource) -> tuple[Position, int]:
         return cursor_moves.last_message_id(topic)
 
     def register_schema(self, topic: Topic, schema: object) -> bytes:
@@ -912,6 +921,7 @@ class BrokerOperations(BrokerService):
         elif name.persistent and self.metadata.get_topic(key) is not None:
             unloaded = self.ledger_factory.open(key)
             await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
+            await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
         self.metadata.delete_schemas(key)
         if name.partition_index < 0:

@@ -255,7 +255,7 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     sub = topic.subscribe(
         req.subscription, consumer, now, durable=durable,
         initial_earliest=req.initialPosition == pb.CommandSubscribe.Earliest, start=start,
-        create=broker.config.allowAutoSubscriptionCreation,
+        create=broker.config.allowAutoSubscriptionCreation, read_compacted=req.read_compacted,
     )
     conn.consumers[req.consumer_id] = (consumer, sub)
     broker.apply_dispatch_rates(topic)
@@ -351,7 +351,8 @@ def get_last_message_id(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getLastMessageId
     _, sub = _consumer(conn, req.consumer_id)
     topic = topic_of(sub)
-    last, batch_index = conn.broker.last_message_id(topic)
+    # a readCompacted consumer reads through the compacted view: its last entry counts
+    last, batch_index = conn.broker.last_message_id(sub.source)
     mark = sub.cursor.mark_delete
     conn.write_command(commands.get_last_message_id_response(
         req.request_id, last.ledger_id, last.entry_id, topic.partition_index, batch_index,

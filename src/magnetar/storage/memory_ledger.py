@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from magnetar.core.positions import Position
@@ -130,6 +130,9 @@ class MemoryLedger:
                     and entry_id < slot.entries:
                 yield Position(info.ledger_id, entry_id), self._stored[info.ledger_id].entries[entry_id]
                 entry_id += 1
+
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        return [entry for entry in self.iter_entries(after) if entry[0] <= upto] if upto > after else []
 
     def first_position(self) -> Position | None:
         return self._index.first_position()

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from magnetar.core.consumer import Consumer
+from magnetar.core.cursor import and_words
 from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
@@ -132,6 +133,9 @@ class Dispatcher(ABC):
             self.sub.cursor.ack(pos)
             return None
         ack_set = self.sub.cursor.remaining_ack_set(pos)
+        retained = self.source.retained_ack_set(pos)
+        if retained is not None:
+            ack_set = retained if ack_set is None else and_words(ack_set, retained)
         return entry, info, ack_set, unacked_in_ack_set(ack_set, info.num_messages)
 
     def send(self, consumer: Consumer, pos: Position, loaded: tuple[bytes, EntryInfo, list[int] | None, int],
