@@ -11,7 +11,7 @@ from datetime import timedelta
 import httpx
 import pulsar
 import pytest
-from e2e_helpers import ack_part_of_a_batch, drain, new_topic
+from e2e_helpers import ack_part_of_a_batch, drain, new_topic, quiet_logger
 
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.raw_client import RawConnection, T
@@ -50,9 +50,13 @@ def test_batch_index_acks_are_ignored_when_turned_off(client: pulsar.Client, adm
     assert stats["subscriptions"]["s"]["msgBacklog"] >= 1
 
 
-def test_subscribe_without_the_subscription_is_refused(client: pulsar.Client) -> None:
-    with pytest.raises(pulsar.PulsarException):
-        client.subscribe(new_topic("no-auto-sub"), "missing")
+def test_subscribe_without_the_subscription_is_refused(broker: BrokerProcess) -> None:
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=2, logger=quiet_logger())
+    try:
+        with pytest.raises(pulsar.PulsarException):
+            client.subscribe(new_topic("no-auto-sub"), "missing")
+    finally:
+        client.close()
 
 
 def test_an_initial_subscription_is_not_created_when_auto_creation_is_off(
