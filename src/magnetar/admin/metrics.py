@@ -166,7 +166,7 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_msg_ack_rate": sum(c.acks.rate(now)[0] for c in consumers),
         "pulsar_subscription_unacked_messages": sub.unacked_messages(),
         "pulsar_subscription_blocked_on_unacked_messages":
-            1.0 if getattr(sub.dispatcher, "blocked_on_unacked", False) else 0.0,
+            1.0 if sub.dispatcher.blocked_on_unacked else 0.0,
         "pulsar_subscription_consumers_count": len(consumers),
         "pulsar_subscription_msg_rate_expired": sub.expired.rate(now)[0],
         "pulsar_subscription_total_msg_expired": sub.expired.total_msgs,
