@@ -14,7 +14,7 @@ import concurrent.futures
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -182,7 +182,7 @@ class BrokerService:
         idle_s = self.config.idleTopicUnloadSeconds
         if idle_s > 0:
             check_ms = min(max(idle_s * 500, 100), 60_000)
-            PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
+            self.core.sweep(check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
         self.long_lived.install()
         self.ready = True
@@ -198,8 +198,8 @@ class BrokerService:
         if change is not None:
             (log.error if self.disk.refusing else log.warning)("%s: %s", self.data_dir, change)
 
-    def _unload_idle_topics(self, now: int) -> None:
-        for topic in self.core.idle_topics(now):
+    def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
+        for topic in self.core.idle_topics(now, topics):
             # one the inactive-topic check will delete stays loaded for it: one notion of active
             if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
                 self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
