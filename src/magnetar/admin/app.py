@@ -24,6 +24,7 @@ from magnetar.admin import (
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
+    routes_schemas,
     routes_subscriptions,
     routes_tenants,
     routes_topics,
@@ -47,7 +48,8 @@ def create_app(broker: BrokerOperations) -> FastAPI:
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
-                   routes_namespaces.router, routes_permissions.namespace_router, lookup.router):
+                   routes_namespaces.router, routes_permissions.namespace_router, routes_schemas.router,
+                   lookup.router):
         app.include_router(router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))

@@ -10,6 +10,10 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+#: Pulsar's ``SchemaCompatibilityStrategy`` names (core.schemas uses them as an enum)
+SCHEMA_COMPATIBILITY_STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD",
+                                   "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
+
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the key and the fix."""
@@ -87,6 +91,13 @@ class BrokerConfig:
     brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
     brokerPropertyDeduplicationWindowSeconds: int = 600
     brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
+    # schemas (Pulsar's SchemaRegistryService settings)
+    #: the strategy of topics whose namespace and topic policies leave it UNDEFINED
+    schemaCompatibilityStrategy: str = "FULL"
+    #: a new compatible schema may be added by a producer (namespace is_allow_auto_update_schema)
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    #: producers without a schema are refused on topics that have one
+    isSchemaValidationEnforced: bool = False
     # metrics
     exposeTopicLevelMetricsInPrometheus: bool = True
     exposeConsumerLevelMetricsInPrometheus: bool = False
@@ -204,6 +215,9 @@ class BrokerConfig:
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
+        if self.schemaCompatibilityStrategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
+            raise ConfigError(f"schemaCompatibilityStrategy={self.schemaCompatibilityStrategy!r}: use one of "
+                              + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
         if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
             raise ConfigError(
                 f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "

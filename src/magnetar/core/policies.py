@@ -23,6 +23,16 @@ INT64_MAX = 2**63 - 1
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=INT64_MAX)]
 SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
+SchemaCompatibilityStrategyName = Literal[
+    "UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+    "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"]
+#: the deprecated ``schema_auto_update_compatibility_strategy`` values and what each stands for
+AUTO_UPDATE_STRATEGIES: dict[str, str] = {
+    "AutoUpdateDisabled": "ALWAYS_INCOMPATIBLE", "Backward": "BACKWARD", "Forward": "FORWARD", "Full": "FULL",
+    "AlwaysCompatible": "ALWAYS_COMPATIBLE", "BackwardTransitive": "BACKWARD_TRANSITIVE",
+    "ForwardTransitive": "FORWARD_TRANSITIVE", "FullTransitive": "FULL_TRANSITIVE"}
+AutoUpdateStrategyName = Literal["AutoUpdateDisabled", "Backward", "Forward", "Full", "AlwaysCompatible",
+                                 "BackwardTransitive", "ForwardTransitive", "FullTransitive"]
 BacklogQuotaType = Literal["destination_storage", "message_age"]
 
 
@@ -120,6 +130,10 @@ class Policies(BaseModel):
     propertyDeduplication: PropertyDeduplicationPolicy | None = None
     auth_policies: AuthPolicies | None = None
     subscription_auth_mode: Literal["None", "Prefix"] | None = None
+    schema_compatibility_strategy: SchemaCompatibilityStrategyName | None = None
+    schema_auto_update_compatibility_strategy: AutoUpdateStrategyName | None = None
+    is_allow_auto_update_schema: StrictBool | None = None
+    schema_validation_enforced: StrictBool | None = None
 
 
 def read_stored(stored: dict[str, Any]) -> Policies:
@@ -198,3 +212,28 @@ def dispatch_rates(policies: Policies, config: BrokerConfig) -> tuple[tuple[floa
                        config.dispatchThrottlingRatePerTopicInByte),
             per_second(policies.subscriptionDispatchRate, config.dispatchThrottlingRatePerSubscriptionInMsg,
                        config.dispatchThrottlingRatePerSubscriptionInByte))
+
+
+def schema_compatibility_strategy(topic_policy: str | None, policies: Policies, config: BrokerConfig) -> str:
+    """The strategy that applies to a topic, as Pulsar 4.x resolves it: the topic's policy,
+    else the namespace's ``schema_compatibility_strategy``, else its deprecated
+    ``schema_auto_update_compatibility_strategy``, else the broker's
+    ``schemaCompatibilityStrategy``; UNDEFINED at a level passes to the next (FULL at the end)."""
+    namespace = policies.schema_compatibility_strategy
+    if namespace in (None, "UNDEFINED") and policies.schema_auto_update_compatibility_strategy is not None:
+        namespace = AUTO_UPDATE_STRATEGIES[policies.schema_auto_update_compatibility_strategy]  # type: ignore[assignment]
+    for level in (topic_policy, namespace, config.schemaCompatibilityStrategy):
+        if level not in (None, "UNDEFINED"):
+            return str(level)
+    return "FULL"
+
+
+def allow_auto_update_schema(policies: Policies, config: BrokerConfig) -> bool:
+    if policies.is_allow_auto_update_schema is not None:
+        return policies.is_allow_auto_update_schema
+    return config.isAllowAutoUpdateSchemaEnabled
+
+
+def schema_validation_enforced(policies: Policies, config: BrokerConfig) -> bool:
+    """Pulsar refuses schema-less producers when the broker or the namespace says so."""
+    return config.isSchemaValidationEnforced or bool(policies.schema_validation_enforced)
