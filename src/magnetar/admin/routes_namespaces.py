@@ -67,7 +67,8 @@ async def delete_namespace(broker: Broker, tenant: str, namespace: str, force: b
 @router.get("/{tenant}/{namespace}", summary="Get a namespace's policies")
 async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    return full_policies(require_namespace(broker, name), broker.config.clusterName)
+    return full_policies(require_namespace(broker, name), broker.config.clusterName,
+                         broker.config.isAllowAutoUpdateSchemaEnabled)
 
 
 @router.get("/{tenant}/{namespace}/topics", summary="List the topics of a namespace")

@@ -29,6 +29,7 @@ from magnetar.core.schemas.schema_data import (
     encode_key_value,
     key_value_parts,
 )
+from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -161,8 +162,10 @@ async def test_compatibility(broker: Broker, tenant: str, namespace: str, topic:
                              authoritative: bool = False) -> dict[str, Any]:
     name = _require_topic(broker, tenant, namespace, topic)
     strategy = broker.schema_strategy(name)
+    schema = schema_from_payload(payload)
+    validate(schema)  # an invalid definition is a 422, not an answer
     try:
-        schema_versions.check_compatibility(broker.schemas.history(name), schema_from_payload(payload), strategy)
+        schema_versions.check_compatibility(broker.schemas.history(name), schema, strategy)
     except IncompatibleSchema:
         return {"isCompatibility": False, "schemaCompatibilityStrategy": strategy.value}
     return {"isCompatibility": True, "schemaCompatibilityStrategy": strategy.value}

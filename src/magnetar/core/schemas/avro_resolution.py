@@ -66,7 +66,22 @@ def parse(definition: bytes) -> AvroSchema:
         raise InvalidAvroSchema(f"not JSON: {exc}") from None
     except (SchemaParseException, UnknownType, TypeError, ValueError, KeyError, AttributeError) as exc:
         raise InvalidAvroSchema(f"not an Avro schema: {exc}") from None
+    unnamed = _record_without_fields(loaded)
+    if unnamed is not None:
+        raise InvalidAvroSchema(f"not an Avro schema: record {unnamed} has no fields")
     return AvroSchema(cast(Parsed, root), cast(dict[str, Parsed], named), text)
+
+
+def _record_without_fields(loaded: object) -> str | None:
+    """fastavro takes a record without ``fields`` as empty; Avro (and so Pulsar) refuses it."""
+    if isinstance(loaded, list):
+        return next((found for item in loaded if (found := _record_without_fields(item)) is not None), None)
+    if not isinstance(loaded, dict):
+        return None
+    if loaded.get("type") == "record" and not isinstance(loaded.get("fields"), list):
+        return str(loaded.get("name"))
+    children = [loaded.get(key) for key in ("type", "items", "values")] + list(loaded.get("fields") or [])
+    return _record_without_fields(children)
 
 
 def same_schema(a: AvroSchema, b: AvroSchema) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from magnetar.core.errors import IncompatibleSchema
 from magnetar.core.schemas.avro_resolution import AvroSchema, InvalidAvroSchema, parse, read_problem
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy as Strategy
-from magnetar.core.schemas.schema_data import SchemaData, key_value_parts
+from magnetar.core.schemas.schema_data import SchemaData, json_object, key_value_parts
 
 _READ_NEW_WITH_OLD = {Strategy.FORWARD, Strategy.FORWARD_TRANSITIVE, Strategy.FULL, Strategy.FULL_TRANSITIVE}
 _READ_OLD_WITH_NEW = {Strategy.BACKWARD, Strategy.BACKWARD_TRANSITIVE, Strategy.FULL, Strategy.FULL_TRANSITIVE}
@@ -42,7 +42,7 @@ def check_compatible(existing: Sequence[SchemaData], new: SchemaData, strategy: 
         if old.schema_type != new.schema_type:
             raise IncompatibleSchema(f"Incompatible schema: exists schema type {old.schema_type}, "
                                      f"new schema type {new.schema_type}")
-    if not strategy.transitive and compared[0].data == new.data:
+    if not strategy.transitive and compared[0].same_definition(new):
         return
     _check_by_type(compared, new, strategy)
 
@@ -87,17 +87,23 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Strat
 
 
 def _avro_problem(old: AvroSchema, new: AvroSchema, strategy: Strategy) -> str | None:
+    """Avro's ``SchemaValidationException`` text, on one line, with the field that failed."""
     if strategy not in _READ_NEW_WITH_OLD | _READ_OLD_WITH_NEW:
-        return f"Unable to read schema: \n{old.text}\nusing schema:\n{new.text}\n(strategy {strategy.value})"
+        return f"Unable to read schema: {_compact(old)} using schema: {_compact(new)} (strategy {strategy.value})"
+    checks = []
     if strategy in _READ_OLD_WITH_NEW:
-        problem = read_problem(new, old)
-        if problem is not None:
-            return f"Unable to read schema: \n{old.text}\nusing schema:\n{new.text}\n({problem})"
+        checks.append((new, old))
     if strategy in _READ_NEW_WITH_OLD:
-        problem = read_problem(old, new)
+        checks.append((old, new))
+    for reader, writer in checks:
+        problem = read_problem(reader, writer)
         if problem is not None:
-            return f"Unable to read schema: \n{new.text}\nusing schema:\n{old.text}\n({problem})"
+            return f"Unable to read schema: {_compact(writer)} using schema: {_compact(reader)} ({problem})"
     return None
+
+
+def _compact(schema: AvroSchema) -> str:
+    return json.dumps(json.loads(schema.text), separators=(",", ":"))
 
 
 def _check_json(existing: Sequence[SchemaData], new: SchemaData, strategy: Strategy) -> None:
@@ -112,9 +118,9 @@ def _check_json(existing: Sequence[SchemaData], new: SchemaData, strategy: Strat
 
 def _check_legacy_json(old: SchemaData, new: SchemaData) -> None:
     old_avro, new_avro = _is_avro(old), _is_avro(new)
-    if (old_avro and _json_object(new) is not None) or (not old_avro and new_avro):
+    if (old_avro and json_object(new.data) is not None) or (not old_avro and new_avro):
         return
-    old_json, new_json = _json_object(old), _json_object(new)
+    old_json, new_json = json_object(old.data), json_object(new.data)
     if old_json is None:
         return  # an unreadable stored definition is overwritten, as Pulsar does
     if new_json is None:
@@ -130,14 +136,6 @@ def _is_avro(schema: SchemaData) -> bool:
     except InvalidAvroSchema:
         return False
     return True
-
-
-def _json_object(schema: SchemaData) -> dict[str, object] | None:
-    try:
-        loaded = json.loads(schema.data)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return loaded if isinstance(loaded, dict) else None
 
 
 def _check_key_value(existing: Sequence[SchemaData], new: SchemaData, strategy: Strategy) -> None:
@@ -167,7 +165,7 @@ def _check_protobuf_native(existing: Sequence[SchemaData], new: SchemaData, stra
 
 def _protobuf_root(schema: SchemaData) -> str:
     """The root message's full name of a ``ProtobufNativeSchemaData`` definition."""
-    loaded = _json_object(schema)
+    loaded = json_object(schema.data)
     root = None if loaded is None else loaded.get("rootMessageTypeName")
     if not isinstance(root, str):
         raise IncompatibleSchema("Invalid PROTOBUF_NATIVE schema: no rootMessageTypeName")

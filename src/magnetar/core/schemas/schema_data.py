@@ -10,11 +10,12 @@ compared by the rules of its own type.
 
 from __future__ import annotations
 
+import json
 import struct
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from magnetar.core.errors import IncompatibleSchema
+from magnetar.core.errors import InvalidSchemaData
 
 #: Pulsar's ``SchemaType`` names by wire ``Schema.Type`` number.
 SCHEMA_TYPE_NAMES: dict[int, str] = {
@@ -63,6 +64,12 @@ class SchemaData:
     def is_primitive(self) -> bool:
         return self.schema_type in PRIMITIVE_TYPES
 
+    def same_definition(self, other: SchemaData) -> bool:
+        """Same bytes; for KEY_VALUE also the same properties, which hold the two sides' types."""
+        if self.data != other.data:
+            return False
+        return self.schema_type != "KEY_VALUE" or self.properties == other.properties
+
 
 def key_value_parts(schema: SchemaData) -> tuple[SchemaData, SchemaData]:
     """The key and value schemas a KEY_VALUE schema holds."""
@@ -77,12 +84,12 @@ def _split_lengths(data: bytes) -> tuple[bytes, bytes]:
     offset = 0
     for _ in range(2):
         if len(data) < offset + 4:
-            raise IncompatibleSchema("Invalid KEY_VALUE schema data: missing the length of its key or value schema")
+            raise InvalidSchemaData("Invalid KEY_VALUE schema data: missing the length of its key or value schema")
         (length,) = struct.unpack_from(">i", data, offset)
         offset += 4
         length = max(length, 0)  # -1 stands for no schema
         if len(data) < offset + length:
-            raise IncompatibleSchema("Invalid KEY_VALUE schema data: a length runs past its end")
+            raise InvalidSchemaData("Invalid KEY_VALUE schema data: a length runs past its end")
         parts.append(data[offset:offset + length])
         offset += length
     return parts[0], parts[1]
@@ -91,3 +98,12 @@ def _split_lengths(data: bytes) -> tuple[bytes, bytes]:
 def encode_key_value(key: bytes, value: bytes) -> bytes:
     """Pulsar's ``KeyValue.encode`` of two schema definitions."""
     return struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+
+
+def json_object(data: bytes) -> dict[str, object] | None:
+    """The JSON object ``data`` holds, None when it holds anything else."""
+    try:
+        loaded = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return loaded if isinstance(loaded, dict) else None

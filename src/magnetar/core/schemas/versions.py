@@ -17,6 +17,7 @@ from magnetar.core.schemas.avro_resolution import InvalidAvroSchema, parse, same
 from magnetar.core.schemas.compatibility import check_compatible, check_consumer_compatible
 from magnetar.core.schemas.schema_data import AVRO_BASED_TYPES, SchemaData
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy as Strategy
+from magnetar.core.schemas.validation import validate
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def find_version(history: Sequence[StoredVersion], schema: SchemaData) -> int | 
         for stored in candidates:
             if wanted is not None and _same_avro(stored.schema, wanted.text.encode()):
                 return stored.version
-    return next((v.version for v in candidates if v.schema.data == schema.data), None)
+    return next((v.version for v in candidates if v.schema.same_definition(schema)), None)
 
 
 def _same_avro(stored: SchemaData, data: bytes) -> bool:
@@ -71,6 +72,7 @@ def version_to_add(history: Sequence[StoredVersion], schema: SchemaData, strateg
                    allow_auto_update: bool) -> int | None:
     """The existing version of ``schema``, or None when it is to be stored as the next
     version; raises :class:`IncompatibleSchema` when it may not be added."""
+    validate(schema)
     existing = find_version(history, schema)
     if existing is not None:
         return existing
@@ -82,6 +84,7 @@ def version_to_add(history: Sequence[StoredVersion], schema: SchemaData, strateg
 
 def check_compatibility(history: Sequence[StoredVersion], schema: SchemaData, strategy: Strategy) -> None:
     """The admin API's compatibility test (Pulsar's ``isCompatible``)."""
+    validate(schema)
     check_compatible([v.schema for v in live_versions(history)], schema, strategy)
 
 
@@ -92,6 +95,7 @@ def consumer_adds_schema(history: Sequence[StoredVersion], schema: SchemaData, s
 
     ``topic_in_use``: producers, consumers that are not AUTO_CONSUME, or stored entries.
     """
+    validate(schema)
     current = latest(history)
     if current is None and not topic_in_use:
         return True
