@@ -110,6 +110,22 @@ def test_evolution_by_strategy(client: pulsar.Client, admin: httpx.Client, strat
     assert [v["version"] for v in versions] == list(range(1 + v2_ok + v3_ok))
 
 
+def test_topic_strategy_overrides_the_namespaces(client: pulsar.Client, admin: httpx.Client) -> None:
+    topic = topic_in(namespace_with(admin, "ALWAYS_INCOMPATIBLE"))
+    client.create_producer(topic, schema=AvroSchema(UserV1)).close()
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=AvroSchema(UserV2))
+    policy = f"/admin/v2/{topic.replace('://', '/')}/schemaCompatibilityStrategy"
+    assert admin.put(policy, json="FORWARD").status_code == 204
+    client.create_producer(topic, schema=AvroSchema(UserV2)).close()
+    client.create_producer(topic, schema=AvroSchema(UserV3)).close()
+    check = admin.post(schema_url(topic, "/compatibility"), json=avro_payload(Order)).json()
+    assert check == {"isCompatibility": False, "schemaCompatibilityStrategy": "FORWARD"}
+    assert admin.put(policy, json="UNDEFINED").status_code == 204  # defers to the namespace again
+    assert admin.post(schema_url(topic, "/compatibility"), json=avro_payload(UserV2)).json()[
+        "schemaCompatibilityStrategy"] == "ALWAYS_INCOMPATIBLE"
+
+
 def test_refusal_carries_pulsars_message(broker: BrokerProcess, admin: httpx.Client) -> None:
     topic = topic_in(namespace_with(admin, "FULL"))
     v1, v3 = (AvroSchema(r).schema_info().schema().encode() for r in (UserV1, UserV3))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from magnetar.config import BrokerConfig
 from magnetar.core import policies
-from magnetar.core.policies import Policies
+from magnetar.core.policies import Policies, TopicPolicies
+
+NONE = TopicPolicies()
 
 
 def test_auto_topic_creation_follows_the_namespace_override_else_the_config() -> None:
@@ -20,19 +22,19 @@ def test_auto_topic_creation_follows_the_namespace_override_else_the_config() ->
 
 def test_delayed_delivery_policy_over_config() -> None:
     config = BrokerConfig(delayedDeliveryEnabled=True, delayedDeliveryMaxDelayInMillis=1000)
-    assert policies.delayed_delivery_active(Policies(), config)
-    assert policies.max_delivery_delay_ms(Policies(), config) == 1000
+    assert policies.delayed_delivery_active(NONE, Policies(), config)
+    assert policies.max_delivery_delay_ms(NONE, Policies(), config) == 1000
     ns = Policies.model_validate({"delayed_delivery_policies": {"active": False, "maxDeliveryDelayInMillis": 50}})
-    assert not policies.delayed_delivery_active(ns, config)
-    assert policies.max_delivery_delay_ms(ns, config) == 50
+    assert not policies.delayed_delivery_active(NONE, ns, config)
+    assert policies.max_delivery_delay_ms(NONE, ns, config) == 50
 
 
 def test_deduplication_topic_over_namespace_over_config() -> None:
     config = BrokerConfig(brokerDeduplicationEnabled=False)
     ns_on = Policies(deduplicationEnabled=True)
-    assert policies.deduplication_enabled(None, Policies(), config) is False
-    assert policies.deduplication_enabled(None, ns_on, config) is True
-    assert policies.deduplication_enabled(False, ns_on, config) is False
+    assert policies.deduplication_enabled(NONE, Policies(), config) is False
+    assert policies.deduplication_enabled(NONE, ns_on, config) is True
+    assert policies.deduplication_enabled(TopicPolicies(deduplicationEnabled=False), ns_on, config) is False
 
 
 def test_property_deduplication_namespace_policy_or_broker_default() -> None:

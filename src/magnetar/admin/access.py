@@ -56,6 +56,9 @@ _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDeliv
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
                        "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
                        "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled")
+_TOPIC_POLICIES = ("retention", "messageTTL", "deduplicationEnabled", "maxProducers", "maxConsumers",
+                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxUnackedMessagesOnSubscription",
+                   "delayedDelivery", "compactionThreshold", "inactiveTopicPolicies")
 
 #: path template (``{domain}`` for persistent and non-persistent) -> method -> rule
 RULES: dict[str, dict[str, Rule]] = {
@@ -105,7 +108,11 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/messageid/{timestamp}": {"GET": CONSUME},
     TOPIC + "/examinemessage": {"GET": CONSUME},
     TOPIC + "/ledger/{ledgerId}/entry/{entryId}": {"GET": CONSUME},
-    TOPIC + "/deduplicationEnabled": {"GET": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
+    **{f"{TOPIC}/{policy}": {"GET": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN}
+       for policy in _TOPIC_POLICIES},
+    TOPIC + "/schemaCompatibilityStrategy": {"GET": TOPIC_ADMIN, "PUT": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
+    TOPIC + "/backlogQuotaMap": {"GET": TOPIC_ADMIN},
+    TOPIC + "/backlogQuota": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/permissions": {"GET": TOPIC_ADMIN},
     TOPIC + "/permissions/{role}": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/all_subscription/expireMessages/{expireTimeInSeconds}": {"POST": CONSUME},

@@ -27,6 +27,7 @@ from magnetar.admin import (
     routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_topic_policies,
     routes_topics,
 )
 from magnetar.admin.common import PLAIN_TEXT, Broker
@@ -53,6 +54,7 @@ def create_app(broker: BrokerOperations) -> FastAPI:
         app.include_router(router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
+        app.include_router(routes_topic_policies.make_router(domain))
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
         app.include_router(routes_permissions.make_topic_router(domain))

@@ -145,7 +145,6 @@ def _topic_values(topic: Topic, now: int) -> dict[str, float]:
 def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) -> dict[str, float]:
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub).messages
-    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
     consumers = sub.consumers
     return {
         "pulsar_subscription_back_log": backlog,
@@ -159,9 +158,9 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_blocked_on_unacked_messages":
             1.0 if getattr(sub.dispatcher, "blocked_on_unacked", False) else 0.0,
         "pulsar_subscription_consumers_count": len(consumers),
-        "pulsar_subscription_msg_rate_expired": expiry.expired.rate(now)[0] if expiry else 0.0,
-        "pulsar_subscription_total_msg_expired": expiry.expired.total_msgs if expiry else 0,
-        "pulsar_subscription_last_expire_timestamp": expiry.last_expire_ms if expiry else 0,
+        "pulsar_subscription_msg_rate_expired": sub.expired.rate(now)[0],
+        "pulsar_subscription_total_msg_expired": sub.expired.total_msgs,
+        "pulsar_subscription_last_expire_timestamp": sub.expired.last_ms,
         **_draining_values("pulsar_subscription", extra_subscription_stats(sub)),
     }
 

@@ -17,6 +17,7 @@ async def delete_partitioned_topic(broker: BrokerOperations, name: TopicName, pa
     for index in range(partitions):
         await broker.delete_topic(name.partition(index))
     broker.metadata.delete_partitioned_topic(str(name))
+    broker.metadata.delete_topic_policies(str(name))
 
 
 async def delete_namespace_contents(broker: BrokerOperations, namespace: str) -> None:

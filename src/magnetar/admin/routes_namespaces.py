@@ -26,7 +26,7 @@ from magnetar.core.policies import (
     Policies,
     PublishRate,
     RetentionPolicies,
-    SchemaCompatibilityStrategyName,
+    SchemaCompatibilityStrategy,
     SubscriptionType,
 )
 from magnetar.server.broker import BrokerOperations
@@ -88,21 +88,7 @@ def _update_policy(broker: BrokerOperations, tenant: str, namespace: str, field:
     else:
         policies[field] = value
     broker.metadata.put_namespace_policies(name, policies)
-    _apply_to_live_topics(broker, name, field, value)
-
-
-def _apply_to_live_topics(broker: BrokerOperations, namespace: str, field: str, value: Any) -> None:
-    """Limits that live subscriptions read take effect at once; unset means the broker default."""
-    if field == "max_unacked_messages_per_consumer":
-        attr, default = "max_unacked_per_consumer", broker.config.maxUnackedMessagesPerConsumer
-    elif field == "max_unacked_messages_per_subscription":
-        attr, default = "max_unacked_per_subscription", broker.config.maxUnackedMessagesPerSubscription
-    else:
-        return
-    for topic in list(broker.topics.values()):
-        if topic.name.namespace_name == namespace:
-            for sub in topic.subscriptions.values():
-                setattr(sub, attr, default if value is None else value)
+    broker.policies_changed(name)
 
 
 @dataclass(frozen=True)
@@ -245,7 +231,7 @@ async def get_schema_compatibility_strategy(broker: Broker, tenant: str, namespa
 @router.put("/{tenant}/{namespace}/schemaCompatibilityStrategy", status_code=204,
             summary="Set the schema compatibility strategy (UNDEFINED: the broker's schemaCompatibilityStrategy)")
 async def set_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str,
-                                            strategy: Annotated[SchemaCompatibilityStrategyName, Body()]) -> None:
+                                            strategy: Annotated[SchemaCompatibilityStrategy, Body()]) -> None:
     _update_policy(broker, tenant, namespace, "schema_compatibility_strategy", strategy)
 
 

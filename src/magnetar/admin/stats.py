@@ -197,7 +197,6 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
     consumers = [consumer_stats(sub, c, now_ms) for c in sub.consumers]
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub)
-    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
     ranges = sub.cursor.deleted_ranges()
     active = getattr(sub.dispatcher, "active", None)
     stats: Stats = {
@@ -219,9 +218,9 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
         "unackedMessages": sub.unacked_messages(),
         "type": sub.sub_type,
         "activeConsumerName": active.consumer_name if active is not None else None,
-        "msgRateExpired": expiry.expired.rate(now_ms)[0] if expiry else 0.0,
-        "totalMsgExpired": expiry.expired.total_msgs if expiry else 0,
-        "lastExpireTimestamp": expiry.last_expire_ms if expiry else 0,
+        "msgRateExpired": sub.expired.rate(now_ms)[0],
+        "totalMsgExpired": sub.expired.total_msgs,
+        "lastExpireTimestamp": sub.expired.last_ms,
         "lastConsumedFlowTimestamp": 0,
         "lastConsumedTimestamp": max((c["lastConsumedTimestamp"] for c in consumers), default=0),
         "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumers), default=0),

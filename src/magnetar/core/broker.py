@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from magnetar.core import message_expiry
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
 from magnetar.core.cursor_record import CursorRecord
@@ -21,6 +22,9 @@ from magnetar.core.dispatchers.key_shared import with_timers
 from magnetar.core.positions import Position
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.topic import Topic
+
+#: The expiry check never runs more often than this, whatever the config says.
+MIN_EXPIRY_CHECK_MS = 100
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,18 @@ class BrokerCore:
         self.delayed_tick = PeriodicTask(self.timers, tick_ms, self.tick_delayed_delivery)
         rate = config.managedLedgerDefaultMarkDeleteRateLimit
         self.persist_period_ms = max(1, round(1000 / rate)) if rate > 0 else 1000
+        self.retention_check = PeriodicTask(self.timers, config.retentionCheckIntervalInSeconds * 1000,
+                                            self.check_retention)
+        expiry_ms = max(MIN_EXPIRY_CHECK_MS, round(config.messageExpiryCheckIntervalInMinutes * 60_000))
+        self.expiry_check = PeriodicTask(self.timers, expiry_ms, self.check_message_expiry)
+        #: told of each topic whose ledgers retention detached: the shell removes their files
+        self.ledgers_detached: Callable[[Topic, list[int]], None] = _keep_files
 
     def start(self, now_ms: int, persist: Callable[[int], int | None]) -> PeriodicTask:
         """Start the periodic owners; ``persist(now)`` writes what changed (the shell's)."""
         self.delayed_tick.start(now_ms)
+        self.retention_check.start(now_ms)
+        self.expiry_check.start(now_ms)
         task = PeriodicTask(self.timers, self.persist_period_ms, persist)
         task.start(now_ms)
         return task
@@ -117,10 +129,29 @@ class BrokerCore:
         for write in writes:
             write.subscription.persisted_version = -1
 
-    def trim_consumed_ledgers(self) -> None:
-        for topic in self.topics.values():
-            if topic.name.persistent:
-                topic.trim_consumed_ledgers()
+    # -- data lifecycle -----------------------------------------------------------------
+    def check_retention(self, now_ms: int) -> None:
+        """Every ``retentionCheckIntervalInSeconds``: ledgers past retention are detached."""
+        for topic in list(self.topics.values()):
+            if topic.name.persistent and not topic.fenced:
+                detached = topic.apply_retention(now_ms)
+                if detached:
+                    self.ledgers_detached(topic, detached)
+
+    def check_message_expiry(self, now_ms: int) -> None:
+        """Every ``messageExpiryCheckIntervalInMinutes``: expire on every subscription of
+        every topic with a message TTL."""
+        for topic in list(self.topics.values()):
+            ttl_s = topic.applied.message_ttl_s
+            if ttl_s > 0 and topic.name.persistent and not topic.fenced:
+                for sub in list(topic.subscriptions.values()):
+                    if message_expiry.expire(sub, ttl_s, now_ms):
+                        sub.dispatcher.begin_round()
+                        sub.dispatcher.dispatch(now_ms)
+
+
+def _keep_files(topic: Topic, detached: list[int]) -> None:
+    """Without a shell (tests, the simulation) detached data is left where it is."""
 
 
 def tick_subscription(sub: Subscription, now_ms: int) -> int | None:

@@ -10,10 +10,6 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-#: Pulsar's ``SchemaCompatibilityStrategy`` names (core.schemas uses them as an enum)
-SCHEMA_COMPATIBILITY_STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD",
-                                   "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
-
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the key and the fix."""
@@ -44,6 +40,22 @@ class BrokerConfig:
     maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
     brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    #: None: brokerDeleteInactiveTopicsFrequencySeconds, as in Pulsar
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    # data lifecycle: retention of consumed data, message TTL, backlog quotas, compaction, schemas
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    retentionCheckIntervalInSeconds: int = 120
+    ttlDurationDefaultInSeconds: int = 0
+    #: an int in Pulsar; fractions are accepted so that tests can expire within a second
+    messageExpiryCheckIntervalInMinutes: float = 5
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    brokerServiceCompactionThresholdInBytes: int = 0
+    schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
@@ -91,9 +103,7 @@ class BrokerConfig:
     brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
     brokerPropertyDeduplicationWindowSeconds: int = 600
     brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
-    # schemas (Pulsar's SchemaRegistryService settings)
-    #: the strategy of topics whose namespace and topic policies leave it UNDEFINED
-    schemaCompatibilityStrategy: str = "FULL"
+    # schemas (Pulsar's SchemaRegistryService settings; schemaCompatibilityStrategy is above)
     #: a new compatible schema may be added by a producer (namespace is_allow_auto_update_schema)
     isAllowAutoUpdateSchemaEnabled: bool = True
     #: producers without a schema are refused on topics that have one
@@ -215,9 +225,6 @@ class BrokerConfig:
                 f"allowAutoTopicCreationType={self.allowAutoTopicCreationType!r}: "
                 "use 'non-partitioned' or 'partitioned'"
             )
-        if self.schemaCompatibilityStrategy not in SCHEMA_COMPATIBILITY_STRATEGIES:
-            raise ConfigError(f"schemaCompatibilityStrategy={self.schemaCompatibilityStrategy!r}: use one of "
-                              + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
         if self.pulsarChannelWriteBufferLowWaterMark > self.pulsarChannelWriteBufferHighWaterMark:
             raise ConfigError(
                 f"pulsarChannelWriteBufferLowWaterMark={self.pulsarChannelWriteBufferLowWaterMark} is above "
@@ -228,9 +235,11 @@ class BrokerConfig:
                 f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
+        self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
-                    "keepAliveIntervalSeconds")
+                    "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
@@ -244,9 +253,22 @@ class BrokerConfig:
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
                     "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
                     "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
-                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte",
+                    "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+
+    def _validate_lifecycle(self) -> None:
+        for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",
+                    "backlogQuotaDefaultLimitSecond"):
+            if getattr(self, key) < -1:
+                raise ConfigError(f"{key}={getattr(self, key)} must be -1 (no limit) or more")
+        choices = {"backlogQuotaDefaultRetentionPolicy": LIFECYCLE_CHOICES["backlog"],
+                   "brokerDeleteInactiveTopicsMode": LIFECYCLE_CHOICES["inactive"],
+                   "schemaCompatibilityStrategy": LIFECYCLE_CHOICES["schema"]}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key}={getattr(self, key)!r}: use one of " + ", ".join(allowed))
 
 
     def _validate_security(self) -> None:
@@ -293,6 +315,13 @@ AUTHENTICATION_PROVIDERS = {
 #: keys whose values are secrets (a data: URL holds the key itself): masked when shown
 SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+#: the values Pulsar's enums allow for the data-lifecycle settings
+LIFECYCLE_CHOICES = {
+    "backlog": ("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    "inactive": ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
+    "schema": ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+               "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"),
+}
 
 
 def _names(text: str) -> list[str]:

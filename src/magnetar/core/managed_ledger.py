@@ -171,10 +171,22 @@ class ManagedLedger(Protocol):
         ...
 
     def trim_before(self, pos: Position) -> list[int]:
-        """Delete the ledgers whose entries all lie before ``pos``, never the current one.
-
-        Returns the deleted ledger ids.
+        """Delete the ledgers whose entries all lie before ``pos``, never the current one:
+        :meth:`detach_before` then :meth:`remove_detached`. Returns the deleted ledger ids.
         """
+        ...
+
+    def detach_before(self, pos: Position) -> list[int]:
+        """Forget the ledgers whose entries all lie before ``pos``, never the current one:
+        from now on they are not read, counted or listed. Their data stays where it is until
+        :meth:`remove_detached`; a crash in between brings them back whole at the next open,
+        and they are deleted again. Returns the detached ledger ids."""
+        ...
+
+    def remove_detached(self) -> int:
+        """Remove the stored data of detached ledgers, oldest first (so that a crash part-way
+        leaves the oldest ledgers gone, never a hole). May run on a worker thread while the
+        owner thread goes on appending and reading. Returns how many ledgers were removed."""
         ...
 
     def roll_over(self) -> None:

@@ -18,6 +18,7 @@ from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsume
 from magnetar.core.entry import EntryInfo, with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
+from magnetar.core.stats import RateCounter
 from magnetar.core.subscription_view import EntrySource, SubscriptionView, TopicView
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -46,6 +47,9 @@ class Subscription:
         self.max_unacked_per_consumer = topic.config.maxUnackedMessagesPerConsumer
         self.max_unacked_per_subscription = topic.config.maxUnackedMessagesPerSubscription
         self.properties: dict[str, str] = {}
+        #: messages expired by TTL or on request: ``msgRateExpired``, ``totalMsgExpired``,
+        #: ``lastExpireTimestamp`` (the counter's ``last_ms``)
+        self.expired = RateCounter()
         self.delayed_tracker: DelayedDeliveryTracker | None = None
         #: the cursor version last handed to the store (-1: never, or the write failed)
         self.persisted_version = -1

@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.core import retention
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
@@ -22,6 +23,7 @@ from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
 from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
+from magnetar.core.policies import AppliedPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.rate_limit import RateLimiter
@@ -72,6 +74,8 @@ class Topic:
         self.publish_limiter: RateLimiter | None = None
         #: the topic's dispatch rate, shared by its subscriptions' throttles
         self.dispatch_limiter: RateLimiter | None = None
+        #: its policies resolved (topic, namespace, broker); the shell applies changes
+        self.applied = AppliedPolicies.of_config(config)
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
         #: recently published entries with the metadata parsed when they were checked
@@ -253,8 +257,19 @@ class Topic:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
                         properties=dict(properties or {}))
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
+        self._apply_limits(sub)
         self.subscriptions[name] = sub
         return sub
+
+    def apply_policies(self, applied: AppliedPolicies) -> None:
+        """Policies changed: limits that live subscriptions read take effect at once."""
+        self.applied = applied
+        for sub in self.subscriptions.values():
+            self._apply_limits(sub)
+
+    def _apply_limits(self, sub: Subscription) -> None:
+        sub.max_unacked_per_consumer = self.applied.max_unacked_on_consumer
+        sub.max_unacked_per_subscription = self.applied.max_unacked_on_subscription
 
     def _drop_what_was_not_taken(self, upto: Position) -> None:
         """Non-persistent: an entry goes to the consumers connected and ready when it arrives.
@@ -330,14 +345,29 @@ class Topic:
             marks.append(self.dedup_snapshot_position or BEFORE_START)
         return min(marks) if marks else None
 
-    def trim_consumed_ledgers(self) -> list[int]:
-        """Delete ledgers every durable subscription has fully consumed."""
-        slowest = self.slowest_mark_delete()
-        if slowest is None or slowest < BEFORE_START:
+    def durable_marks(self) -> list[Position]:
+        """Where each durable cursor stands: subscriptions, and deduplication, which replays
+        from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
+        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        if self.dedup is not None:
+            marks.append(self.dedup_snapshot_position or BEFORE_START)
+        return marks
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.retention`);
+        the shell removes their files off the event loop. Readers standing before what is
+        left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
+        ledgers = self.ledger.ledgers()
+        count = retention.ledgers_to_delete(ledgers, self.durable_marks(), self.applied.retention, now_ms)
+        if count == 0:
             return []
-        first_kept = self.ledger.next_position(slowest)
-        self._forget_recent_before(first_kept)
-        return self.ledger.trim_before(first_kept)
+        last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)
+        ids = self.ledger.detach_before(Position(ledgers[count].ledger_id, 0))
+        for sub in self.subscriptions.values():
+            if not sub.durable:
+                sub.cursor.ack_cumulative(last_gone)
+        self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
+        return ids
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:

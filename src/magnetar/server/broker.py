@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import authorization, cursor_moves, limits, policies, publish
+from magnetar.core import authorization, cursor_moves, limits, message_expiry, policies, publish
 from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.broker_timers import PeriodicTask
@@ -31,7 +31,7 @@ from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import Policies
+from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
@@ -90,8 +90,10 @@ class BrokerService:
         self.recorder = BrokerStatsRecorder()
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
-        #: namespace -> its policies, valid while the store's change count is _policies_at
+        #: namespace -> its policies, and topic -> its own policies, valid while the store's
+        #: change count is _policies_at
         self._policies: dict[str, Policies | None] = {}
+        self._topic_policies: dict[str, TopicPolicies] = {}
         self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
@@ -99,6 +101,9 @@ class BrokerService:
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
+        #: topic -> the removal of its detached ledgers' files, while one runs
+        self._removals: dict[str, asyncio.Future[None]] = {}
+        self.core.ledgers_detached = self._remove_detached
         self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
                                                          config.brokerPublisherThrottlingMaxByteRate)
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
@@ -209,6 +214,7 @@ class BrokerService:
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
+            await self._finish_removal(topic, delete_data)
             if topic.delayed is not None:
                 topic.delayed.release(topic, delete_data)
             # closing syncs and deleting removes a directory: off the event loop
@@ -250,14 +256,28 @@ class BrokerService:
         """The namespace's policies as the typed model, None if it does not exist. Asked on
         hot paths (every delayed entry, every publish with a delay bound), so each is
         parsed once and read again only after a metadata write."""
-        changes = self.metadata.changes
-        if self._policies_at != changes:
-            self._policies.clear()
-            self._policies_at = changes
+        self._forget_stale_policies()
         if namespace not in self._policies:
             stored = self.metadata.get_namespace_policies(namespace)
             self._policies[namespace] = None if stored is None else policies.read_stored(stored)
         return self._policies[namespace]
+
+    def topic_policies(self, name: TopicName) -> TopicPolicies:
+        """The topic's own policies (all unset when none were set); a partition has its
+        partitioned topic's, as in Pulsar."""
+        self._forget_stale_policies()
+        key = str(name.partitioned_topic)
+        found = self._topic_policies.get(key)
+        if found is None:
+            found = self._topic_policies[key] = policies.read_stored_topic(self.metadata.get_topic_policies(key))
+        return found
+
+    def _forget_stale_policies(self) -> None:
+        changes = self.metadata.changes
+        if self._policies_at != changes:
+            self._policies.clear()
+            self._topic_policies.clear()
+            self._policies_at = changes
 
     def access_context(self, namespace: str) -> AccessContext:
         """What an authorization decision on ``namespace`` (or a tenant alone) needs to know."""
@@ -377,14 +397,30 @@ class BrokerService:
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
             sub.persisted_version = 0
-        deduplication.refresh(self, topic, now_ms())
-        property_dedup.refresh(self, topic)
-        self.apply_publish_rate(topic)
-        self.apply_dispatch_rates(topic)
+        self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         delayed_index.recover(self, topic, now_ms())
         return topic
+
+    def apply_policies(self, topic: Topic, now: int) -> None:
+        """Bring a loaded topic in line with its policies (topic, namespace, broker)."""
+        deduplication.refresh(self, topic, now)
+        property_dedup.refresh(self, topic)
+        self.apply_publish_rate(topic)
+        self.apply_dispatch_rates(topic)
+        topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                     self.config))
+
+    def policies_changed(self, name: TopicName | str) -> None:
+        """A topic's (TopicName) or a namespace's (str) policies were written: the loaded
+        topics they cover follow at once, not at the next periodic refresh."""
+        now = now_ms()
+        for topic in list(self.topics.values()):
+            covered = topic.name.namespace_name == name if isinstance(name, str) \
+                else topic.name.partitioned_topic == name.partitioned_topic
+            if covered:
+                self.apply_policies(topic, now)
 
     def apply_publish_rate(self, topic: Topic) -> None:
         msgs, size = policies.publish_rate(self.policies_of(topic.name), self.config)
@@ -422,7 +458,7 @@ class BrokerService:
             pause = max(pause, limiter.take(messages, size, now))
         return pause
 
-    def refresh_deduplication(self) -> None:
+    def refresh_policies(self) -> None:
         """Apply run-time policy changes and store due dedup snapshots. Policies change only
         through the metadata store: while it has not changed, there is nothing to apply (and
         reading every loaded topic's policy each second would hold up the event loop)."""
@@ -430,10 +466,7 @@ class BrokerService:
         if self._dedup_policies_at != self.metadata.changes:
             self._dedup_policies_at = self.metadata.changes
             for topic in list(self.topics.values()):
-                deduplication.refresh(self, topic, now)
-                property_dedup.refresh(self, topic)
-                self.apply_publish_rate(topic)
-                self.apply_dispatch_rates(topic)
+                self.apply_policies(topic, now)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 
@@ -441,7 +474,8 @@ class BrokerService:
         namespace = name.namespace_name
 
         def enabled() -> bool:
-            return policies.delayed_delivery_active(self.namespace_policies(namespace) or Policies(), self.config)
+            return policies.delayed_delivery_active(self.topic_policies(name),
+                                                    self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
         return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
 
@@ -463,7 +497,7 @@ class BrokerService:
 
     def max_delay_ms(self, name: TopicName) -> int:
         """The longest delivery delay a message may ask for (0: no limit)."""
-        return policies.max_delivery_delay_ms(self.policies_of(name), self.config)
+        return policies.max_delivery_delay_ms(self.topic_policies(name), self.policies_of(name), self.config)
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
@@ -540,10 +574,47 @@ class BrokerService:
 
     # -- cursors ---------------------------------------------------------------------------
     def _persist_tick(self, now: int) -> None:
-        """The cursor-persist deadline: changed cursors, due dedup snapshots, trimming."""
+        """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes."""
         self.persist_cursors()
-        self.refresh_deduplication()
-        self.core.trim_consumed_ledgers()
+        self.refresh_policies()
+
+    # -- retention --------------------------------------------------------------------------
+    def _remove_detached(self, topic: Topic, detached: list[int]) -> None:
+        """Retention detached ledgers of ``topic``: their files are removed once the cursors
+        that moved past them are durable, so that after a crash no stored cursor stands in
+        a removed ledger; the removal (unlinks, a directory sync) runs on a worker thread."""
+        log.info("retention of %s deletes ledgers %s", topic.name, detached)
+        if self.loop is None:
+            topic.ledger.remove_detached()
+            return
+        key = str(topic.name)
+        written = asyncio.wrap_future(self.persist_topic_cursors(topic))
+        work = asyncio.ensure_future(self._remove_files(topic, written))
+        self._removals[key] = work
+        work.add_done_callback(lambda done: self._removal_done(key, done))
+
+    @staticmethod
+    async def _remove_files(topic: Topic, written: asyncio.Future[None]) -> None:
+        await written
+        await asyncio.get_running_loop().run_in_executor(None, topic.ledger.remove_detached)
+
+    def _removal_done(self, key: str, done: asyncio.Future[None]) -> None:
+        if self._removals.get(key) is done:
+            del self._removals[key]
+        if not done.cancelled() and done.exception() is not None:
+            log.error("removing the deleted ledgers of %s failed (they go at the next removal)", key,
+                      exc_info=done.exception())
+
+    async def _finish_removal(self, topic: Topic, delete_data: bool) -> None:
+        """Before a topic's files are closed, retention is applied once more (an unloaded
+        topic is not checked), and every removal of its files has finished."""
+        if topic.name.persistent and not delete_data:
+            detached = topic.apply_retention(now_ms())
+            if detached:
+                self._remove_detached(topic, detached)
+        pending = self._removals.get(str(topic.name))
+        if pending is not None:
+            await asyncio.wait([pending])
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
@@ -671,14 +742,14 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        limits.check_new_producer(topic, self.policies_of(topic.name), self.config)
+        limits.check_new_producer(topic, self.topic_policies(topic.name), self.policies_of(topic.name), self.config)
 
     def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
         policies = self.policies_of(topic.name)
         enabled = policies.subscription_types_enabled
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
-        limits.check_new_consumer(topic, subscription, policies, self.config)
+        limits.check_new_consumer(topic, subscription, self.topic_policies(topic.name), policies, self.config)
 
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:
@@ -726,7 +797,7 @@ class BrokerOperations(BrokerService):
     # -- schemas ---------------------------------------------------------------------
     def schema_strategy(self, name: TopicName) -> SchemaCompatibilityStrategy:
         """The compatibility strategy that applies to the topic (topic, namespace, broker)."""
-        found = policies.schema_compatibility_strategy(None, self.policies_of(name), self.config)
+        found = policies.schema_compatibility_strategy(self.topic_policies(name), self.policies_of(name), self.config)
         return SchemaCompatibilityStrategy(found)
 
     def add_schema(self, name: TopicName, schema: SchemaData) -> int:
@@ -796,12 +867,10 @@ class BrokerOperations(BrokerService):
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
         return cursor_moves.skip_messages(sub, count)
 
-    def expire_messages(self, sub: Subscription, expire_time_s: int) -> int:
+    @staticmethod
+    def expire_messages(sub: Subscription, expire_time_s: int) -> int:
         """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
-        now = now_ms()
-        expired = cursor_moves.expire_messages(sub, expire_time_s, now)
-        self.recorder.expired(str(sub.topic.name), sub.name, expired, now)
-        return expired
+        return message_expiry.expire(sub, expire_time_s, now_ms())
 
     async def unload_topic(self, name: TopicName) -> bool:
         """Close every client and release the topic; it is reopened on next use."""
@@ -823,5 +892,6 @@ class BrokerOperations(BrokerService):
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
         if name.partition_index < 0:
             self.schemas.delete_all(name)
+            self.metadata.delete_topic_policies(key)
         self.metadata.delete_topic(key)
         self.recorder.forget_topic(key)

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
-from magnetar.core.policies import Policies
+from magnetar.core.policies import Policies, TopicPolicies
 from magnetar.core.topic import Topic
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -32,6 +32,8 @@ class BrokerShell(Protocol):
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
     def policies_of(self, name: TopicName) -> Policies: ...
+
+    def topic_policies(self, name: TopicName) -> TopicPolicies: ...
 
     def on_loop(self, work: concurrent.futures.Future[Any],
                 callback: Callable[[BaseException | None], None]) -> None: ...

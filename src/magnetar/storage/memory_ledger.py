@@ -148,12 +148,19 @@ class MemoryLedger:
         return self._index.total_size_bytes()
 
     def trim_before(self, pos: Position) -> list[int]:
+        return self.detach_before(pos)
+
+    def detach_before(self, pos: Position) -> list[int]:
+        """In memory there is nothing to remove later: the entries go at once."""
         self._check_open()
         ids = self._index.trimmable_before(pos)
         self._index.remove_oldest(len(ids))
         for ledger_id in ids:
             del self._stored[ledger_id]
         return ids
+
+    def remove_detached(self) -> int:
+        return 0
 
     def roll_over(self) -> None:
         self._check_open()

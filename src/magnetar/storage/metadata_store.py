@@ -224,6 +224,10 @@ def _cursor_record(row: tuple[Any, ...]) -> CursorRecord:
     return CursorRecord(mark_delete, decode_ranges(ranges), json.loads(properties), last_active_ms)
 
 
+#: key prefix of topic policies in the key-value table
+TOPIC_POLICIES_PREFIX = "topic-policies/"
+
+
 class MetadataStore:
     """Broker metadata in a SQLite file; see the module docstring for the guarantees."""
 
@@ -525,6 +529,24 @@ class MetadataStore:
     def delete_schemas(self, topic: str) -> int:
         """Delete every version of the topic's schema; returns how many there were."""
         return self._delete("DELETE FROM schemas WHERE topic = ?", (topic,))
+
+    # -- topic policies ------------------------------------------------------------------
+
+    def get_topic_policies(self, topic: str) -> dict[str, Any] | None:
+        """A topic's own policies (Pulsar's ``TopicPolicies`` JSON), None when none is set.
+        A partitioned topic's are kept under its own name, not its partitions'."""
+        stored: dict[str, Any] | None = self.get_json(TOPIC_POLICIES_PREFIX + topic)
+        return stored
+
+    def put_topic_policies(self, topic: str, policies: dict[str, Any]) -> None:
+        """Replace a topic's policies; an empty dict removes them."""
+        if policies:
+            self.put_json(TOPIC_POLICIES_PREFIX + topic, policies)
+        else:
+            self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def delete_topic_policies(self, topic: str) -> bool:
+        return self.delete(TOPIC_POLICIES_PREFIX + topic)
 
     # -- generic JSON key-value ----------------------------------------------------------
 

@@ -419,6 +419,8 @@ class SegmentLedger:
         self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
         #: ledgers rolled over since the last sync: that sync writes their index files
         self._sealed: list[_Segment] = []
+        #: segment files of detached ledgers, oldest first, waiting for remove_detached()
+        self._detached: list[Path] = []
         #: a descriptor of the directory, taken when an entry in it was created or removed;
         #: the sync fsyncs it, so syncing never needs a new descriptor
         self._dir_fd = -1
@@ -820,24 +822,42 @@ class SegmentLedger:
     # -- trimming and lifecycle -------------------------------------------------------
 
     def trim_before(self, pos: Position) -> list[int]:
+        ids = self.detach_before(pos)
+        self.remove_detached()
+        return ids
+
+    def detach_before(self, pos: Position) -> list[int]:
         self._check_open()
         ids = self._index.trimmable_before(pos)
         if not ids:
             return []
         self._index.remove_oldest(len(ids))
+        paths = []
         for ledger_id in ids:
             fd = self._read_fds.pop(ledger_id, None)
             if fd is not None:
                 os.close(fd)
-            path = self._segments.pop(ledger_id).path
-            path.unlink(missing_ok=True)
-            path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
+            paths.append(self._segments.pop(ledger_id).path)
         self._cache.drop_ledgers(set(ids))
-        try:
-            self._hold_dir_fd()
-        except OSError as exc:  # the removal is made durable by the next sync that can
-            log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
+        with self._lock:
+            self._detached.extend(paths)
         return ids
+
+    def remove_detached(self) -> int:
+        """The segment file goes before its index (an index without its segment is dropped
+        at open); the directory is synced once at the end, and ledgers reopened before that
+        sync are merely deleted again."""
+        with self._lock:
+            paths, self._detached = self._detached, []
+        for path in paths:
+            path.unlink(missing_ok=True)
+            path.with_name(index_file_name(int(path.name[:-4]))).unlink(missing_ok=True)
+        if paths and self.directory.exists():
+            try:
+                fsync_dir(self.directory)
+            except OSError as exc:  # the removal is made durable by a later sync of the directory
+                log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
+        return len(paths)
 
     def roll_over(self) -> None:
         self._check_writable()
