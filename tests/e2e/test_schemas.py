@@ -231,7 +231,8 @@ def test_get_schema_and_get_or_create_schema_commands(broker: BrokerProcess, cli
         assert refused.error_code == pb.IncompatibleSchema and "exists schema type AVRO" in refused.error_message
 
 
-def test_auto_consume_consumers_do_not_hold_a_schema(broker: BrokerProcess, client: pulsar.Client) -> None:
+def test_auto_consume_consumers_do_not_hold_a_schema(broker: BrokerProcess, client: pulsar.Client,
+                                                    admin: httpx.Client) -> None:
     topic = new_topic("auto")
     with RawConnection.to_service(broker.service_url) as conn:
         conn.handshake()
@@ -239,8 +240,13 @@ def test_auto_consume_consumers_do_not_hold_a_schema(broker: BrokerProcess, clie
             topic=topic, subscription="any", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=1,
             schema=pb.Schema(name="x", type=pb.Schema.AutoConsume, schema_data=b""))))
         conn.expect_reply(1, T.SUCCESS)
-        client.create_producer(topic, schema=AvroSchema(UserV1)).close()  # the topic was idle: v1 is its first
-    assert client.get_topic_partitions(topic) == [topic]
+        assert admin.get(schema_url(topic)).status_code == 404  # AUTO_CONSUME is never stored
+        client.subscribe(topic, "typed", schema=AvroSchema(UserV1)).close()  # the topic counts as idle
+        assert admin.get(schema_url(topic)).json()["version"] == 0
+    plain = new_topic("plain")
+    client.subscribe(plain, "bytes")  # a consumer without a schema holds the topic
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(plain, "typed", schema=AvroSchema(UserV1))
 
 
 # -- the REST API --------------------------------------------------------------------------------

@@ -5,17 +5,19 @@ producer and consumer rules; where the strategy comes from."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from magnetar.core.broker_config import LIFECYCLE_CHOICES, BrokerConfig
-from magnetar.core.errors import IncompatibleSchema
+from magnetar.core.errors import IncompatibleSchema, InvalidSchemaData
 from magnetar.core.policies import Policies, TopicPolicies, schema_compatibility_strategy, schema_validation_enforced
 from magnetar.core.schemas.avro_resolution import InvalidAvroSchema, parse, read_problem
 from magnetar.core.schemas.compatibility import check_compatible, check_consumer_compatible
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy as S
 from magnetar.core.schemas.schema_data import SchemaData, encode_key_value, key_value_parts
+from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import (
     StoredVersion,
     check_producer_without_schema,
@@ -307,3 +309,31 @@ def test_strategy_names_match_the_config_keys_values() -> None:
     assert tuple(s.value for s in S) == ("UNDEFINED", *LIFECYCLE_CHOICES["schema"])
     with pytest.raises(ValueError, match="schemaCompatibilityStrategy"):
         BrokerConfig().with_overrides({"schemaCompatibilityStrategy": "SOMETIMES"})
+
+
+@pytest.mark.parametrize(("schema", "reason"), [
+    (SchemaData("INT32", b"x"), "length of schema data should be zero, but 1 bytes is found"),
+    (SchemaData("STRING", b"x"), "Invalid schema definition data for string schema : 'x'"),
+    (SchemaData("AUTO_CONSUME", b""), "Schema AUTO_CONSUME is a client-side schema type"),
+    (SchemaData("AVRO", b"{"), "Invalid schema definition data for AVRO schema: not JSON"),
+    (SchemaData("AVRO", b'{"type": "record", "name": "R"}'), "not an Avro schema"),
+    (SchemaData("JSON", b"[1]"), "Invalid schema definition data for JSON schema"),
+    (SchemaData("PROTOBUF_NATIVE", b"{}"), "fileDescriptorSet and rootMessageTypeName"),
+    (SchemaData("KEY_VALUE", encode_key_value(b"", b"{")), "for AVRO schema"),
+    (SchemaData("KEY_VALUE", b"\x00"), "Invalid KEY_VALUE schema data"),
+])
+def test_definitions_that_are_not_of_their_type_are_refused(schema: SchemaData, reason: str) -> None:
+    if schema.schema_type == "KEY_VALUE":
+        schema = SchemaData("KEY_VALUE", schema.data, {"key.schema.type": "STRING", "value.schema.type": "AVRO"})
+    with pytest.raises(InvalidSchemaData, match=re.escape(reason)):
+        validate(schema)
+    with pytest.raises(InvalidSchemaData):
+        version_to_add([], schema, S.FULL, allow_auto_update=True)
+
+
+def test_valid_definitions_pass() -> None:
+    for schema in (SchemaData("STRING", b""), SchemaData("STRING", b"null"), SchemaData("NONE", b"raw"), avro(BASE),
+                   avro(BASE, "JSON"), protobuf_native("a.B"),
+                   SchemaData("JSON", b'{"type": "object", "id": "urn:x"}'),
+                   key_value(SchemaData("STRING", b""), avro(BASE))):
+        validate(schema)

@@ -16,6 +16,7 @@ def topics_in_namespace(broker: BrokerOperations, namespace: str) -> list[str]:
 async def delete_partitioned_topic(broker: BrokerOperations, name: TopicName, partitions: int) -> None:
     for index in range(partitions):
         await broker.delete_topic(name.partition(index))
+    broker.schemas.delete_all(name)  # partitions share their parent's schemas
     broker.metadata.delete_partitioned_topic(str(name))
     broker.metadata.delete_topic_policies(str(name))
 

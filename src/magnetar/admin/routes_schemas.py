@@ -18,7 +18,7 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from magnetar.admin.common import Broker, require_namespace, topic_name
-from magnetar.admin.errors import RestError, bad_request, not_found
+from magnetar.admin.errors import bad_request, not_found
 from magnetar.core.errors import IncompatibleSchema
 from magnetar.core.names import TopicName
 from magnetar.core.schemas import versions as schema_versions
@@ -177,6 +177,3 @@ async def delete_schema(broker: Broker, tenant: str, namespace: str, topic: str,
     name = _require_topic(broker, tenant, namespace, topic)
     marker = broker.delete_schema(name, force)
     return {"version": -1 if marker is None else marker}
-
-
-__all__ = ["router", "RestError", "schema_from_payload"]

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from magnetar.core.errors import IncompatibleSchema
-from magnetar.core.schemas.avro_resolution import InvalidAvroSchema, parse, same_schema
+from magnetar.core.schemas.avro_resolution import AvroSchema, InvalidAvroSchema, parse, same_schema
 from magnetar.core.schemas.compatibility import check_compatible, check_consumer_compatible
 from magnetar.core.schemas.schema_data import AVRO_BASED_TYPES, SchemaData
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy as Strategy
@@ -48,24 +48,23 @@ def version_of(history: Sequence[StoredVersion], version: int) -> StoredVersion 
 
 def find_version(history: Sequence[StoredVersion], schema: SchemaData) -> int | None:
     """The live version holding this same schema: same type and, for Avro-based types,
-    the same parsed definition, else the same bytes."""
+    the same parsed definition (however it is spelled), else the same definition."""
     candidates = [v for v in live_versions(history) if v.schema.schema_type == schema.schema_type]
-    if schema.schema_type in AVRO_BASED_TYPES:
-        try:
-            wanted = parse(schema.data)
-        except InvalidAvroSchema:
-            wanted = None
-        for stored in candidates:
-            if wanted is not None and _same_avro(stored.schema, wanted.text.encode()):
-                return stored.version
-    return next((v.version for v in candidates if v.schema.same_definition(schema)), None)
+    wanted = _parsed(schema) if schema.schema_type in AVRO_BASED_TYPES else None
+    for stored in candidates:
+        if stored.schema.same_definition(schema):
+            return stored.version
+        known = _parsed(stored.schema) if wanted is not None else None
+        if wanted is not None and known is not None and same_schema(known, wanted):
+            return stored.version
+    return None
 
 
-def _same_avro(stored: SchemaData, data: bytes) -> bool:
+def _parsed(schema: SchemaData) -> AvroSchema | None:
     try:
-        return same_schema(parse(stored.data), parse(data))
+        return parse(schema.data)
     except InvalidAvroSchema:
-        return False
+        return None
 
 
 def version_to_add(history: Sequence[StoredVersion], schema: SchemaData, strategy: Strategy,
