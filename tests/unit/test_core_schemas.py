@@ -9,6 +9,8 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from magnetar.core.broker_config import LIFECYCLE_CHOICES, BrokerConfig
 from magnetar.core.errors import IncompatibleSchema, InvalidSchemaData
@@ -337,3 +339,32 @@ def test_valid_definitions_pass() -> None:
                    SchemaData("JSON", b'{"type": "object", "id": "urn:x"}'),
                    key_value(SchemaData("STRING", b""), avro(BASE))):
         validate(schema)
+
+
+# -- properties of the resolution rules -----------------------------------------------------------
+PRIMITIVE_DEFAULTS = {"int": 0, "long": 0, "float": 0.0, "double": 0.0, "string": "", "bytes": "", "boolean": False}
+field_types = st.sampled_from(sorted(PRIMITIVE_DEFAULTS)) | st.lists(
+    st.sampled_from(["int", "string", "boolean"]), min_size=1, max_size=3, unique=True).map(lambda b: ["null", *b])
+records = st.dictionaries(st.from_regex(r"[a-z][a-z0-9_]{0,6}", fullmatch=True), field_types, min_size=1,
+                          max_size=6).map(lambda fields: record(*(field(n, t) for n, t in fields.items())))
+
+
+def parsed(schema: dict[str, Any]) -> Any:
+    return parse(json.dumps(schema).encode())
+
+
+@settings(max_examples=60, deadline=None)
+@given(records)
+def test_every_schema_reads_itself(schema: dict[str, Any]) -> None:
+    assert read_problem(parsed(schema), parsed(schema)) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(records, st.sampled_from(sorted(PRIMITIVE_DEFAULTS)))
+def test_a_field_added_with_a_default_is_fully_compatible(schema: dict[str, Any], kind: str) -> None:
+    grown = {**schema, "fields": [*schema["fields"], field("zz_added", kind, default=PRIMITIVE_DEFAULTS[kind])]}
+    check_compatible([avro(schema)], avro(grown), S.FULL_TRANSITIVE)
+    without_default = {**schema, "fields": [*schema["fields"], field("zz_added", kind)]}
+    check_compatible([avro(schema)], avro(without_default), S.FORWARD)
+    with pytest.raises(IncompatibleSchema, match="zz_added"):
+        check_compatible([avro(schema)], avro(without_default), S.BACKWARD)

@@ -1,8 +1,9 @@
 """The schema registry's storage side: versions per topic in the metadata store, an
 8-byte big-endian version id on the wire (Pulsar's ``LongSchemaVersion``).
 
-Partitions share their partitioned topic's schemas (Pulsar's schema id is the
-partitioned topic's name). Which version a schema gets, and whether it may be added,
+Partitions share their partitioned topic's schemas, and a persistent and a
+non-persistent topic of one name share theirs (Pulsar's schema id is the partitioned
+topic's ``tenant/namespace/topic``). Which version a schema gets, and whether it may be added,
 is decided in :mod:`magnetar.core.schemas.versions`; this module reads and appends.
 """
 
@@ -28,8 +29,10 @@ def decode_version(raw: bytes) -> int:
 
 
 def schema_id(name: TopicName) -> str:
-    """The key a topic's schemas are stored under: its partitioned topic's name."""
-    return str(name.partitioned_topic)
+    """The key a topic's schemas are stored under: its partitioned topic's name in the
+    persistent domain, since Pulsar's schema id (``tenant/namespace/topic``) has no domain."""
+    parent = name.partitioned_topic
+    return f"persistent://{parent.tenant}/{parent.namespace}/{parent.local_name}"
 
 
 class SchemaRegistry:
