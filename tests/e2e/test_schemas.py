@@ -271,6 +271,8 @@ def test_rest_round_trip(admin: httpx.Client) -> None:
     conflict = admin.post(schema_url(topic), json=avro_payload(UserV3))
     assert conflict.status_code == 409 and "strategy BACKWARD" in conflict.json()["reason"]
     assert admin.post(schema_url(topic), json=avro_payload(UserV2)).json() == {"version": {"version": 1}}
+    assert admin.post(schema_url(topic, "/version"), json=avro_payload(UserV2)).json() == 1
+    assert admin.post(schema_url(topic, "/version"), json=avro_payload(UserV3)).json() == -1
     assert admin.get(schema_url(topic, "/schema/0")).json()["version"] == 0
     assert admin.get(schema_url(topic, "/schema/7")).status_code == 404
     assert admin.delete(schema_url(topic)).json() == {"version": 2}  # the delete marker

@@ -132,6 +132,7 @@ RULES: dict[str, dict[str, Rule]] = {
     SCHEMAS + "/schema/{version}": {"GET": LOOKUP},
     SCHEMAS + "/schemas": {"GET": LOOKUP},
     SCHEMAS + "/compatibility": {"POST": TENANT_ADMIN},
+    SCHEMAS + "/version": {"POST": LOOKUP},
 }
 
 

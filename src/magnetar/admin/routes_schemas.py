@@ -4,7 +4,8 @@ The JSON shapes are Pulsar's: ``GetSchemaResponse`` (version, type, timestamp, d
 properties), ``GetAllVersionsSchemaResponse`` (``getSchemaResponses``),
 ``PostSchemaPayload`` (type, schema, properties) in, ``PostSchemaResponse``
 (``{"version": {"version": N}}``), ``DeleteSchemaResponse`` and
-``IsCompatibilityResponse``. A KEY_VALUE schema travels as the JSON text
+``IsCompatibilityResponse``; ``POST .../version`` answers a schema's version (-1 when
+the topic does not have it). A KEY_VALUE schema travels as the JSON text
 ``{"key": <key schema>, "value": <value schema>}``, as Pulsar's admin converts it.
 Partitions share their partitioned topic's schemas.
 """
@@ -169,6 +170,14 @@ async def test_compatibility(broker: Broker, tenant: str, namespace: str, topic:
     except IncompatibleSchema:
         return {"isCompatibility": False, "schemaCompatibilityStrategy": strategy.value}
     return {"isCompatibility": True, "schemaCompatibilityStrategy": strategy.value}
+
+
+@router.post(TOPIC + "/version", summary="The version a schema has on the topic (-1: none)")
+async def get_version_by_schema(broker: Broker, tenant: str, namespace: str, topic: str,
+                                payload: Annotated[PostSchemaPayload, Body()], authoritative: bool = False) -> int:
+    name = _require_topic(broker, tenant, namespace, topic)
+    found = schema_versions.find_version(broker.schemas.history(name), schema_from_payload(payload))
+    return -1 if found is None else found
 
 
 @router.delete(TOPIC + "/schema", summary="Delete a topic's schema (every version with force=true)")
