@@ -172,6 +172,15 @@ def test_schema_versions_keep_their_time_and_delete_markers(store: MetadataStore
     assert store.get_schemas(TOPIC) == [stored, marker]
 
 
+def test_schema_versions_numbered_by_the_caller_are_stored_once(store: MetadataStore) -> None:
+    store.put_schema(TOPIC, 0, SchemaRecord("STRING", b""))
+    store.put_schema(TOPIC, 1, SchemaRecord("INT32", b""))
+    with pytest.raises(AlreadyExists, match="schema version 1 of"):
+        store.put_schema(TOPIC, 1, SchemaRecord("INT64", b""))
+    assert [r.schema_type for r in store.get_schemas(TOPIC)] == ["STRING", "INT32"]
+    assert store.add_schema(TOPIC, SchemaRecord("JSON", b"{}")) == 2
+
+
 def test_a_version_1_store_gains_schema_times_and_delete_markers(tmp_path: Path) -> None:
     path = tmp_path / "metadata.db"
     db = sqlite3.connect(path)

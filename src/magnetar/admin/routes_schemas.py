@@ -12,6 +12,7 @@ Partitions share their partitioned topic's schemas.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Annotated, Any
 
@@ -154,6 +155,7 @@ async def post_schema(broker: Broker, tenant: str, namespace: str, topic: str,
     schema = schema_from_payload(payload)
     found = schema_versions.version_to_add(history, schema, broker.schema_strategy(name), allow_auto_update=True)
     number = found if found is not None else broker.schemas.append(name, schema, now_ms()).version
+    await asyncio.wrap_future(broker.schemas.written())
     return {"version": {"version": number}}
 
 
@@ -185,4 +187,5 @@ async def delete_schema(broker: Broker, tenant: str, namespace: str, topic: str,
                         force: bool = False) -> dict[str, Any]:
     name = _require_topic(broker, tenant, namespace, topic)
     marker = broker.delete_schema(name, force)
+    await asyncio.wrap_future(broker.schemas.written())
     return {"version": -1 if marker is None else marker}

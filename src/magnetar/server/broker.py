@@ -75,7 +75,7 @@ class BrokerService:
         self.core = BrokerCore(config)
         self.timer = BrokerTimer(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
-        self.schemas = SchemaRegistry(self.metadata)
+        self.schemas = SchemaRegistry(self.metadata, self.writer)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -159,9 +159,13 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     if req.HasField("initial_subscription_name") and req.initial_subscription_name:
         broker.ensure_subscription(topic, req.initial_subscription_name)
     epoch = topic.topic_epoch if prod.exclusive else None
-    conn.write_command(commands.producer_success(
+    reply = commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
-        topic_epoch=epoch, producer_ready=ready if not ready else None))
+        topic_epoch=epoch, producer_ready=ready if not ready else None)
+    if schema_version is None:
+        conn.write_command(reply)
+    else:  # the version it names must be stored first
+        conn.reply_when_done(broker.schemas.written(), frame.command, reply)
 
 
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
@@ -264,8 +268,11 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
     if req.subscription_properties and not sub.properties:
         sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
-    if not durable:
+    if not durable and schema is None:
         conn.write_command(commands.success(req.request_id))
+        return
+    if not durable:  # a schema it gave the topic is stored first
+        conn.reply_when_done(broker.schemas.written(), frame.command, commands.success(req.request_id))
         return
     # A new subscription is stored before SUCCESS: one a crash could forget would come
     # back at Latest and skip every message published in between. The write is a
@@ -410,16 +417,11 @@ def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
     try:
         topic = conn.broker.get_topic(name, create=False)
     except TopicNotFound:
-        conn.write_command(commands.get_or_create_schema_error(req.request_id, ServerError.TopicNotFound,
-                                                               f"Topic not found {req.topic}"))
-        return
+        raise TopicNotFound(f"Topic not found {req.topic}") from None
     schema = schema_from_wire(req.schema)
-    try:
-        version = conn.broker.producer_schema_version(topic, None if schema.schema_type == "NONE" else schema)
-    except BrokerError as exc:
-        conn.write_command(commands.get_or_create_schema_error(req.request_id, exc.code, exc.message))
-        return
-    conn.write_command(commands.get_or_create_schema_response(req.request_id, version or b""))
+    version = conn.broker.producer_schema_version(topic, None if schema.schema_type == "NONE" else schema)
+    conn.reply_when_done(conn.broker.schemas.written(), frame.command,
+                         commands.get_or_create_schema_response(req.request_id, version or b""))
 
 
 HANDLERS: dict[int, Handler] = {

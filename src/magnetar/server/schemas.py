@@ -9,13 +9,19 @@ is decided in :mod:`magnetar.core.schemas.versions`; this module reads and appen
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import struct
+from typing import Any
 
 from magnetar.core.names import TopicName
 from magnetar.core.schemas.schema_data import SCHEMA_TYPE_NAMES, SCHEMA_TYPE_NUMBERS, SchemaData
 from magnetar.core.schemas.versions import StoredVersion
+from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.metadata_store import MetadataStore, SchemaRecord
 from magnetar.wire import pulsar_api_pb2 as pb
+
+log = logging.getLogger("magnetar.schemas")
 
 
 def encode_version(version: int) -> bytes:
@@ -39,11 +45,14 @@ class SchemaRegistry:
     """Schema versions per topic, kept in the metadata store so they outlive a restart.
 
     A version number names one schema for good: messages carry it, and a consumer asks
-    for it later, so numbering must never start again from 0 after a restart.
+    for it later, so numbering must never start again from 0 after a restart. The
+    history in memory is the truth once read; writes go to the metadata writer's thread
+    in order, and whoever promises a version waits for :meth:`written`.
     """
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, writer: MetadataWriter) -> None:
         self._store = store
+        self._writer = writer
         self._cache: dict[str, list[StoredVersion]] = {}
 
     def history(self, name: TopicName) -> list[StoredVersion]:
@@ -58,22 +67,25 @@ class SchemaRegistry:
         return cached
 
     def append(self, name: TopicName, schema: SchemaData, now_ms: int, *, deleted: bool = False) -> StoredVersion:
-        """Store ``schema`` (or a delete marker) as the next version."""
-        record = SchemaRecord(schema.schema_type, schema.data, dict(schema.properties), now_ms, deleted)
-        number = self._store.add_schema(schema_id(name), record)
-        stored = StoredVersion(number, schema, now_ms, deleted)
-        self.history(name).append(stored)
+        """Add ``schema`` (or a delete marker) as the next version; stored off the event loop."""
+        history = self.history(name)
+        stored = StoredVersion(history[-1].version + 1 if history else 0, schema, now_ms, deleted)
+        history.append(stored)
+        key, record = schema_id(name), SchemaRecord(schema.schema_type, schema.data, dict(schema.properties),
+                                                    now_ms, deleted)
+        self._writer.submit(lambda store: store.put_schema(key, stored.version, record)).add_done_callback(
+            _log_failure)
         return stored
 
-    def delete_all(self, name: TopicName) -> int:
-        """Remove every version for good (Pulsar's forced delete); returns how many."""
+    def delete_all(self, name: TopicName) -> None:
+        """Remove every version for good (Pulsar's forced delete): numbering starts again."""
         key = schema_id(name)
-        self._cache.pop(key, None)
-        return self._store.delete_schemas(key)
+        self._cache[key] = []
+        self._writer.submit(lambda store: store.delete_schemas(key)).add_done_callback(_log_failure)
 
-    def forget(self, name: TopicName) -> None:
-        """Drop the cached versions (the store was changed by someone else)."""
-        self._cache.pop(schema_id(name), None)
+    def written(self) -> concurrent.futures.Future[None]:
+        """Done once every schema change made so far is in the store."""
+        return self._writer.barrier()
 
 
 def schema_from_wire(schema: pb.Schema) -> SchemaData:
@@ -87,3 +99,8 @@ def schema_to_wire(name: TopicName, schema: SchemaData) -> pb.Schema:
     return pb.Schema(name=f"{parent.namespace_name}/{parent.local_name}", schema_data=schema.data,
                      type=SCHEMA_TYPE_NUMBERS.get(schema.schema_type, 0),  # type: ignore[arg-type]
                      properties=[pb.KeyValue(key=k, value=v) for k, v in sorted(schema.properties.items())])
+
+
+def _log_failure(write: concurrent.futures.Future[Any]) -> None:
+    if write.exception() is not None:
+        log.error("storing a schema change failed", exc_info=write.exception())

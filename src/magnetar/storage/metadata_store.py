@@ -497,6 +497,15 @@ class MetadataStore:
 
     def add_schema(self, topic: str, schema: SchemaRecord) -> int:
         """Store the next version of the topic's schema and return its number (from 0)."""
+        with self._transaction():
+            last = self._value("SELECT MAX(version) FROM schemas WHERE topic = ?", (topic,))
+            version = 0 if last is None else last + 1
+            self.put_schema(topic, version, schema)
+        return version
+
+    def put_schema(self, topic: str, version: int, schema: SchemaRecord) -> None:
+        """Store version ``version`` of the topic's schema (the caller numbers them);
+        storing a number twice is refused (AlreadyExists)."""
         _topic_namespace(topic)
         _check_text("schema type", schema.schema_type)
         if not isinstance(schema.data, bytes):
@@ -504,16 +513,15 @@ class MetadataStore:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in schema.properties.items()):
             raise InvalidMetadata("schema properties must map str to str")
         properties = _dump_json("schema properties", schema.properties)
-        with self._transaction() as db:
-            last = self._value("SELECT MAX(version) FROM schemas WHERE topic = ?", (topic,))
-            version = 0 if last is None else last + 1
-            db.execute(
+        try:
+            self._db.execute(
                 "INSERT INTO schemas (topic, version, type, data, properties, timestamp_ms, deleted)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (topic, version, schema.schema_type, schema.data, properties, schema.timestamp_ms,
                  int(schema.deleted)),
             )
-        return version
+        except sqlite3.IntegrityError:
+            raise AlreadyExists(f"schema version {version} of {topic} already exists") from None
 
     def get_schemas(self, topic: str) -> list[SchemaRecord]:
         """Every version of the topic's schema; the list index is the version."""
