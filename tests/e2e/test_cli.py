@@ -128,3 +128,20 @@ def test_permission_limit_and_rate_verbs(broker: BrokerProcess, tenant: str) -> 
     assert rate["publishMaxMessageRate"]["standalone"]["publishThrottlingRateInMsg"] == 100
     bad = magnetar(broker, "admin", "namespaces", "grant-permission", namespace, "--role", "x", "--actions", "fly")
     assert bad.returncode != 0 and bad.stderr.strip()
+
+
+def test_topic_policy_verbs(broker: BrokerProcess, tenant: str) -> None:
+    topic = f"persistent://public/default/{tenant}"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "set-retention", topic, "-s", "10M", "-t", "2h"))
+    assert json.loads(ok(magnetar(broker, "admin", "--json", "topics", "get-retention", topic))) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 10}
+    ok(magnetar(broker, "admin", "topics", "set-message-ttl", topic, "-t", "1h"))
+    ok(magnetar(broker, "admin", "topics", "set-max-producers", topic, "--max-producers", "3"))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-message-ttl", topic)).strip() == "3600"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "3"
+    ok(magnetar(broker, "admin", "topics", "remove-max-producers", topic))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "null"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic, "--applied")).strip() == "0"
+    refused = magnetar(broker, "admin", "topics", "set-max-consumers", topic, "--max-consumers", "-1")
+    assert refused.returncode != 0 and "maxConsumers must be 0 or more" in refused.stderr + refused.stdout

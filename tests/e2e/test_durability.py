@@ -123,7 +123,7 @@ def test_sigterm_exits_zero_and_keeps_cursors(make_broker) -> None:  # type: ign
 
 
 def test_segments_consumed_by_every_subscription_are_deleted(make_broker) -> None:  # type: ignore[no-untyped-def]
-    broker = make_broker(managedLedgerMaxEntriesPerLedger="10")
+    broker = make_broker(managedLedgerMaxEntriesPerLedger="10", retentionCheckIntervalInSeconds="1")
     topic = new_topic()
     client = connect(broker)
     try:

@@ -21,12 +21,16 @@ from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
+#: ledgers are created long after every publish time in these tests, unless a test says
+#: otherwise: only publish times decide
+LATE_MS = 10**12
+
 
 def topic_published_at(times_ms: list[int], per_ledger: int = 3, config: BrokerConfig | None = None,
-                       **metadata: int) -> Topic:
+                       created_ms: int = LATE_MS, **metadata: int) -> Topic:
     config = config or BrokerConfig()
-    topic = Topic(TopicName.parse("persistent://public/default/ttl"),
-                  MemoryLedger("ttl", config=LedgerConfig(max_entries_per_ledger=per_ledger)), config)
+    ledger = MemoryLedger("ttl", config=LedgerConfig(max_entries_per_ledger=per_ledger), clock_ms=lambda: created_ms)
+    topic = Topic(TopicName.parse("persistent://public/default/ttl"), ledger, config)
     producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
     for i, published in enumerate(times_ms):
         meta = pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=published, **metadata)
@@ -76,6 +80,16 @@ def test_a_batch_expires_whole_and_counts_as_pulsar_counts_its_backlog() -> None
     assert expire(sub, ttl_s=1, now_ms=5000) == 1
     assert sub.cursor.remaining_ack_set(Position(1, 0)) is None
     assert sub.cursor.mark_delete == Position(1, 0)
+
+
+def test_a_closed_ledger_expires_by_its_close_time_whatever_its_publish_times_say() -> None:
+    """Pulsar's ``checkExpiryByLedgerClosureTime``: a producer clock ten days ahead does not
+    keep a ledger that closed long ago; the current ledger is judged by publish time."""
+    ahead = 10 * 86_400_000
+    topic = topic_published_at([ahead] * 4, per_ledger=3, created_ms=1000)
+    sub = topic.create_subscription("s", "Shared", durable=True, mark_delete=BEFORE_START)
+    assert expire(sub, ttl_s=1, now_ms=5000) == 3
+    assert sub.cursor.mark_delete == Position(1, 2)
 
 
 def test_a_delayed_message_expires_by_its_publish_time_not_its_delivery_time() -> None:

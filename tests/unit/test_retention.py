@@ -174,3 +174,14 @@ def test_a_reader_before_the_first_kept_entry_gets_the_next_available_message() 
     reader.consumers[0].permits += 5
     reader.dispatcher.dispatch(clock.now_ms)
     assert sink.messages[2:] == [pos], "the next message there is, nothing from the deleted ledgers"
+
+
+def test_entries_not_yet_durable_are_never_deleted() -> None:
+    clock = Clock()
+    topic = make_topic(clock, minutes=0, size_mb=0, entries=0)
+    producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
+    positions = [topic.publish(producer, i, i, 1, make_entry(pb.MessageMetadata(
+        producer_name="p", sequence_id=i, publish_time=1), b"x"), 0) for i in range(4)]
+    assert topic.apply_retention(clock.now_ms + MINUTE_MS) == [], "ledger 1 rolled over but is not synced"
+    topic.on_persisted(positions[-1], 0)
+    assert topic.apply_retention(clock.now_ms + MINUTE_MS) == [1]

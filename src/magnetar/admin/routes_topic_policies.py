@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query
-from pydantic import StrictBool, StrictInt
+from pydantic import BaseModel, StrictBool, StrictInt
 
 from magnetar.admin.common import Broker, topic_name
 from magnetar.admin.errors import precondition_failed
@@ -90,7 +90,7 @@ def update_topic_policies(broker: BrokerOperations, name: TopicName, changes: di
         if value is None:
             stored.pop(field, None)
         else:
-            stored[field] = value.model_dump(exclude_none=True) if hasattr(value, "model_dump") else value
+            stored[field] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
     broker.metadata.put_topic_policies(key, stored)
     broker.policies_changed(name)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -295,24 +296,34 @@ POLICY_VERBS = (
 )
 
 
-def _add_policy_verbs(verb: str, path: str) -> None:
-    def get_policy(ctx: typer.Context, namespace: str) -> None:
+def _add_policy_verbs(app: typer.Typer, verb: str, path: str, noun: str, base_of: Callable[[str], str],
+                      *, applied: bool = False) -> None:
+    """``get-<verb>`` and ``remove-<verb>`` of a namespace or topic policy; ``applied``
+    gives ``get-`` Pulsar's ``--applied`` (the value that applies, from whichever level)."""
+    def get_policy(ctx: typer.Context, name: str, effective: bool = False) -> None:
         admin = _admin_of(ctx)
-        admin.show(admin.get(f"{namespace_path(namespace)}/{path}"))
+        admin.show(admin.get(f"{base_of(name)}/{path}", params={"applied": "true"} if effective else None))
 
-    def remove_policy(ctx: typer.Context, namespace: str) -> None:
+    def remove_policy(ctx: typer.Context, name: str) -> None:
         admin = _admin_of(ctx)
-        admin.call("DELETE", f"{namespace_path(namespace)}/{path}")
-        admin.done(f"Removed {path} from {namespace}")
+        admin.call("DELETE", f"{base_of(name)}/{path}")
+        admin.done(f"Removed {path} from {name}")
 
-    get_policy.__doc__ = f"Show the {verb.replace('-', ' ')} policy."
-    remove_policy.__doc__ = f"Remove the {verb.replace('-', ' ')} policy (the broker default applies)."
-    namespaces_app.command(f"get-{verb}")(get_policy)
-    namespaces_app.command(f"remove-{verb}")(remove_policy)
+    # this module's annotations are strings; these are built here, where noun and applied are known
+    argument = Annotated[str, typer.Argument(metavar=noun.upper())]
+    option = Annotated[bool, typer.Option("--applied", "-ap", hidden=not applied,
+                                          help="the value that applies (topic, namespace or broker)")]
+    get_policy.__annotations__ = {"ctx": typer.Context, "name": argument, "effective": option, "return": None}
+    remove_policy.__annotations__ = {"ctx": typer.Context, "name": argument, "return": None}
+    what = verb.replace("-", " ")
+    get_policy.__doc__ = f"Show the {noun}'s {what} policy."
+    remove_policy.__doc__ = f"Remove the {noun}'s {what} policy (the next level's applies)."
+    app.command(f"get-{verb}")(get_policy)
+    app.command(f"remove-{verb}")(remove_policy)
 
 
 for _verb, _path in POLICY_VERBS:
-    _add_policy_verbs(_verb, _path)
+    _add_policy_verbs(namespaces_app, _verb, _path, "namespace", namespace_path)
 
 
 @namespaces_app.command("set-deduplication")
@@ -327,10 +338,14 @@ def set_retention(ctx: typer.Context, namespace: str,
                   size: Annotated[str, typer.Option("--size", "-s", help="e.g. 10M, 2G, -1 (infinite)")],
                   time_: Annotated[str, typer.Option("--time", "-t", help="e.g. 3h, 7d, -1 (infinite)")]) -> None:
     """Keep acknowledged messages for a time and/or size."""
+    _set_policy(ctx, namespace, "retention", _retention_body(size, time_))
+
+
+def _retention_body(size: str, time_: str) -> dict[str, int]:
     minutes = -1 if time_.strip() == "-1" else parse_duration_ms(time_, "m") // 60_000
     size_bytes = parse_size_bytes(size)
     megabytes = -1 if size_bytes < 0 else size_bytes // (1024 * 1024)
-    _set_policy(ctx, namespace, "retention", {"retentionTimeInMinutes": minutes, "retentionSizeInMB": megabytes})
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": megabytes}
 
 
 @namespaces_app.command("set-message-ttl")
@@ -990,3 +1005,89 @@ _add_flag_verb("set-is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
                "Allow (or forbid) producers to add new schema versions.")
 _add_flag_verb("set-schema-validation-enforce", "schemaValidationEnforced",
                "Refuse (or accept) producers without a schema on topics that have one.")
+
+
+# -- topic policies ----------------------------------------------------------------------------
+#: (verb suffix, REST path under the topic) of the topic policies with get-/remove- verbs
+TOPIC_POLICY_VERBS = (
+    ("retention", "retention"),
+    ("message-ttl", "messageTTL"),
+    ("deduplication", "deduplicationEnabled"),
+    ("max-producers", "maxProducers"),
+    ("max-consumers", "maxConsumers"),
+    ("max-consumers-per-subscription", "maxConsumersPerSubscription"),
+    ("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer"),
+    ("max-unacked-messages-on-subscription", "maxUnackedMessagesOnSubscription"),
+    ("compaction-threshold", "compactionThreshold"),
+    ("delayed-delivery", "delayedDelivery"),
+    ("inactive-topic-policies", "inactiveTopicPolicies"),
+    ("schema-compatibility-strategy", "schemaCompatibilityStrategy"),
+)
+#: (verb suffix, REST path, option) of the topic limits set with one integer
+TOPIC_LIMIT_VERBS = (
+    ("max-producers", "maxProducers", "--max-producers"),
+    ("max-consumers", "maxConsumers", "--max-consumers"),
+    ("max-consumers-per-subscription", "maxConsumersPerSubscription", "--max-consumers-per-subscription"),
+    ("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer", "--max-unacked-messages"),
+    ("max-unacked-messages-on-subscription", "maxUnackedMessagesOnSubscription", "--max-unacked-messages"),
+)
+
+
+def _set_topic_policy(ctx: typer.Context, topic: str, path: str, value: Any = None,
+                      params: dict[str, Any] | None = None) -> None:
+    admin = _admin_of(ctx)
+    name, base = topic_path(topic)
+    admin.call("POST", f"{base}/{path}", value, params=params)
+    admin.done(f"Set {path} on {name}")
+
+
+def _topic_base(topic: str) -> str:
+    return topic_path(topic)[1]
+
+
+def _add_topic_limit_verb(verb: str, path: str, option: str) -> None:
+    def set_limit(ctx: typer.Context, topic: str, value: int) -> None:
+        _set_topic_policy(ctx, topic, path, value)
+
+    # this module's annotations are strings, and the option's name is known only here
+    set_limit.__annotations__ = {"ctx": typer.Context, "topic": str, "value": Annotated[int, typer.Option(option)],
+                                 "return": None}
+    set_limit.__doc__ = f"Set the topic's {verb.replace('-', ' ')} (0: no limit)."
+    topics_app.command(f"set-{verb}")(set_limit)
+
+
+for _verb, _path in TOPIC_POLICY_VERBS:
+    _add_policy_verbs(topics_app, _verb, _path, "topic", _topic_base, applied=True)
+for _verb, _path, _option in TOPIC_LIMIT_VERBS:
+    _add_topic_limit_verb(_verb, _path, _option)
+
+
+@topics_app.command("set-retention")
+def topics_set_retention(ctx: typer.Context, topic: str,
+                         size: Annotated[str, typer.Option("--size", "-s", help="e.g. 10M, 2G, -1 (infinite)")],
+                         time_: Annotated[str, typer.Option("--time", "-t", help="e.g. 3h, 7d, -1 (infinite)")]
+                         ) -> None:
+    """Keep the topic's acknowledged messages for a time and/or size."""
+    _set_topic_policy(ctx, topic, "retention", _retention_body(size, time_))
+
+
+@topics_app.command("set-message-ttl")
+def topics_set_message_ttl(ctx: typer.Context, topic: str,
+                           ttl: Annotated[str, typer.Option("--ttl", "-t", help="e.g. 3600 or 1h")]) -> None:
+    """Expire the topic's unacknowledged messages older than the TTL."""
+    _set_topic_policy(ctx, topic, "messageTTL", params={"messageTTL": parse_duration_ms(ttl) // 1000})
+
+
+@topics_app.command("set-deduplication")
+def topics_set_deduplication(ctx: typer.Context, topic: str,
+                             enable: Annotated[bool, typer.Option("--enable/--disable", "-e/-d")] = True) -> None:
+    """Enable or disable producer deduplication on the topic."""
+    _set_topic_policy(ctx, topic, "deduplicationEnabled", enable)
+
+
+@topics_app.command("set-compaction-threshold")
+def topics_set_compaction_threshold(ctx: typer.Context, topic: str,
+                                    threshold: Annotated[str, typer.Option("--threshold", "-t",
+                                                                           help="backlog size, e.g. 100M")]) -> None:
+    """Compact the topic once its backlog exceeds this size (0: never)."""
+    _set_topic_policy(ctx, topic, "compactionThreshold", parse_size_bytes(threshold))

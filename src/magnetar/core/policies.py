@@ -311,17 +311,16 @@ def message_ttl_s(topic: TopicPolicies, policies: Policies, config: BrokerConfig
 
 def backlog_quotas(topic: TopicPolicies, policies: Policies,
                    config: BrokerConfig) -> dict[BacklogQuotaType, BacklogQuota]:
-    """The backlog quota of each type: the topic's map when set, else the namespace's, else
-    the broker's ``backlogQuotaDefaultLimitBytes`` / ``backlogQuotaDefaultLimitSecond``."""
-    if topic.backLogQuotaMap:
-        return dict(topic.backLogQuotaMap)
-    if policies.backlog_quota_map:
-        return dict(policies.backlog_quota_map)
+    """The backlog quota of each type: the topic's, else the namespace's, else the broker's
+    ``backlogQuotaDefaultLimitBytes`` / ``backlogQuotaDefaultLimitSecond`` with
+    ``backlogQuotaDefaultRetentionPolicy``."""
     policy: BacklogQuotaPolicy = config.backlogQuotaDefaultRetentionPolicy  # type: ignore[assignment]
-    return {"destination_storage": BacklogQuota(limitSize=config.backlogQuotaDefaultLimitBytes, limitTime=-1,
-                                                policy=policy),
-            "message_age": BacklogQuota(limitSize=-1, limitTime=config.backlogQuotaDefaultLimitSecond,
-                                        policy=policy)}
+    defaults: dict[BacklogQuotaType, BacklogQuota] = {
+        "destination_storage": BacklogQuota(limitSize=config.backlogQuotaDefaultLimitBytes, limitTime=-1,
+                                            policy=policy),
+        "message_age": BacklogQuota(limitSize=-1, limitTime=config.backlogQuotaDefaultLimitSecond, policy=policy)}
+    own, namespace = topic.backLogQuotaMap or {}, policies.backlog_quota_map or {}
+    return {kind: own.get(kind) or namespace.get(kind) or default for kind, default in defaults.items()}
 
 
 def max_producers(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:

@@ -358,7 +358,10 @@ class Topic:
         the shell removes their files off the event loop. Readers standing before what is
         left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
         ledgers = self.ledger.ledgers()
-        count = retention.ledgers_to_delete(ledgers, self.durable_marks(), self.applied.retention, now_ms)
+        # what is not durable yet (a ledger just rolled over) waits, cursors or not
+        written = self.last_durable if self.last_durable is not None else BEFORE_START
+        holders = [*self.durable_marks(), written]
+        count = retention.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
         if count == 0:
             return []
         last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)

@@ -669,6 +669,8 @@ class BrokerService:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
             self._on_synced(synced)
         await asyncio.wrap_future(self.persist_cursors(force=True))
+        if self._removals:
+            await asyncio.wait(list(self._removals.values()))
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
