@@ -153,6 +153,9 @@ def test_json_schema_producers_and_consumers(client: pulsar.Client, admin: httpx
     producer.send(UserV1(name="ada"))
     msg = consumer.receive(timeout_millis=5000)
     assert msg.value().name == "ada"
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, schema=JsonSchema(UserV1))
+    assert reader.read_next(timeout_millis=5000).value().name == "ada"
+    reader.close()
     with pytest.raises(pulsar.IncompatibleSchema):
         client.subscribe(topic, "s2", schema=JsonSchema(UserV3))  # cannot read v1's data: email has no default
     with pytest.raises(pulsar.IncompatibleSchema):
