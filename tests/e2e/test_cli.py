@@ -130,6 +130,31 @@ def test_permission_limit_and_rate_verbs(broker: BrokerProcess, tenant: str) -> 
     assert bad.returncode != 0 and bad.stderr.strip()
 
 
+def test_lifecycle_verbs(broker: BrokerProcess, tenant: str) -> None:
+    ok(magnetar(broker, "admin", "tenants", "create", tenant))
+    namespace = f"{tenant}/ns"
+    ok(magnetar(broker, "admin", "namespaces", "create", namespace))
+    ok(magnetar(broker, "admin", "namespaces", "set-inactive-topic-policies", namespace,
+                "-m", "delete_when_subscriptions_caught_up", "-t", "10m", "-d"))
+    shown = json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "get-inactive-topic-policies",
+                                   namespace)))
+    assert shown == {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+                     "maxInactiveDurationSeconds": 600, "deleteWhileInactive": False}
+    ok(magnetar(broker, "admin", "namespaces", "set-subscription-expiration-time", namespace, "-t", "30"))
+    assert ok(magnetar(broker, "admin", "--json", "namespaces", "get-subscription-expiration-time",
+                       namespace)).strip() == "30"
+    topic = f"persistent://{namespace}/t"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "create-subscription", topic, "-s", "s"))
+    ok(magnetar(broker, "client", "produce", topic, "-m", "one"))
+    assert "Cleared the backlog" in ok(magnetar(broker, "admin", "namespaces", "clear-backlog", namespace, "-s", "s"))
+    ok(magnetar(broker, "admin", "namespaces", "unload", namespace))
+    last = json.loads(ok(magnetar(broker, "admin", "--json", "topics", "terminate", topic)))
+    assert last["entryId"] == 0 and last["partitionIndex"] == -1
+    refused = magnetar(broker, "client", "produce", topic, "-m", "two")
+    assert refused.returncode != 0
+
+
 def test_topic_policy_verbs(broker: BrokerProcess, tenant: str) -> None:
     topic = f"persistent://public/default/{tenant}"
     ok(magnetar(broker, "admin", "topics", "create", topic))

@@ -58,7 +58,7 @@ POLICIES: list[tuple[str, Any, Any, Any]] = [
      {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up", "maxInactiveDurationSeconds": 30,
       "deleteWhileInactive": True},
      {"inactiveTopicDeleteMode": "delete_when_no_subscriptions", "maxInactiveDurationSeconds": 60,
-      "deleteWhileInactive": False}),
+      "deleteWhileInactive": True}),
     ("delayedDelivery", {"tickTime": 500, "active": False, "maxDeliveryDelayInMillis": 0},
      {"tickTime": 500, "active": False, "maxDeliveryDelayInMillis": 0},
      {"tickTime": 1000, "active": True, "maxDeliveryDelayInMillis": 0}),

@@ -46,6 +46,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "defaultNumPartitions": "2",
         "managedLedgerMaxEntriesPerLedger": str(LEDGER_ENTRIES),
         "managedLedgerDefaultMarkDeleteRateLimit": "10",
+        # one broker serves the whole Spark session: a topic written by one step and read by a
+        # later one must not be deleted as inactive in between
+        "brokerDeleteInactiveTopicsEnabled": "false",
         # tests read topics without subscriptions: keep everything unless a test says otherwise,
         # and check often so that a test that does sees retention act at once
         "defaultRetentionTimeInMinutes": "-1",

@@ -347,3 +347,21 @@ def test_ack_ranges_format_is_stable() -> None:
     assert decode_ranges(encode_ranges([])) == []
     with pytest.raises(MetadataError, match="unknown version"):
         decode_ranges(b"\x02" + blob[1:])
+
+
+def test_legacy_deduplication_properties_move_to_topic_policies(tmp_path: Path) -> None:
+    """Topic records written before topic policies had their own record keep their meaning."""
+    with MetadataStore(tmp_path / "m.db") as store:
+        parted = "persistent://public/default/parted"
+        for i in range(2):
+            store.create_topic(f"{parted}-partition-{i}", {"deduplicationEnabled": True, "owner": "x"})
+        store.create_topic("persistent://public/default/plain", {"deduplicationEnabled": False})
+        store.create_topic("persistent://public/default/newer", {"deduplicationEnabled": True})
+        store.put_topic_policies("persistent://public/default/newer", {"deduplicationEnabled": False})
+        assert store.move_legacy_topic_policies() == 4
+        assert store.get_topic_policies(parted) == {"deduplicationEnabled": True}
+        assert store.get_topic_policies("persistent://public/default/plain") == {"deduplicationEnabled": False}
+        assert store.get_topic_policies("persistent://public/default/newer") == {"deduplicationEnabled": False}, \
+            "a policy set since wins"
+        assert store.get_topic(f"{parted}-partition-1") == {"owner": "x"}
+        assert store.move_legacy_topic_policies() == 0

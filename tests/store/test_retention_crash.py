@@ -42,7 +42,7 @@ def setup(data: Path, ids: itertools.count[int]) -> tuple[Topic, MetadataStore, 
     topic = Topic(TopicName.parse(TOPIC), ledger, config)
     topic.apply_policies(AppliedPolicies.resolve(
         TopicPolicies(retentionPolicies=RetentionPolicies(retentionTimeInMinutes=0, retentionSizeInMB=0)),
-        Policies(), config))
+        Policies(), config), 0)
     producer = Producer(0, "p", NullSink())  # type: ignore[arg-type]
     published = {}
     for i in range(12):

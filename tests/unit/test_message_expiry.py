@@ -109,7 +109,7 @@ def test_the_core_timer_expires_every_subscription_at_the_configured_interval() 
     assert core.timers.queue.deadline_of(core.expiry_check) == 600
     core.on_timer(600)
     assert all(s.cursor.mark_delete == BEFORE_START for s in subs), "no TTL applies: nothing expires"
-    topic.apply_policies(AppliedPolicies.resolve(TopicPolicies(messageTTLInSeconds=1), Policies(), config))
+    topic.apply_policies(AppliedPolicies.resolve(TopicPolicies(messageTTLInSeconds=1), Policies(), config), 600)
     core.on_timer(1200)
     assert [s.cursor.mark_delete for s in subs] == [BEFORE_START, BEFORE_START], "none older than 1 s at 1.2 s"
     core.on_timer(3001)

@@ -124,7 +124,7 @@ def make_topic(clock: Clock, minutes: int, size_mb: int, entries: int = 9) -> To
     topic.apply_policies(AppliedPolicies.resolve(
         TopicPolicies(retentionPolicies=RetentionPolicies(retentionTimeInMinutes=minutes,
                                                           retentionSizeInMB=size_mb)),
-        Policies(), config))
+        Policies(), config), 0)
     producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
     for i in range(entries):
         clock.now_ms += MINUTE_MS

@@ -16,13 +16,17 @@ from magnetar.admin.common import Broker, namespace_name, require_namespace, req
 from magnetar.admin.errors import conflict
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
+from magnetar.admin.routes_unsupported import check_unsupported_policies
+from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
     DelayedDeliveryPolicies,
     DispatchRate,
+    InactiveTopicPolicies,
     NonNegativeInt,
+    NonNegativeInt64,
     Policies,
     PublishRate,
     RetentionPolicies,
@@ -30,6 +34,7 @@ from magnetar.core.policies import (
     SubscriptionType,
 )
 from magnetar.server.broker import BrokerOperations
+from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
@@ -49,7 +54,9 @@ async def create_namespace(broker: Broker, tenant: str, namespace: str,
     require_tenant(broker, tenant)
     if broker.metadata.get_namespace_policies(name) is not None:
         raise conflict("Namespace already exists")
-    broker.metadata.create_namespace(name, policies_to_store(policies))
+    stored = policies_to_store(policies)
+    check_unsupported_policies(broker, stored)
+    broker.metadata.create_namespace(name, stored)
 
 
 @router.delete("/{tenant}/{namespace}", status_code=204,
@@ -77,6 +84,38 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
     return broker.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
+
+
+@router.put("/{tenant}/{namespace}/unload", status_code=204,
+            summary="Unload every topic of the namespace: clients reconnect and they load again")
+async def unload_namespace(broker: Broker, tenant: str, namespace: str) -> None:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    await broker.unload_namespace(name)
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,
+             summary="Skip every message of every subscription of every topic of the namespace")
+async def clear_namespace_backlog(broker: Broker, tenant: str, namespace: str) -> None:
+    await _clear_backlog(broker, namespace_name(tenant, namespace), None)
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog/{subscription}", status_code=204,
+             summary="Skip every message of one subscription on every topic of the namespace")
+async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, namespace: str,
+                                               subscription: str) -> None:
+    await _clear_backlog(broker, namespace_name(tenant, namespace), subscription)
+
+
+async def _clear_backlog(broker: BrokerOperations, namespace: str, subscription: str | None) -> None:
+    require_namespace(broker, namespace)
+    for key in broker.list_topics(namespace, 0):
+        topic = broker.get_topic(TopicName.parse(key), create=False)
+        subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
+        for sub in subs:
+            sub.skip_all(now_ms())
+        if subs:
+            await broker.store_cursors(topic)
 
 
 # -- policies -------------------------------------------------------------------------------------
@@ -117,8 +156,14 @@ POLICY_ENDPOINTS = (
                    NonNegativeInt, "max unacked messages per subscription"),
     PolicyEndpoint("autoTopicCreation", "autoTopicCreationOverride", AutoTopicCreationOverride,
                    "auto topic creation override"),
+    PolicyEndpoint("inactiveTopicPolicies", "inactive_topic_policies", InactiveTopicPolicies,
+                   "inactive topic"),
+    PolicyEndpoint("subscriptionExpirationTime", "subscription_expiration_time_minutes", NonNegativeInt,
+                   "subscription expiration time in minutes"),
     PolicyEndpoint("subscriptionTypesEnabled", "subscription_types_enabled", list[SubscriptionType],
                    "subscription types enabled"),
+    PolicyEndpoint("compactionThreshold", "compaction_threshold", NonNegativeInt64,
+                   "compaction threshold (backlog bytes; 0 turns automatic compaction off)"),
 )
 
 

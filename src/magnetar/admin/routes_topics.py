@@ -27,10 +27,10 @@ from magnetar.admin.common import (
 )
 from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
 from magnetar.admin.messages import entry_response, nth_from
-from magnetar.admin.namespace_ops import delete_partitioned_topic
 from magnetar.core.names import TopicName
 from magnetar.core.policies import INT64_MAX
 from magnetar.core.positions import Position
+from magnetar.server import topic_lifecycle
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 
@@ -161,7 +161,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
         if not force and any(t is not None and t.has_clients() for t in live):
             raise precondition_failed("Topic has active producers/subscriptions")
-        await delete_partitioned_topic(broker, name, count)
+        await broker.delete_partitioned_topic(name, count)
 
     @router.put("/{tenant}/{namespace}/{topic}/unload", status_code=204,
                 summary="Unload a topic: clients reconnect and it is loaded again")
@@ -171,6 +171,30 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         count = partition_count(broker, name)
         for target in [name.partition(i) for i in range(count)] if count else [name]:
             await broker.unload_topic(target)
+
+    @router.post("/{tenant}/{namespace}/{topic}/terminate",
+                 summary="Terminate a topic: no more messages; the id of its last message")
+    async def terminate(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, int]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Termination")
+        if partition_count(broker, name) > 0:
+            raise not_allowed("Termination of a partitioned topic is not allowed")
+        load_topic(broker, name)
+        last = topic_lifecycle.terminate(broker, name)
+        return message_id_json(last, name.partition_index)
+
+    @router.post("/{tenant}/{namespace}/{topic}/terminate/partitions",
+                 summary="Terminate every partition of a partitioned topic; the last message id of each")
+    async def terminate_partitions(broker: Broker, tenant: str, namespace: str,
+                                   topic: str) -> dict[int, dict[str, int]]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Termination")
+        count = require_partitioned(broker, name)
+        ids = {}
+        for index in range(count):
+            load_topic(broker, name.partition(index))
+            ids[index] = message_id_json(topic_lifecycle.terminate(broker, name.partition(index)), index)
+        return ids
 
     @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get the stats of a topic")
     async def get_stats(broker: Broker, tenant: str, namespace: str, topic: str,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,12 +53,22 @@ SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 class Admin:
     url: str
     json_output: bool
+    #: ``Authorization`` header value (``Bearer <token>``), when the broker wants credentials
+    authorization: str | None = None
+    #: CA file for an ``https://`` admin URL (None: the system's)
+    trust_certs: str | None = None
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
         kwargs: dict[str, Any] = {"params": params}
+        headers: dict[str, str] = {}
         if body is not None:
             kwargs["content"] = json.dumps(body)
-            kwargs["headers"] = {"content-type": "application/json"}
+            headers["content-type"] = "application/json"
+        if self.authorization:
+            headers["authorization"] = self.authorization
+        kwargs["headers"] = headers
+        if self.trust_certs:
+            kwargs["verify"] = ssl.create_default_context(cafile=self.trust_certs)
         import httpx
         try:
             response = httpx.request(method, self.url + path, timeout=30, **kwargs)
@@ -100,8 +111,14 @@ def _reason(response: httpx.Response) -> str:
 def _admin(ctx: typer.Context,
            admin_url: Annotated[str, typer.Option("--admin-url", envvar="MAGNETAR_ADMIN_URL",
                                                   help="The broker's HTTP address")] = "http://localhost:8080",
-           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False) -> None:
-    ctx.obj = Admin(admin_url.rstrip("/"), json_output)
+           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+           auth_token: Annotated[str | None, typer.Option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN",
+                                                          help="a token (AuthenticationProviderToken)")] = None,
+           tls_trust_certs: Annotated[str | None, typer.Option(
+               "--tls-trust-certs", envvar="MAGNETAR_TLS_TRUST_CERTS",
+               help="CA file for an https:// admin URL")] = None) -> None:
+    authorization = f"Bearer {auth_token.strip()}" if auth_token else None
+    ctx.obj = Admin(admin_url.rstrip("/"), json_output, authorization, tls_trust_certs)
 
 
 def _admin_of(ctx: typer.Context) -> Admin:
@@ -293,6 +310,8 @@ POLICY_VERBS = (
     ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic"),
     ("max-topics-per-namespace", "maxTopicsPerNamespace"),
     ("publish-rate", "publishRate"),
+    ("inactive-topic-policies", "inactiveTopicPolicies"),
+    ("subscription-expiration-time", "subscriptionExpirationTime"),
 )
 
 
@@ -387,6 +406,46 @@ def remove_backlog_quota(ctx: typer.Context, namespace: str,
     admin = _admin_of(ctx)
     admin.call("DELETE", f"{namespace_path(namespace)}/backlogQuota", params={"backlogQuotaType": quota_type})
     admin.done(f"Removed backlog quota from {namespace}")
+
+
+@namespaces_app.command("unload")
+def namespaces_unload(ctx: typer.Context, namespace: str) -> None:
+    """Unload every topic of the namespace: clients reconnect and the topics load again."""
+    admin = _admin_of(ctx)
+    admin.call("PUT", f"{namespace_path(namespace)}/unload")
+    admin.done(f"Unloaded namespace {namespace}")
+
+
+@namespaces_app.command("clear-backlog")
+def namespaces_clear_backlog(ctx: typer.Context, namespace: str,
+                             subscription: Annotated[str | None, typer.Option("--sub", "-s")] = None) -> None:
+    """Skip every message of every subscription (or of one) on every topic of the namespace."""
+    admin = _admin_of(ctx)
+    suffix = "" if subscription is None else f"/{subscription}"
+    admin.call("POST", f"{namespace_path(namespace)}/clearBacklog{suffix}")
+    admin.done(f"Cleared the backlog of {namespace}")
+
+
+@namespaces_app.command("set-inactive-topic-policies")
+def set_inactive_topic_policies(
+        ctx: typer.Context, namespace: str,
+        mode: Annotated[str, typer.Option("--delete-mode", "-m", help=(
+            "delete_when_no_subscriptions | delete_when_subscriptions_caught_up"))],
+        max_inactive: Annotated[str, typer.Option("--max-inactive-duration", "-t", help="e.g. 600 or 10m")],
+        enable: Annotated[bool, typer.Option("--enable-delete-while-inactive/--disable-delete-while-inactive",
+                                             "-e/-d")] = True) -> None:
+    """When an unused topic of the namespace is deleted."""
+    _set_policy(ctx, namespace, "inactiveTopicPolicies", {
+        "inactiveTopicDeleteMode": mode, "maxInactiveDurationSeconds": parse_duration_ms(max_inactive) // 1000,
+        "deleteWhileInactive": enable})
+
+
+@namespaces_app.command("set-subscription-expiration-time")
+def set_subscription_expiration_time(
+        ctx: typer.Context, namespace: str,
+        minutes: Annotated[int, typer.Option("--time", "-t", help="minutes; 0 keeps subscriptions")]) -> None:
+    """Delete subscriptions without consumers for this long."""
+    _set_policy(ctx, namespace, "subscriptionExpirationTime", minutes)
 
 
 @namespaces_app.command("set-delayed-delivery")
@@ -565,10 +624,58 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str, force: ForceOption
 @topics_app.command("unload")
 def topics_unload(ctx: typer.Context, topic: str) -> None:
     """Unload a topic: clients reconnect and it is loaded again."""
+    _put_to_topic(ctx, topic, "unload", "Unloaded topic {name}")
+
+
+def _put_to_topic(ctx: typer.Context, topic: str, action: str, message: str) -> None:
     admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/unload")
-    admin.done(f"Unloaded topic {name}")
+    admin.call("PUT", f"{path}/{action}")
+    admin.done(message.format(name=name))
+
+
+@topics_app.command("compact")
+def topics_compact(ctx: typer.Context, topic: str) -> None:
+    """Start compacting a topic: keep the latest message of each key (fails while one runs)."""
+    _put_to_topic(ctx, topic, "compaction", "Topic compaction requested for {name}")
+
+
+_COMPACTION_MESSAGES = {"NOT_RUN": "Compaction has not been run for {topic} since broker startup",
+                        "RUNNING": "Compaction is currently running", "SUCCESS": "Compaction was a success"}
+
+
+@topics_app.command("compaction-status")
+def topics_compaction_status(ctx: typer.Context, topic: str,
+                             wait_complete: Annotated[bool, typer.Option(
+                                 "--wait-complete", "-w", help="Wait until the compaction ends")] = False) -> None:
+    """Show the status of a topic's compaction (exit status 1 when it failed)."""
+    admin = _admin_of(ctx)
+    name, path = topic_path(topic)
+    status = admin.get(f"{path}/compaction")
+    while wait_complete and status["status"] == "RUNNING":
+        time.sleep(0.2)
+        status = admin.get(f"{path}/compaction")
+    if admin.json_output:
+        print_json(status)
+    if status["status"] == "ERROR":
+        fail(f"Error compacting: {status['lastError']}")
+    admin.done(_COMPACTION_MESSAGES[status["status"]].format(topic=name))
+
+
+@topics_app.command("terminate")
+def topics_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate a topic: no more messages; prints the id of its last message."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate").json())
+
+
+@topics_app.command("partitioned-terminate")
+def topics_partitioned_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate every partition of a partitioned topic; prints each last message id."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate/partitions").json())
 
 
 @topics_app.command("lookup")

@@ -12,16 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.core import message_expiry
+from magnetar.core import backlog_quota, inactive_topics, message_expiry
+from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
+from magnetar.core.compacted_topic import COMPACTION_SUBSCRIPTION, backlog_bytes
 from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.delayed_delivery import next_delivery_ms
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared import with_timers
+from magnetar.core.policies import InactiveTopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.subscription import Subscription, default_dispatcher
-from magnetar.core.topic import Topic
+from magnetar.core.topic import Topic, topic_of
 
 #: The expiry check never runs more often than this, whatever the config says.
 MIN_EXPIRY_CHECK_MS = 100
@@ -78,6 +81,8 @@ class BrokerCore:
         """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
         soonest: int | None = None
         for topic in list(self.topics.values()):
+            if topic.delayed is None or not topic.delayed.has_trackers:
+                continue  # most topics never see a delayed message: one check, not one per subscription
             for sub in list(topic.subscriptions.values()):
                 due = tick_subscription(sub, now_ms)
                 if due is not None and (soonest is None or due < soonest):
@@ -93,6 +98,31 @@ class BrokerCore:
         if idle_ms <= 0:
             return []
         return [t for t in self.topics.values() if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
+
+    # -- data lifecycle ---------------------------------------------------------------------
+    def check_backlog_quotas(self, now_ms: int, quotas_of: Callable[[Topic], BacklogQuotas]) -> None:
+        """The ``backlogQuotaCheckIntervalInSeconds`` check: apply each persistent topic's
+        quota policy where its backlog exceeds a quota."""
+        for topic in list(self.topics.values()):
+            if topic.name.persistent and not topic.fenced:
+                backlog_quota.enforce(topic, quotas_of(topic), now_ms)
+
+    def inactive_topics(self, now_ms: int,
+                        policies_of: Callable[[Topic], tuple[InactiveTopicPolicies, int]]) -> list[Topic]:
+        """The ``brokerDeleteInactiveTopicsFrequencySeconds`` check: the topics to delete
+        now; ``policies_of`` gives a topic's inactive-topic policy and retention minutes."""
+        due = []
+        for topic in list(self.topics.values()):
+            policies, retention_minutes = policies_of(topic)
+            if not topic.fenced and inactive_topics.due_for_deletion(topic, policies, retention_minutes, now_ms):
+                due.append(topic)
+        return due
+
+    def expired_subscriptions(self, now_ms: int,
+                              minutes_of: Callable[[Topic], float]) -> list[tuple[Topic, Subscription]]:
+        """The ``subscriptionExpiryCheckIntervalInMinutes`` check: subscriptions to delete."""
+        return [(topic, sub) for topic in list(self.topics.values()) if topic.name.persistent
+                for sub in inactive_topics.expired_subscriptions(topic, minutes_of(topic), now_ms)]
 
     # -- storage ------------------------------------------------------------------------
     def on_persisted(self, topic_name: str, upto: Position, now_ms: int) -> bool:
@@ -111,8 +141,9 @@ class BrokerCore:
         ``force``). Each is marked written; :meth:`cursor_write_failed` undoes that."""
         writes: list[CursorWrite] = []
         for topic in self.topics.values() if topics is None else topics:
-            if not topic.name.persistent:
+            if not (topic.cursors_changed or force) or not topic.name.persistent:
                 continue
+            topic.cursors_changed = False
             for sub in topic.subscriptions.values():
                 if not sub.durable or (sub.cursor.version == sub.persisted_version and not force):
                     continue
@@ -128,6 +159,23 @@ class BrokerCore:
         """The writes did not reach the store: write those cursors again next time."""
         for write in writes:
             write.subscription.persisted_version = -1
+            topic_of(write.subscription).cursor_changed()
+
+    # -- compaction ------------------------------------------------------------------------
+    def topics_to_compact(self) -> list[Topic]:
+        """Topics whose backlog since their last compaction passed their compaction
+        threshold (Pulsar's ``PersistentTopic.checkCompaction``), none already compacting."""
+        due = []
+        for topic in self.topics.values():
+            threshold = topic.applied.compaction_threshold_bytes
+            if threshold <= 0 or not topic.name.persistent or topic.compacted.state == "RUNNING":
+                continue
+            sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION)
+            estimate = topic.ledger.total_size_bytes() if sub is None \
+                else backlog_bytes(topic.ledger.ledgers(), sub.cursor.mark_delete)
+            if estimate > threshold:
+                due.append(topic)
+        return due
 
     # -- data lifecycle -----------------------------------------------------------------
     def check_retention(self, now_ms: int) -> None:

@@ -39,11 +39,17 @@ class BrokerConfig:
     #: 0 means unlimited in Pulsar; Magnetar caps it so a typo cannot create a million partitions
     maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
-    brokerDeleteInactiveTopicsEnabled: bool = False
+    #: inactive topics (Pulsar's keys and defaults; standalone.conf also has them on): a topic
+    #: with no producer or consumer, and no subscription (delete_when_no_subscriptions) or no
+    #: backlog (delete_when_subscriptions_caught_up), for the max inactive duration is deleted
+    brokerDeleteInactiveTopicsEnabled: bool = True
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
     brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
     #: None: brokerDeleteInactiveTopicsFrequencySeconds, as in Pulsar
     brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
-    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    #: subscriptions without consumers this long are deleted (0 = never); Magnetar accepts fractions
+    subscriptionExpirationTimeMinutes: float = 0
+    subscriptionExpiryCheckIntervalInMinutes: float = 5
     # data lifecycle: retention of consumed data, message TTL, backlog quotas, compaction, schemas
     defaultRetentionTimeInMinutes: int = 0
     defaultRetentionSizeInMB: int = 0
@@ -51,16 +57,20 @@ class BrokerConfig:
     ttlDurationDefaultInSeconds: int = 0
     #: an int in Pulsar; fractions are accepted so that tests can expire within a second
     messageExpiryCheckIntervalInMinutes: float = 5
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: int = 60
     backlogQuotaDefaultLimitBytes: int = -1
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
     brokerServiceCompactionThresholdInBytes: int = 0
+    #: fractions are accepted so that tests can check within a second
+    brokerServiceCompactionMonitorIntervalInSeconds: float = 60
+    topicCompactionRetainNullKey: bool = False
     schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
     acknowledgmentAtBatchIndexLevelEnabled: bool = True
-    dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
     subscriptionKeySharedUseClassicPersistentImplementation: bool = False
@@ -237,9 +247,10 @@ class BrokerConfig:
             )
         self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
-                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
-                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds")
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds",
+                    "brokerServiceCompactionMonitorIntervalInSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
@@ -269,7 +280,16 @@ class BrokerConfig:
         for key, allowed in choices.items():
             if getattr(self, key) not in allowed:
                 raise ConfigError(f"{key}={getattr(self, key)!r}: use one of " + ", ".join(allowed))
-
+        for key in ("brokerDeleteInactiveTopicsFrequencySeconds", "backlogQuotaCheckIntervalInSeconds",
+                    "subscriptionExpiryCheckIntervalInMinutes"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
+        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+        if duration is not None and duration < 0:
+            raise ConfigError(f"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds={duration} must not be negative")
+        if self.subscriptionExpirationTimeMinutes < 0:
+            raise ConfigError(f"subscriptionExpirationTimeMinutes={self.subscriptionExpirationTimeMinutes} "
+                              "must not be negative (0 keeps subscriptions)")
 
     def _validate_security(self) -> None:
         unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]

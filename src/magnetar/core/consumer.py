@@ -41,6 +41,8 @@ class Consumer:
     write_paused: bool = False
     #: a dispatch rate limit of its subscription or topic is spent until the bucket refills
     rate_paused: bool = False
+    #: told that its terminated topic has nothing more (REACHED_END_OF_TOPIC), once
+    told_end_of_topic: bool = False
     msg_out: RateCounter = field(default_factory=RateCounter)
     redeliver: RateCounter = field(default_factory=RateCounter)
     acks: RateCounter = field(default_factory=RateCounter)

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscription import Subscription
-from magnetar.core.subscription_view import TopicView
-from magnetar.core.topic import Topic
+from magnetar.core.subscription_view import EntrySource, TopicView
 
 
 def position_before_time(topic: TopicView, timestamp_ms: int) -> Position:
@@ -48,7 +47,7 @@ def skip_messages(sub: Subscription, count: int) -> int:
     return skipped
 
 
-def last_message_id(topic: Topic) -> tuple[Position, int]:
+def last_message_id(topic: EntrySource) -> tuple[Position, int]:
     """The last readable entry and its last batch index (-1 when not a batch)."""
     last = topic.last_readable()
     if last is None:

@@ -108,3 +108,7 @@ class IncompatibleSchema(BrokerError):
 
 class InvalidSchemaData(IncompatibleSchema):
     """A schema whose definition is not one of its type (Pulsar's ``InvalidSchemaDataException``)."""
+
+
+class TopicTerminated(BrokerError):
+    code = ServerError.TopicTerminatedError

@@ -20,7 +20,7 @@ Rules both implementations keep (the shared suite in ``tests/store`` checks them
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -138,6 +138,17 @@ class ManagedLedger(Protocol):
         :meth:`read` per entry costs more than the work done with the entry. Covers
         the ledgers that exist when the iteration begins, including entries appended
         to them while it is suspended; a ledger trimmed meanwhile is skipped from there on.
+        """
+        ...
+
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        """The durable entries in (``after``, ``upto``], to be read on another thread.
+
+        Called on the owner thread; the iterable it returns may be iterated, more than once,
+        on any thread while the owner goes on appending (it reads through descriptors of
+        its own from a snapshot of where the entries lie). For compaction, which must not
+        read a whole topic on the event loop. A ledger deleted meanwhile raises
+        :class:`StorageError` from the iteration.
         """
         ...
 

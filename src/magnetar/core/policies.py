@@ -25,6 +25,7 @@ INT64_MAX = 2**63 - 1
 M = TypeVar("M", bound=BaseModel)
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
 Int64 = Annotated[StrictInt, Field(ge=-(2**63), le=INT64_MAX)]
+NonNegativeInt64 = Annotated[StrictInt, Field(ge=0, le=INT64_MAX)]
 SubscriptionType = Literal["Exclusive", "Shared", "Failover", "Key_Shared"]
 BacklogQuotaType = Literal["destination_storage", "message_age"]
 BacklogQuotaPolicy = Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"]
@@ -139,6 +140,7 @@ class Policies(BaseModel):
     retention_policies: RetentionPolicies | None = None
     delayed_delivery_policies: DelayedDeliveryPolicies | None = None
     backlog_quota_map: dict[BacklogQuotaType, BacklogQuota] | None = None
+    subscription_expiration_time_minutes: NonNegativeInt | None = None
     max_producers_per_topic: NonNegativeInt | None = None
     max_consumers_per_topic: NonNegativeInt | None = None
     max_consumers_per_subscription: NonNegativeInt | None = None
@@ -226,6 +228,16 @@ def delayed_delivery_active(topic: TopicPolicies, policies: Policies, config: Br
     return config.delayedDeliveryEnabled if policy is None else policy.active
 
 
+def delayed_delivery_tick_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
+    """The tick of a topic's delayed-delivery trackers: the topic's
+    ``delayedDeliveryTickTimeMillis``, else the namespace policy's ``tickTime``, else
+    the broker's ``delayedDeliveryTickTimeMillis``."""
+    if topic.delayedDeliveryTickTimeMillis is not None:
+        return topic.delayedDeliveryTickTimeMillis
+    policy = policies.delayed_delivery_policies
+    return config.delayedDeliveryTickTimeMillis if policy is None else policy.tickTime
+
+
 def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
     """The longest delivery delay a message may ask for (0: no limit)."""
     if topic.delayedDeliveryMaxDelayInMillis is not None:
@@ -238,10 +250,8 @@ def max_delivery_delay_ms(topic: TopicPolicies, policies: Policies, config: Brok
 
 def delayed_delivery(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> DelayedDeliveryPolicies:
     """The delayed-delivery policy that applies, as the admin API shows it (``applied=true``)."""
-    ns = policies.delayed_delivery_policies
-    tick_ms = topic.delayedDeliveryTickTimeMillis or (ns.tickTime if ns is not None
-                                                      else config.delayedDeliveryTickTimeMillis)
-    return DelayedDeliveryPolicies(tickTime=tick_ms, active=delayed_delivery_active(topic, policies, config),
+    return DelayedDeliveryPolicies(tickTime=delayed_delivery_tick_ms(topic, policies, config),
+                                   active=delayed_delivery_active(topic, policies, config),
                                    maxDeliveryDelayInMillis=max_delivery_delay_ms(topic, policies, config))
 
 
@@ -395,12 +405,15 @@ class AppliedPolicies:
     message_ttl_s: int
     max_unacked_on_consumer: int
     max_unacked_on_subscription: int
+    #: backlog bytes past which compaction runs by itself (0: never)
+    compaction_threshold_bytes: int = 0
 
     @classmethod
     def resolve(cls, topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> AppliedPolicies:
         return cls(retention(topic, policies, config), message_ttl_s(topic, policies, config),
                    max_unacked_on_consumer(topic, policies, config),
-                   max_unacked_on_subscription(topic, policies, config))
+                   max_unacked_on_subscription(topic, policies, config),
+                   compaction_threshold(topic, policies, config))
 
     @classmethod
     def of_config(cls, config: BrokerConfig) -> AppliedPolicies:

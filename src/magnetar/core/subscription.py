@@ -53,6 +53,8 @@ class Subscription:
         self.delayed_tracker: DelayedDeliveryTracker | None = None
         #: the cursor version last handed to the store (-1: never, or the write failed)
         self.persisted_version = -1
+        #: when a consumer last attached, left or acknowledged (subscription expiration)
+        self.last_active_ms = 0
         self._factory = dispatcher_factory
         self.dispatcher: Dispatcher = dispatcher_factory(self, sub_type)
 
@@ -79,9 +81,11 @@ class Subscription:
             self.dispatcher = self._factory(self, sub_type)
             self.dispatcher.seek(min(last_read, self.cursor.mark_delete))
         self.dispatcher.add_consumer(consumer, now_ms)
+        self.last_active_ms = max(self.last_active_ms, now_ms)
 
     def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
         self.dispatcher.remove_consumer(consumer, now_ms)
+        self.last_active_ms = max(self.last_active_ms, now_ms)
 
     # -- acknowledgements -------------------------------------------------
     def acknowledge(self, consumer: Consumer, cumulative: bool,
@@ -106,6 +110,7 @@ class Subscription:
             for other in others:
                 self.dispatcher.on_acked(other, now_ms)
         consumer.acks.add(now_ms, len(acks))
+        self.last_active_ms = max(self.last_active_ms, now_ms)
         self._drop_acked_counts()
         self.dispatcher.on_acked(consumer, now_ms)
 

@@ -39,14 +39,17 @@ from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
 from magnetar.core.subscription import Subscription
+from magnetar.core.subscription_view import EntrySource
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
-from magnetar.server import deduplication, delayed_index, property_dedup
+from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
+from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
+from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
@@ -75,6 +78,7 @@ class BrokerService:
         self.core = BrokerCore(config)
         self.timer = BrokerTimer(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
+        self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata, self.writer)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
@@ -97,6 +101,7 @@ class BrokerService:
         self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
+        self.compaction = TopicCompaction(self)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -130,6 +135,9 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
+        moved = self.metadata.move_legacy_topic_policies()
+        if moved:
+            log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
     @property
     def broker_url(self) -> str:
@@ -170,6 +178,7 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        self.compaction.start(now_ms())
         self._check_disk(now_ms())
         PeriodicTask(self.core.timers, self.config.diskCheckInterval, self._check_disk).start(now_ms())
         idle_s = self.config.idleTopicUnloadSeconds
@@ -177,6 +186,7 @@ class BrokerService:
             check_ms = min(max(idle_s * 500, 100), 60_000)
             PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
+        self.long_lived.install()
         self.ready = True
 
     def _check_disk(self, now: int) -> None:
@@ -192,10 +202,11 @@ class BrokerService:
 
     def _unload_idle_topics(self, now: int) -> None:
         for topic in self.core.idle_topics(now):
-            if str(topic.name) not in self.unloading:
-                self._background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
+            # one the inactive-topic check will delete stays loaded for it: one notion of active
+            if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
+                self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
 
-    def _background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    def background(self, work: Coroutine[Any, Any, None], what: str) -> None:
         def logged(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() is not None:
                 log.error("%s failed", what, exc_info=task.exception())
@@ -211,6 +222,7 @@ class BrokerService:
             topic.fenced = True
             topic.close_all_clients()
             self.topics.pop(key, None)
+            self.long_lived.released()
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
@@ -220,8 +232,15 @@ class BrokerService:
             # closing syncs and deleting removes a directory: off the event loop
             release = topic.ledger.delete if delete_data else topic.ledger.close
             await asyncio.get_running_loop().run_in_executor(None, release)
+            self.compaction.release(topic)
+            if delete_data:
+                await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         finally:
             self.unloading.discard(key)
+
+    def loaded_objects(self) -> int:
+        """Topics (and, with connections, those) the broker holds: see LongLivedObjects."""
+        return len(self.topics)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -386,6 +405,7 @@ class BrokerService:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
+        topic_lifecycle.restore(self, topic)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             if cursor_name == DEDUP_CURSOR:
                 topic.dedup_snapshot_position = record.mark_delete
@@ -397,6 +417,7 @@ class BrokerService:
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
             sub.persisted_version = 0
+        self.compaction.restore(topic)
         self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
@@ -409,8 +430,9 @@ class BrokerService:
         property_dedup.refresh(self, topic)
         self.apply_publish_rate(topic)
         self.apply_dispatch_rates(topic)
+        self.apply_delayed_tick(topic)
         topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
-                                                     self.config))
+                                                     self.config), now)
 
     def policies_changed(self, name: TopicName | str) -> None:
         """A topic's (TopicName) or a namespace's (str) policies were written: the loaded
@@ -477,7 +499,16 @@ class BrokerService:
             return policies.delayed_delivery_active(self.topic_policies(name),
                                                     self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
-        return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
+                                                              self.config)
+        return made
+
+    def apply_delayed_tick(self, topic: Topic) -> None:
+        if topic.delayed is not None:
+            tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                     self.config)
+            topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
@@ -557,7 +588,7 @@ class BrokerService:
         if topic.pending_receipts:
             topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
         if str(topic.name) not in self.unloading:
-            self._background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
+            self.background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -618,8 +649,9 @@ class BrokerService:
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
-        for topic in self.topics.values():
-            delayed_index.persist(self, topic, force)
+        if self.config.delayedDeliverySharedIndexEnabled:
+            for topic in self.topics.values():
+                delayed_index.persist(self, topic, force)
         return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
@@ -662,6 +694,7 @@ class BrokerService:
     async def close(self) -> None:
         self.ready = False
         self.timer.stop()
+        self.long_lived.uninstall()
         for topic in list(self.topics.values()):
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
@@ -675,6 +708,7 @@ class BrokerService:
         self.committer.stop()
         for topic in self.topics.values():
             topic.ledger.close()
+            self.compaction.release(topic)
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
 
@@ -703,6 +737,13 @@ class BrokerOperations(BrokerService):
         self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
 
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().start(loop)
+        topic_lifecycle.start(self, now_ms())
+
+    def loaded_objects(self) -> int:
+        return len(self.topics) + len(self.connections)
+
     def admit_connection(self, ip: str) -> str | None:
         """Count a new connection, or say why it is refused."""
         refusal = limits.connection_refusal(len(self.connections), self._connections_per_ip[ip], self.config)
@@ -711,6 +752,7 @@ class BrokerOperations(BrokerService):
         return refusal
 
     def connection_closed(self, ip: str) -> None:
+        self.long_lived.released()
         self._connections_per_ip[ip] -= 1
         if self._connections_per_ip[ip] <= 0:
             del self._connections_per_ip[ip]
@@ -745,6 +787,9 @@ class BrokerOperations(BrokerService):
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
         limits.check_new_producer(topic, self.topic_policies(topic.name), self.policies_of(topic.name), self.config)
+        refusal = topic_lifecycle.producer_refusal(self, topic)
+        if refusal is not None:
+            raise refusal
 
     def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
         policies = self.policies_of(topic.name)
@@ -793,7 +838,7 @@ class BrokerOperations(BrokerService):
         return cursor_moves.position_before_time(topic, timestamp_ms)
 
     @staticmethod
-    def last_message_id(topic: Topic) -> tuple[Position, int]:
+    def last_message_id(topic: EntrySource) -> tuple[Position, int]:
         return cursor_moves.last_message_id(topic)
 
     # -- schemas ---------------------------------------------------------------------
@@ -882,6 +927,19 @@ class BrokerOperations(BrokerService):
         await self._release_topic(topic, delete_data=False)
         return True
 
+    async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Delete every partition, then the partitioned topic's metadata."""
+        for index in range(partitions):
+            await self.delete_topic(name.partition(index))
+        self.schemas.delete_all(name)  # partitions share their parent's schemas
+        self.metadata.delete_partitioned_topic(str(name))
+        self.metadata.delete_topic_policies(str(name))
+
+    async def unload_namespace(self, namespace: str) -> None:
+        """Unload every loaded topic of the namespace; clients reconnect and load them again."""
+        for topic in [t for t in self.topics.values() if t.name.namespace_name == namespace]:
+            await self.unload_topic(topic.name)
+
     async def delete_topic(self, name: TopicName) -> None:
         """Remove the topic, its data, cursors and schemas; clients are disconnected."""
         key = str(name)
@@ -891,6 +949,7 @@ class BrokerOperations(BrokerService):
         elif name.persistent and self.metadata.get_topic(key) is not None:
             unloaded = self.ledger_factory.open(key)
             await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
+            await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
         if name.partition_index < 0:
             self.schemas.delete_all(name)

@@ -126,4 +126,4 @@ def _snapshot_written(topic: Topic, dedup: MessageDeduplication, snapshot: Dedup
 
 
 def snapshot_position(topic: Topic) -> Position | None:
-    return getattr(topic, "dedup_snapshot_position", None)
+    return topic.dedup_snapshot_position

@@ -145,6 +145,11 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
         address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
+    initial_subscription = req.initial_subscription_name if req.HasField("initial_subscription_name") else ""
+    if initial_subscription and initial_subscription not in topic.subscriptions \
+            and not broker.config.allowAutoSubscriptionCreation:
+        raise NotAllowed("Could not create the initial subscription due to the auto subscription creation "
+                         "is not allowed.")
     _replace_stale_producer(topic, prod)
     if req.HasField("topic_epoch") and prod.exclusive and req.topic_epoch < topic.topic_epoch \
             and prod.access_mode != AccessMode.ExclusiveWithFencing:
@@ -156,8 +161,8 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     conn.producers[req.producer_id] = prod
     conn.producer_topics[req.producer_id] = topic
     conn.producer_requests[req.producer_id] = req.request_id
-    if req.HasField("initial_subscription_name") and req.initial_subscription_name:
-        broker.ensure_subscription(topic, req.initial_subscription_name)
+    if initial_subscription:
+        broker.ensure_subscription(topic, initial_subscription)
     epoch = topic.topic_epoch if prod.exclusive else None
     reply = commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
@@ -260,7 +265,7 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     sub = topic.subscribe(
         req.subscription, consumer, now, durable=durable,
         initial_earliest=req.initialPosition == pb.CommandSubscribe.Earliest, start=start,
-        create=broker.config.allowAutoSubscriptionCreation,
+        create=broker.config.allowAutoSubscriptionCreation, read_compacted=req.read_compacted,
     )
     conn.consumers[req.consumer_id] = (consumer, sub)
     broker.apply_dispatch_rates(topic)
@@ -300,6 +305,7 @@ def flow(conn: ClientConnection, frame: Frame) -> None:
     if found is not None:
         consumer, sub = found
         sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
+        topic_of(sub).tell_end_of_topic()
 
 
 def ack(conn: ClientConnection, frame: Frame) -> None:
@@ -314,6 +320,7 @@ def ack(conn: ClientConnection, frame: Frame) -> None:
             for m in req.message_id]
     if acks:
         sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, now_ms())
+        topic_of(sub).tell_end_of_topic()
     if req.HasField("request_id"):
         conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
 
@@ -357,7 +364,8 @@ def get_last_message_id(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getLastMessageId
     _, sub = _consumer(conn, req.consumer_id)
     topic = topic_of(sub)
-    last, batch_index = conn.broker.last_message_id(topic)
+    # a readCompacted consumer reads through the compacted view: its last entry counts
+    last, batch_index = conn.broker.last_message_id(sub.source)
     mark = sub.cursor.mark_delete
     conn.write_command(commands.get_last_message_id_response(
         req.request_id, last.ledger_id, last.entry_id, topic.partition_index, batch_index,

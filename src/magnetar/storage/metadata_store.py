@@ -226,6 +226,7 @@ def _cursor_record(row: tuple[Any, ...]) -> CursorRecord:
 
 #: key prefix of topic policies in the key-value table
 TOPIC_POLICIES_PREFIX = "topic-policies/"
+_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
 
 
 class MetadataStore:
@@ -555,6 +556,27 @@ class MetadataStore:
 
     def delete_topic_policies(self, topic: str) -> bool:
         return self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def move_legacy_topic_policies(self) -> int:
+        """Before topic policies had their own record, a topic's ``deduplicationEnabled`` was
+        kept in its properties (each partition's, for a partitioned topic). Move any such
+        value to the topic policies of the topic (the partitioned topic), keeping a policy
+        set since, in one transaction; how many topic records were changed."""
+        rows = self._db.execute("SELECT topic, properties FROM topics"
+                                " WHERE json_type(properties, '$.deduplicationEnabled') IN ('true', 'false')"
+                                ).fetchall()
+        with self._transaction() as db:
+            for topic, text in rows:
+                properties = json.loads(text)
+                value = properties.pop("deduplicationEnabled")
+                key = TOPIC_POLICIES_PREFIX + _PARTITION_SUFFIX.sub("", topic)
+                stored = db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+                policies = {"deduplicationEnabled": value, **(json.loads(stored[0]) if stored else {})}
+                db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                           (key, _dump_json("topic policies", policies)))
+                db.execute("UPDATE topics SET properties = ? WHERE topic = ?",
+                           (_dump_json("topic properties", properties), topic))
+        return len(rows)
 
     # -- generic JSON key-value ----------------------------------------------------------
 

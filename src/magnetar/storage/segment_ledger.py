@@ -50,7 +50,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -338,6 +338,45 @@ class _Segment:
         start = self.offsets[entry_id]
         stop = self.offsets[entry_id + 1] if entry_id + 1 < len(self.offsets) else self.end_offset
         return start, stop - start
+
+
+@dataclass(frozen=True)
+class _SegmentSpan:
+    """Consecutive records of one segment file: where the first starts, how many."""
+
+    path: Path
+    ledger_id: int
+    first_entry: int
+    offset: int
+    count: int
+
+    def __iter__(self) -> Iterator[tuple[Position, bytes]]:
+        try:
+            file = open(self.path, "rb", buffering=_SCAN_BLOCK_BYTES)
+        except FileNotFoundError:
+            raise StorageError(f"ledger {self.ledger_id} ({self.path}) was deleted while being read") from None
+        with file:
+            file.seek(self.offset)
+            for entry_id in range(self.first_entry, self.first_entry + self.count):
+                head = file.read(RECORD.size)
+                if len(head) != RECORD.size:
+                    raise LedgerCorruption(f"{self.path} ends before entry {entry_id}")
+                length, crc = RECORD.unpack(head)
+                data = file.read(length)
+                if len(data) != length or google_crc32c.value(data) != crc:
+                    raise LedgerCorruption(f"entry {self.ledger_id}:{entry_id} in {self.path} fails its checksum")
+                yield Position(self.ledger_id, entry_id), data
+
+
+@dataclass(frozen=True)
+class _DetachedScan:
+    """Spans of segment files read through descriptors of their own (any thread)."""
+
+    spans: list[_SegmentSpan]
+
+    def __iter__(self) -> Iterator[tuple[Position, bytes]]:
+        for span in self.spans:
+            yield from span
 
 
 class _TailCache:
@@ -800,6 +839,20 @@ class SegmentLedger:
         fd = os.open(self._segments[ledger_id].path, os.O_RDONLY | os.O_CLOEXEC)
         self._cache_read_fd(ledger_id, fd)
         return fd
+
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        self._check_open()
+        spans: list[_SegmentSpan] = []
+        for info in self._index.ledgers():
+            if not after.ledger_id <= info.ledger_id <= upto.ledger_id:
+                continue
+            segment = self._segments[info.ledger_id]
+            first = max(after.entry_id + 1, 0) if info.ledger_id == after.ledger_id else 0
+            stop = min(upto.entry_id + 1, len(segment.offsets)) if info.ledger_id == upto.ledger_id \
+                else len(segment.offsets)
+            if first < stop:
+                spans.append(_SegmentSpan(segment.path, info.ledger_id, first, segment.offsets[first], stop - first))
+        return _DetachedScan(spans)
 
     def first_position(self) -> Position | None:
         return self._index.first_position()
