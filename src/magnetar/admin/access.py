@@ -52,6 +52,7 @@ TOPIC_ADMIN = Rule("topic", Operation.ADMIN)
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUB = TOPIC + "/subscription/{subName}"
+SCHEMAS = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDelivery", "maxProducersPerTopic",
                        "maxConsumersPerSubscription", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
@@ -96,6 +97,9 @@ RULES: dict[str, dict[str, Rule]] = {
     NS + "/permissions/subscription/{subscription}": {"POST": TENANT_ADMIN},
     NS + "/permissions/{subscription}/{role}": {"DELETE": TENANT_ADMIN},
     NS + "/subscriptionAuthMode": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/schemaCompatibilityStrategy": {"GET": TENANT_ADMIN, "PUT": TENANT_ADMIN},
+    NS + "/isAllowAutoUpdateSchema": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/schemaValidationEnforced": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
     NS + "/replication": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
     **{f"{NS}/{offload}": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN, "PUT": TENANT_ADMIN, "DELETE": TENANT_ADMIN}
        for offload in ("offloadThreshold", "offloadPolicies")},
@@ -139,6 +143,12 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/consumer/{consumerName}/pendingMessages": {"GET": CONSUME},
+    # Pulsar's SchemasResource: reads need GET_METADATA (produce or consume), changes a tenant admin
+    SCHEMAS + "/schema": {"GET": LOOKUP, "POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
+    SCHEMAS + "/schema/{version}": {"GET": LOOKUP},
+    SCHEMAS + "/schemas": {"GET": LOOKUP},
+    SCHEMAS + "/compatibility": {"POST": TENANT_ADMIN},
+    SCHEMAS + "/version": {"POST": LOOKUP},
 }
 
 

@@ -25,6 +25,7 @@ from magnetar.admin import (
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
+    routes_schemas,
     routes_subscriptions,
     routes_tenants,
     routes_topic_policies,
@@ -53,7 +54,8 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication, peers=peers)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
-                   routes_namespaces.router, routes_permissions.namespace_router, routes_unsupported.namespace_router,
+                   routes_namespaces.router, routes_permissions.namespace_router, routes_schemas.router,
+                   routes_unsupported.namespace_router,
                    lookup.router):
         app.include_router(router)
     app.include_router(routes_compaction.router)

@@ -30,6 +30,7 @@ from magnetar.core.policies import (
     Policies,
     PublishRate,
     RetentionPolicies,
+    SchemaCompatibilityStrategy,
     SubscriptionType,
 )
 from magnetar.server.broker import BrokerOperations
@@ -73,7 +74,8 @@ async def delete_namespace(broker: Broker, tenant: str, namespace: str, force: b
 @router.get("/{tenant}/{namespace}", summary="Get a namespace's policies")
 async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    return full_policies(require_namespace(broker, name), broker.config.clusterName)
+    return full_policies(require_namespace(broker, name), broker.config.clusterName,
+                         broker.config.isAllowAutoUpdateSchemaEnabled)
 
 
 @router.get("/{tenant}/{namespace}/topics", summary="List the topics of a namespace")
@@ -262,3 +264,47 @@ _add_cluster_rate_endpoints("publishRate", "publishMaxMessageRate", PublishRate,
 _add_cluster_rate_endpoints("dispatchRate", "topicDispatchRate", DispatchRate, "dispatch rate of each topic")
 _add_cluster_rate_endpoints("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
                             "dispatch rate of each subscription")
+
+
+# -- schema policies (Pulsar's paths: PUT for the strategy, POST for the two flags) -------------
+@router.get("/{tenant}/{namespace}/schemaCompatibilityStrategy", summary="Get the schema compatibility strategy")
+async def get_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str) -> str:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    return str(stored.get("schema_compatibility_strategy") or "UNDEFINED")
+
+
+@router.put("/{tenant}/{namespace}/schemaCompatibilityStrategy", status_code=204,
+            summary="Set the schema compatibility strategy (UNDEFINED: the broker's schemaCompatibilityStrategy)")
+async def set_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str,
+                                            strategy: Annotated[SchemaCompatibilityStrategy, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "schema_compatibility_strategy", strategy)
+
+
+@router.get("/{tenant}/{namespace}/isAllowAutoUpdateSchema", summary="Whether producers may add schemas")
+async def get_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str) -> bool:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    value = stored.get("is_allow_auto_update_schema")
+    return broker.config.isAllowAutoUpdateSchemaEnabled if value is None else bool(value)
+
+
+@router.post("/{tenant}/{namespace}/isAllowAutoUpdateSchema", status_code=204,
+             summary="Allow or forbid producers to add schemas")
+async def set_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str,
+                                          allowed: Annotated[StrictBool, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "is_allow_auto_update_schema", allowed)
+
+
+@router.get("/{tenant}/{namespace}/schemaValidationEnforced",
+            summary="Whether producers without a schema are refused on topics with one")
+async def get_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
+                                         applied: bool = False) -> bool:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    enforced = bool(stored.get("schema_validation_enforced"))
+    return enforced or (applied and broker.config.isSchemaValidationEnforced)
+
+
+@router.post("/{tenant}/{namespace}/schemaValidationEnforced", status_code=204,
+             summary="Refuse (or accept) producers without a schema on topics with one")
+async def set_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
+                                         enforced: Annotated[StrictBool, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "schema_validation_enforced", enforced)

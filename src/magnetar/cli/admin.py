@@ -13,6 +13,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -40,8 +41,9 @@ tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics, partitions, subscriptions and messages.", no_args_is_help=True)
 brokers_app = typer.Typer(help="Broker health and configuration.", no_args_is_help=True)
+schemas_app = typer.Typer(help="Topic schemas: get, upload, delete, test compatibility.", no_args_is_help=True)
 for _group, _name in ((clusters_app, "clusters"), (tenants_app, "tenants"), (namespaces_app, "namespaces"),
-                      (topics_app, "topics"), (brokers_app, "brokers")):
+                      (topics_app, "topics"), (brokers_app, "brokers"), (schemas_app, "schemas")):
     admin_app.add_typer(_group, name=_name)
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -999,6 +1001,117 @@ def topics_permissions(ctx: typer.Context, topic: str) -> None:
     admin = _admin_of(ctx)
     _, path = topic_path(topic)
     admin.show(admin.get(f"{path}/permissions"))
+
+
+# -- schemas (pulsar-admin schemas ...) -----------------------------------------------------------
+def schema_path(topic: str) -> tuple[TopicName, str]:
+    """``/admin/v2/schemas/{tenant}/{namespace}/{topic}`` of a topic (a partition's is its parent's)."""
+    name, _ = topic_path(topic)
+    return name, f"/admin/v2/schemas/{name.tenant}/{name.namespace}/{quote(name.local_name, safe='')}"
+
+
+FilenameOption = Annotated[Path, typer.Option("--filename", "-f", help=(
+    'a JSON file {"type": "AVRO", "schema": "<definition>", "properties": {...}}'))]
+
+
+def _schema_payload(filename: Path) -> Any:
+    try:
+        payload = json.loads(filename.read_text())
+    except OSError as exc:
+        fail(f"cannot read {filename}: {exc.strerror}")
+    except ValueError as exc:
+        fail(f"{filename} is not JSON: {exc}")
+    if not isinstance(payload, dict):
+        fail(f'{filename} must hold a JSON object {{"type": ..., "schema": ..., "properties": ...}}')
+    return payload
+
+
+@schemas_app.command("get")
+def schemas_get(ctx: typer.Context, topic: str,
+                version: Annotated[int | None, typer.Option("--version", "-v", help="a version number")] = None,
+                all_versions: Annotated[bool, typer.Option("--all-version", "-a", help="every version")] = False
+                ) -> None:
+    """Show a topic's schema (the latest, one version, or all)."""
+    admin = _admin_of(ctx)
+    _, path = schema_path(topic)
+    if all_versions:
+        admin.show(admin.get(f"{path}/schemas").get("getSchemaResponses", []), "schema")
+    elif version is not None:
+        admin.show(admin.get(f"{path}/schema/{version}"))
+    else:
+        admin.show(admin.get(f"{path}/schema"))
+
+
+@schemas_app.command("upload")
+def schemas_upload(ctx: typer.Context, topic: str, filename: FilenameOption) -> None:
+    """Upload a schema; it becomes a new version if compatible with the topic's."""
+    admin = _admin_of(ctx)
+    name, path = schema_path(topic)
+    response = admin.call("POST", f"{path}/schema", _schema_payload(filename)).json()
+    if admin.json_output:
+        print_json(response)
+    admin.done(f"Uploaded a schema to {name}: version {response['version']['version']}")
+
+
+@schemas_app.command("delete")
+def schemas_delete(ctx: typer.Context, topic: str,
+                   force: Annotated[bool, typer.Option("--force", "-f", help="remove every version for good")]
+                   = False) -> None:
+    """Delete a topic's schema (a delete marker version; every version with --force)."""
+    admin = _admin_of(ctx)
+    name, path = schema_path(topic)
+    admin.call("DELETE", f"{path}/schema", params={"force": str(force).lower()})
+    admin.done(f"Deleted the schema of {name}")
+
+
+@schemas_app.command("compatibility")
+def schemas_compatibility(ctx: typer.Context, topic: str, filename: FilenameOption) -> None:
+    """Test whether a schema is compatible with the topic's under its strategy."""
+    admin = _admin_of(ctx)
+    _, path = schema_path(topic)
+    response = admin.call("POST", f"{path}/compatibility", _schema_payload(filename)).json()
+    if admin.json_output:
+        print_json(response)
+        return
+    verdict = "compatible" if response["isCompatibility"] else "NOT compatible"
+    typer.echo(f"The schema is {verdict} (strategy {response['schemaCompatibilityStrategy']})")
+
+
+@namespaces_app.command("set-schema-compatibility-strategy")
+def set_schema_compatibility_strategy(
+        ctx: typer.Context, namespace: str,
+        strategy: Annotated[str, typer.Option("--compatibility", "-c", help=(
+            "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, "
+            "FORWARD_TRANSITIVE, FULL_TRANSITIVE"))]) -> None:
+    """Set the schema compatibility strategy of a namespace."""
+    admin = _admin_of(ctx)
+    admin.call("PUT", f"{namespace_path(namespace)}/schemaCompatibilityStrategy", strategy.upper())
+    admin.done(f"Set the schema compatibility strategy of {namespace} to {strategy.upper()}")
+
+
+@namespaces_app.command("get-schema-compatibility-strategy")
+def get_schema_compatibility_strategy(ctx: typer.Context, namespace: str) -> None:
+    """Show the schema compatibility strategy of a namespace."""
+    admin = _admin_of(ctx)
+    admin.show(admin.get(f"{namespace_path(namespace)}/schemaCompatibilityStrategy"))
+
+
+def _add_flag_verb(verb: str, path: str, doc: str) -> None:
+    """A namespace flag set with ``--enable/--disable``, as pulsar-admin's."""
+    def set_flag(ctx: typer.Context, namespace: str,
+                 enable: Annotated[bool, typer.Option("--enable/--disable", "-e/-d")] = True) -> None:
+        admin = _admin_of(ctx)
+        admin.call("POST", f"{namespace_path(namespace)}/{path}", enable)
+        admin.done(f"Set {path} of {namespace} to {str(enable).lower()}")
+
+    set_flag.__doc__ = doc
+    namespaces_app.command(verb)(set_flag)
+
+
+_add_flag_verb("set-is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
+               "Allow (or forbid) producers to add new schema versions.")
+_add_flag_verb("set-schema-validation-enforce", "schemaValidationEnforced",
+               "Refuse (or accept) producers without a schema on topics that have one.")
 
 
 # -- topic policies ----------------------------------------------------------------------------

@@ -113,6 +113,11 @@ class BrokerConfig:
     brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
     brokerPropertyDeduplicationWindowSeconds: int = 600
     brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
+    # schemas (Pulsar's SchemaRegistryService settings; schemaCompatibilityStrategy is above)
+    #: a new compatible schema may be added by a producer (namespace is_allow_auto_update_schema)
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    #: producers without a schema are refused on topics that have one
+    isSchemaValidationEnforced: bool = False
     # metrics
     exposeTopicLevelMetricsInPrometheus: bool = True
     exposeConsumerLevelMetricsInPrometheus: bool = False

@@ -29,6 +29,8 @@ class Consumer:
     connected_since: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     key_shared_meta: Any = None
+    #: the schema type it subscribed with (Pulsar's name); AUTO_CONSUME ones do not hold a topic's schema
+    schema_type: str = "NONE"
     permits: int = 0
     #: entries delivered and not yet acknowledged, in delivery order
     pending: dict[Position, PendingEntry] = field(default_factory=dict)

@@ -106,5 +106,9 @@ class IncompatibleSchema(BrokerError):
     code = ServerError.IncompatibleSchema
 
 
+class InvalidSchemaData(IncompatibleSchema):
+    """A schema whose definition is not one of its type (Pulsar's ``InvalidSchemaDataException``)."""
+
+
 class TopicTerminated(BrokerError):
     code = ServerError.TopicTerminatedError

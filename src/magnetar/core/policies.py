@@ -33,6 +33,13 @@ InactiveTopicDeleteMode = Literal["delete_when_no_subscriptions", "delete_when_s
 SchemaCompatibilityStrategy = Literal["UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD",
                                       "FORWARD", "FULL", "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE",
                                       "FULL_TRANSITIVE"]
+AutoUpdateStrategyName = Literal["AutoUpdateDisabled", "Backward", "Forward", "Full", "AlwaysCompatible",
+                                 "BackwardTransitive", "ForwardTransitive", "FullTransitive"]
+#: the deprecated ``schema_auto_update_compatibility_strategy`` values and what each stands for
+AUTO_UPDATE_STRATEGIES: dict[AutoUpdateStrategyName, SchemaCompatibilityStrategy] = {
+    "AutoUpdateDisabled": "ALWAYS_INCOMPATIBLE", "Backward": "BACKWARD", "Forward": "FORWARD", "Full": "FULL",
+    "AlwaysCompatible": "ALWAYS_COMPATIBLE", "BackwardTransitive": "BACKWARD_TRANSITIVE",
+    "ForwardTransitive": "FORWARD_TRANSITIVE", "FullTransitive": "FULL_TRANSITIVE"}
 
 
 class RetentionPolicies(BaseModel):
@@ -153,6 +160,9 @@ class Policies(BaseModel):
     inactive_topic_policies: InactiveTopicPolicies | None = None
     compaction_threshold: Annotated[StrictInt, Field(ge=0, le=INT64_MAX)] | None = None
     schema_compatibility_strategy: SchemaCompatibilityStrategy | None = None
+    schema_auto_update_compatibility_strategy: AutoUpdateStrategyName | None = None
+    is_allow_auto_update_schema: StrictBool | None = None
+    schema_validation_enforced: StrictBool | None = None
 
 
 class TopicPolicies(BaseModel):
@@ -367,8 +377,13 @@ def inactive_topic_policies(topic: TopicPolicies, policies: Policies, config: Br
 
 def schema_compatibility_strategy(topic: TopicPolicies, policies: Policies,
                                   config: BrokerConfig) -> SchemaCompatibilityStrategy:
-    """``UNDEFINED`` at a level means "ask the next one", as in Pulsar."""
-    for value in (topic.schemaCompatibilityStrategy, policies.schema_compatibility_strategy):
+    """``UNDEFINED`` at a level means "ask the next one", as in Pulsar: the topic's
+    ``schemaCompatibilityStrategy``, the namespace's ``schema_compatibility_strategy``
+    (else its deprecated ``schema_auto_update_compatibility_strategy``), the broker's."""
+    namespace = policies.schema_compatibility_strategy
+    if namespace in (None, "UNDEFINED") and policies.schema_auto_update_compatibility_strategy is not None:
+        namespace = AUTO_UPDATE_STRATEGIES[policies.schema_auto_update_compatibility_strategy]
+    for value in (topic.schemaCompatibilityStrategy, namespace):
         if value is not None and value != "UNDEFINED":
             return value
     strategy: SchemaCompatibilityStrategy = config.schemaCompatibilityStrategy  # type: ignore[assignment]
@@ -403,3 +418,14 @@ class AppliedPolicies:
     @classmethod
     def of_config(cls, config: BrokerConfig) -> AppliedPolicies:
         return cls.resolve(TopicPolicies(), Policies(), config)
+
+
+def allow_auto_update_schema(policies: Policies, config: BrokerConfig) -> bool:
+    if policies.is_allow_auto_update_schema is not None:
+        return policies.is_allow_auto_update_schema
+    return config.isAllowAutoUpdateSchemaEnabled
+
+
+def schema_validation_enforced(policies: Policies, config: BrokerConfig) -> bool:
+    """Pulsar refuses schema-less producers when the broker or the namespace says so."""
+    return config.isSchemaValidationEnforced or bool(policies.schema_validation_enforced)

@@ -36,6 +36,8 @@ from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
 from magnetar.core.rate_limit import RateLimiter
+from magnetar.core.schemas import versions as schema_versions
+from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
 from magnetar.core.subscription import Subscription
 from magnetar.core.subscription_view import EntrySource
 from magnetar.core.topic import Topic
@@ -49,7 +51,7 @@ from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.server.schemas import SchemaRegistry
+from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
@@ -77,7 +79,7 @@ class BrokerService:
         self.timer = BrokerTimer(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
         self.long_lived = LongLivedObjects(self.loaded_objects)
-        self.schemas = SchemaRegistry(self.metadata)
+        self.schemas = SchemaRegistry(self.metadata, self.writer)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -839,29 +841,54 @@ class BrokerOperations(BrokerService):
     def last_message_id(topic: EntrySource) -> tuple[Position, int]:
         return cursor_moves.last_message_id(topic)
 
-    def register_schema(self, topic: Topic, schema: object) -> bytes:
-        from magnetar.wire import pulsar_api_pb2 as pb
-        assert isinstance(schema, pb.Schema)
-        props = tuple((kv.key, kv.value) for kv in schema.properties)
-        version = self.schemas.register(str(topic.name), int(schema.type), schema.name, bytes(schema.schema_data),
-                                        props)
-        return version.version_bytes
+    # -- schemas ---------------------------------------------------------------------
+    def schema_strategy(self, name: TopicName) -> SchemaCompatibilityStrategy:
+        """The compatibility strategy that applies to the topic (topic, namespace, broker)."""
+        found = policies.schema_compatibility_strategy(self.topic_policies(name), self.policies_of(name), self.config)
+        return SchemaCompatibilityStrategy(found)
 
-    def get_schema_response(self, request_id: int, name: TopicName, version: bytes | None):  # type: ignore[no-untyped-def]
-        from magnetar.core.errors import ServerError
-        from magnetar.server.schemas import decode_version
-        from magnetar.wire import commands
-        from magnetar.wire import pulsar_api_pb2 as pb
-        versions = self.schemas.versions(str(name))
-        if not versions:
-            return commands.get_schema_error(request_id, ServerError.TopicNotFound, "Schema not found")
-        try:
-            chosen = versions[-1] if version is None else versions[decode_version(version)]
-        except (ValueError, IndexError):
-            return commands.get_schema_error(request_id, ServerError.IncompatibleSchema, "Unknown schema version")
-        schema = pb.Schema(name=chosen.name, schema_data=chosen.data, type=chosen.schema_type,  # type: ignore[arg-type]
-                           properties=[pb.KeyValue(key=k, value=v) for k, v in chosen.properties])
-        return commands.get_schema_response(request_id, schema, chosen.version_bytes)
+    def add_schema(self, name: TopicName, schema: SchemaData) -> int:
+        """The version of ``schema`` on the topic, stored as the next one if it is new and
+        may be added (Pulsar's ``AbstractTopic.addSchema``); raises IncompatibleSchema."""
+        history = self.schemas.history(name)
+        found = schema_versions.version_to_add(history, schema, self.schema_strategy(name),
+                                               policies.allow_auto_update_schema(self.policies_of(name), self.config))
+        if found is not None:
+            return found
+        return self.schemas.append(name, schema, now_ms()).version
+
+    def producer_schema_version(self, topic: Topic, schema: SchemaData | None) -> bytes | None:
+        """A new producer's schema version, or None when it sends none (then refused if
+        schema validation is enforced and the topic has a schema)."""
+        if schema is None:
+            schema_versions.check_producer_without_schema(
+                self.schemas.history(topic.name),
+                policies.schema_validation_enforced(self.policies_of(topic.name), self.config))
+            return None
+        return encode_version(self.add_schema(topic.name, schema))
+
+    def check_consumer_schema(self, topic: Topic, schema: SchemaData) -> None:
+        """A subscribing consumer's schema: added to an idle topic without one, else
+        checked for compatibility (Pulsar's ``addSchemaIfIdleOrCheckCompatible``)."""
+        if schema.schema_type == "AUTO_CONSUME":
+            return
+        in_use = bool(topic.producers) or topic.ledger.total_size_bytes() > 0 or any(
+            consumer.schema_type != "AUTO_CONSUME" for sub in topic.subscriptions.values()
+            for consumer in sub.consumers)
+        history = self.schemas.history(topic.name)
+        if schema_versions.consumer_adds_schema(history, schema, self.schema_strategy(topic.name), in_use):
+            self.add_schema(topic.name, schema)
+
+    def delete_schema(self, name: TopicName, force: bool) -> int | None:
+        """Pulsar's schema delete: a marker version (soft), or every version gone (force).
+        Returns the marker's version, None when forced or when there was nothing to delete."""
+        history = self.schemas.history(name)
+        if force:
+            self.schemas.delete_all(name)
+            return None
+        if schema_versions.latest(history) is None:
+            return None
+        return self.schemas.append(name, SchemaData("NONE", b""), now_ms(), deleted=True).version
 
     def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
         from magnetar.core.consumer import Consumer
@@ -904,6 +931,7 @@ class BrokerOperations(BrokerService):
         """Delete every partition, then the partitioned topic's metadata."""
         for index in range(partitions):
             await self.delete_topic(name.partition(index))
+        self.schemas.delete_all(name)  # partitions share their parent's schemas
         self.metadata.delete_partitioned_topic(str(name))
         self.metadata.delete_topic_policies(str(name))
 
@@ -923,9 +951,8 @@ class BrokerOperations(BrokerService):
             await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
             await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
-        self.metadata.delete_schemas(key)
         if name.partition_index < 0:
+            self.schemas.delete_all(name)
             self.metadata.delete_topic_policies(key)
         self.metadata.delete_topic(key)
-        self.schemas.forget(key)
         self.recorder.forget_topic(key)

@@ -371,6 +371,10 @@ class ServerConnection(asyncio.Protocol):
             self.write_command(commands.partitioned_metadata_error(request_id or 0, code, message))
         elif cmd.type == T.LOOKUP:
             self.write_command(commands.lookup_error(request_id or 0, code, message))
+        elif cmd.type == T.GET_SCHEMA:
+            self.write_command(commands.get_schema_error(request_id or 0, code, message))
+        elif cmd.type == T.GET_OR_CREATE_SCHEMA:
+            self.write_command(commands.get_or_create_schema_error(request_id or 0, code, message))
         elif cmd.type == T.ACK and cmd.ack.HasField("request_id"):
             self.write_command(commands.ack_response(cmd.ack.consumer_id, cmd.ack.request_id, code, message))
         elif request_id is not None:
