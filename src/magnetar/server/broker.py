@@ -95,7 +95,7 @@ class BrokerService:
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
         #: namespace -> its policies, and topic -> its own policies, valid while the store's
-        #: change count is _policies_at
+        #: policy change count is _policies_at
         self._policies: dict[str, Policies | None] = {}
         self._topic_policies: dict[str, TopicPolicies] = {}
         self._policies_at = -1
@@ -292,7 +292,7 @@ class BrokerService:
         return found
 
     def _forget_stale_policies(self) -> None:
-        changes = self.metadata.changes
+        changes = self.metadata.policy_changes
         if self._policies_at != changes:
             self._policies.clear()
             self._topic_policies.clear()
@@ -485,8 +485,8 @@ class BrokerService:
         through the metadata store: while it has not changed, there is nothing to apply (and
         reading every loaded topic's policy each second would hold up the event loop)."""
         now = now_ms()
-        if self._dedup_policies_at != self.metadata.changes:
-            self._dedup_policies_at = self.metadata.changes
+        if self._dedup_policies_at != self.metadata.policy_changes:
+            self._dedup_policies_at = self.metadata.policy_changes
             for topic in list(self.topics.values()):
                 self.apply_policies(topic, now)
         deduplication.store_snapshots(self, now)
