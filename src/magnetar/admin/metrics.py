@@ -176,7 +176,7 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
 
 
 #: topics read per slice of a scrape; the event loop serves other work between slices
-TOPICS_PER_SLICE = 50
+TOPICS_PER_SLICE = 20
 
 Rows = dict[tuple[str, ...], dict[str, float]]
 
@@ -289,7 +289,7 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
 
 
 #: samples formatted per slice of a scrape's text
-SAMPLES_PER_SLICE = 1000
+SAMPLES_PER_SLICE = 400
 
 
 def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
@@ -378,5 +378,16 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     snap = await take_snapshot(broker)
     for chunk in snapshot_text(snap):
         yield chunk
+        await asyncio.sleep(0)
+    for rows in (snap.topic_rows, snap.subscription_rows, snap.consumer_rows):
+        await release(rows)
+
+
+async def release(rows: Rows) -> None:
+    """Free a scrape's rows a slice at a time: freeing a row per topic at once, when the
+    snapshot goes, holds the event loop as long as building them did."""
+    while rows:
+        for _ in range(min(len(rows), SAMPLES_PER_SLICE)):
+            rows.popitem()
         await asyncio.sleep(0)
 
