@@ -8,6 +8,8 @@ from core_sinks import RecordingSink
 from magnetar.core.broker import BrokerCore
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
+from magnetar.core.dedup.message_deduplication import MessageDeduplication
+from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
@@ -73,3 +75,15 @@ def test_the_delayed_tick_learns_of_a_topic_when_its_first_tracker_is_made() -> 
     tracker.add_message(0, 0, 5_000, 0)
     due = core.tick_delayed_delivery(0)
     assert due is not None and due == tracker.next_delivery_time_ms()
+
+
+def test_deduplicating_topics_are_those_with_dedup_or_a_business_id_window() -> None:
+    core = BrokerCore(BrokerConfig())
+    plain, by_sequence, by_property = adopted(core, "plain"), adopted(core, "seq"), adopted(core, "prop")
+    by_sequence.dedup = MessageDeduplication()
+    by_property.property_dedup = PropertyDedupWindow(60_000, 100)
+    assert set(core.deduplicating_topics()) == {by_sequence, by_property}
+    by_sequence.dedup = None
+    del core.topics[str(by_property.name)]
+    assert core.deduplicating_topics() == []
+    assert plain.dedup is None

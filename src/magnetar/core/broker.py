@@ -63,6 +63,7 @@ class BrokerCore:
         #: trackers: what the once-a-second ticks visit (Topic.on_attention)
         self._cursors_changed: dict[Topic, None] = {}
         self._delayed_topics: dict[Topic, None] = {}
+        self._dedup_topics: dict[Topic, None] = {}
         #: told of each topic whose ledgers retention detached: the shell removes their files
         self.ledgers_detached: Callable[[Topic, list[int]], None] = _keep_files
 
@@ -86,9 +87,20 @@ class BrokerCore:
             self._cursors_changed[topic] = None
         if topic.delayed is not None and topic.delayed.has_trackers:
             self._delayed_topics[topic] = None
+        if topic.dedup is not None or topic.property_dedup is not None:
+            self._dedup_topics[topic] = None
 
     def _attention(self, topic: Topic, what: str) -> None:
-        (self._cursors_changed if what == "cursors" else self._delayed_topics)[topic] = None
+        wanting = {"cursors": self._cursors_changed, "delayed": self._delayed_topics, "dedup": self._dedup_topics}
+        wanting[what][topic] = None
+
+    def deduplicating_topics(self) -> list[Topic]:
+        """Loaded topics with message or business-id deduplication: their snapshots are
+        stored once a second (topics that stopped deduplicating are forgotten here)."""
+        for topic in [t for t in self._dedup_topics if not self._loaded(t) or
+                      (t.dedup is None and t.property_dedup is None)]:
+            del self._dedup_topics[topic]
+        return list(self._dedup_topics)
 
     def _loaded(self, topic: Topic) -> bool:
         return self.topics.get(str(topic.name)) is topic

@@ -74,11 +74,12 @@ class Topic:
         self.dispatcher_factory = dispatcher_factory
         self._delayed: DelayedDelivery | None = None
         #: told when the broker's periodic work must visit this topic: its cursors changed
-        #: (``"cursors"``) or its delayed delivery has trackers to tick (``"delayed"``), so
-        #: the persist and delayed ticks visit those topics, not every loaded one
+        #: (``"cursors"``), its delayed delivery has trackers to tick (``"delayed"``), or it
+        #: deduplicates (``"dedup"``: snapshots to store), so the once-a-second ticks visit
+        #: those topics, not every loaded one
         self.on_attention: Callable[[Topic, str], None] = _no_attention
-        self.dedup: MessageDeduplication | None = None
-        self.property_dedup: PropertyDedupWindow | None = None
+        self._dedup: MessageDeduplication | None = None
+        self._property_dedup: PropertyDedupWindow | None = None
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
@@ -113,6 +114,26 @@ class Topic:
         if not self.cursors_changed:
             self.cursors_changed = True
             self.on_attention(self, "cursors")
+
+    @property
+    def dedup(self) -> MessageDeduplication | None:
+        return self._dedup
+
+    @dedup.setter
+    def dedup(self, dedup: MessageDeduplication | None) -> None:
+        self._dedup = dedup
+        if dedup is not None:
+            self.on_attention(self, "dedup")
+
+    @property
+    def property_dedup(self) -> PropertyDedupWindow | None:
+        return self._property_dedup
+
+    @property_dedup.setter
+    def property_dedup(self, window: PropertyDedupWindow | None) -> None:
+        self._property_dedup = window
+        if window is not None:
+            self.on_attention(self, "dedup")
 
     @property
     def delayed(self) -> DelayedDelivery | None:

@@ -100,9 +100,10 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
 
 def store_snapshots(broker: BrokerShell, now_ms: int) -> None:
     """Write due snapshots into the dedup cursor's properties; purge inactive producers."""
-    for topic in [t for t in broker.topics.values() if t.dedup is not None]:  # one tight pass over many
+    for topic in broker.core.deduplicating_topics():
         dedup = topic.dedup
-        assert dedup is not None
+        if dedup is None:
+            continue
         dedup.purge_inactive_producers(now_ms, set(topic.producers))
         snapshot = dedup.maybe_snapshot(now_ms)
         if snapshot is None:
