@@ -14,17 +14,21 @@ from __future__ import annotations
 import logging
 from array import array
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.spark.message_ids import EntryIds
+from magnetar.spark.message_ids import EntryIds, encode_varint
 from magnetar.spark.offsets import MessagePosition
 from magnetar.spark.options import SourceOptions
 
 if TYPE_CHECKING:
     import pulsar
     import pyarrow as pa
+
+    from magnetar.spark.entry_decoding import EntryMessages
+    from magnetar.spark.wire_session import EntrySession, ReceivedEntry
 
 log = logging.getLogger("magnetar.spark")
 
@@ -62,7 +66,25 @@ class MagnetarInputPartition(InputPartition):
 
 
 def read_range(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """The messages of ``part`` as Arrow record batches in the source schema."""
+    """The messages of ``part`` as Arrow record batches in the source schema.
+
+    Entries are read at the protocol level (:class:`EntryScan`) when the connection
+    settings allow; otherwise, and from the first entry only the official client can
+    read (encrypted, chunked), through the official client's Reader (:class:`RangeScan`).
+    """
+    from magnetar.spark.entry_decoding import UnsupportedEntry
+    from magnetar.spark.wire_session import supports
+    if supports(options.connection):
+        scan = EntryScan(part, options)
+        try:
+            yield from scan.batches()
+            return
+        except UnsupportedEntry:
+            part = scan.remaining()
+    yield from _read_with_client(part, options)
+
+
+def _read_with_client(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     client = options.connection.new_client()
     try:
         reader = client.create_reader(part.topic, reader_start(part.start), start_message_id_inclusive=True,
@@ -89,7 +111,146 @@ def _reader_kwargs(options: SourceOptions) -> dict[str, Any]:
     return kwargs
 
 
-class RangeScan:
+class _RangeChecks:
+    """What both scans decide alike: whether a range ended where it should, and what data loss does."""
+
+    part: MagnetarInputPartition
+    fail_on_data_loss: bool
+
+    def _check_reached_end(self, last: MessagePosition | None) -> None:
+        if last is not None and (last.sort_key >= self.part.end.sort_key or last.same_entry(self.part.end)):
+            return
+        self._data_loss(f"the query needs the messages of {self.part.topic} up to {self.part.end}, but "
+                        f"the topic ends at {last if last is not None else 'nothing'}: were messages "
+                        "removed or the topic deleted and created again?")
+
+    def _data_loss(self, message: str) -> None:
+        if self.fail_on_data_loss:
+            raise MagnetarDataLossError(
+                f"Data loss: {message}. Set failOnDataLoss=false to go on from the messages that remain.")
+        log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
+
+
+class EntryScan(_RangeChecks):
+    """Reads one range entry by entry over a protocol-level session, checking it for data loss.
+
+    The session starts at the start's entry, so the start message itself is seen when it
+    still exists; messages up to it are dropped, and the first one after it must be its
+    immediate successor unless the start was seen. Entries past the end's entry end the
+    scan without waiting for more.
+    """
+
+    def __init__(self, part: MagnetarInputPartition, options: SourceOptions) -> None:
+        self.part = part
+        self.options = options
+        self.fail_on_data_loss = options.fail_on_data_loss
+        self.poll_timeout_ms = options.poll_timeout_ms
+        #: The last message handed to Spark: where the official client takes over, if it must.
+        self.emitted: MessagePosition | None = None
+        self.ids = EntryIdWriter(part.topic)
+
+    def remaining(self) -> MagnetarInputPartition:
+        """The part of the range not yet handed to Spark."""
+        if self.emitted is None:
+            return self.part
+        return MagnetarInputPartition(self.part.topic, self.emitted, self.part.end)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from magnetar.spark.entry_decoding import UnsupportedEntry, decode_entry
+        from magnetar.spark.wire_session import EntrySession
+        part, start, end = self.part, self.part.start, self.part.end
+        settings = self.options.reader_settings
+        session = EntrySession(
+            self.options.connection, part.topic, None if start.is_earliest else (start.ledger_id, start.entry_id),
+            receiver_queue_size=int(settings.get("receiverQueueSize", DEFAULT_RECEIVER_QUEUE_SIZE)),
+            reader_name=settings.get("readerName"))
+        try:
+            builder = ArrowBatchBuilder(part.topic)
+            saw_start = start.is_earliest
+            last: MessagePosition | None = None
+            end_entry = (end.ledger_id, end.entry_id)
+            while True:
+                got = self._next(session, last)
+                if got is None:
+                    self._check_reached_end(last)
+                    break
+                try:
+                    decoded = decode_entry(got.entry)
+                except UnsupportedEntry:
+                    if builder.rows:
+                        yield builder.flush()
+                    raise
+                count, batched = decoded.count, decoded.batched
+                entry = (got.ledger_id, got.entry_id)
+                skip = _messages_up_to(entry, count, start) if not start.is_earliest else 0
+                take = _messages_up_to(entry, count, end)
+                if skip:
+                    saw_start = True
+                if take > skip:
+                    first = MessagePosition(*entry, skip if batched else -1)
+                    if not saw_start and not first.follows(start):
+                        self._data_loss(f"the query needs the messages after {start} of {part.topic}, "
+                                        f"but the first message still stored is {first}: retention (or "
+                                        "acknowledgements by every subscription) removed the messages in between")
+                    saw_start = True
+                    builder.add_messages(decoded, skip, take, self.ids.of_entry(*entry, count if batched else 0))
+                    self.emitted = MessagePosition(*entry, take - 1 if batched else -1)
+                last = MessagePosition(*entry, count - 1 if batched else -1)
+                session.consumed(count)
+                if builder.rows >= ARROW_BATCH_ROWS or builder.size >= ARROW_BATCH_BYTES:
+                    yield builder.flush()
+                if entry >= end_entry:
+                    break
+            if builder.rows:
+                yield builder.flush()
+        finally:
+            session.close()
+
+    def _next(self, session: EntrySession, last: MessagePosition | None) -> ReceivedEntry | None:
+        """The next entry; None when the broker says the topic has nothing after ``last``."""
+        waited_ms = 0
+        while True:
+            got = session.next_entry(READ_WAIT_MS / 1000)
+            if got is not None:
+                return got
+            seen = last if last is not None else self.part.start
+            if MessagePosition(*session.last_message_id()).sort_key <= seen.sort_key:
+                return None
+            waited_ms += READ_WAIT_MS
+            if waited_ms >= self.poll_timeout_ms:
+                raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
+                                   f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
+
+def _messages_up_to(entry: tuple[int, int], count: int, bound: MessagePosition) -> int:
+    """How many of an entry's ``count`` messages are at or before ``bound``."""
+    bound_entry = (bound.ledger_id, bound.entry_id)
+    if entry < bound_entry:
+        return count
+    if entry > bound_entry:
+        return 0
+    return count if bound.batch_index < 0 else min(count, bound.batch_index + 1)
+
+
+class EntryIdWriter:
+    """Serialised message ids, byte for byte what the official client's ``MessageId.serialize()``
+    gives: ledger, entry, the partition when the topic is one, then batch index and size."""
+
+    def __init__(self, topic: str) -> None:
+        _, sep, index = topic.rpartition("-partition-")
+        self.partition = int(index) if sep and index.isdigit() else -1
+
+    def of_entry(self, ledger_id: int, entry_id: int, batch_size: int) -> EntryIds:
+        """The ids of an entry of ``batch_size`` messages (0: not a batch), from its first message."""
+        head = b"\x08" + encode_varint(ledger_id) + b"\x10" + encode_varint(entry_id)
+        if self.partition >= 0:
+            head += b"\x18" + encode_varint(self.partition)
+        if not batch_size:
+            return EntryIds(ledger_id, entry_id, -1, 0, head, b"", head)
+        tail = b"\x30" + encode_varint(batch_size)
+        return EntryIds(ledger_id, entry_id, 0, batch_size, head, tail, head + b"\x20\x00" + tail)
+
+
+class RangeScan(_RangeChecks):
     """Reads one range and checks it for data loss; independent of Spark so it can be tested alone.
 
     The first messages (up to and including the start) are examined one by one. Past
@@ -229,20 +390,6 @@ class RangeScan:
                 raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
                                    f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
 
-    def _check_reached_end(self, last: MessagePosition | None) -> None:
-        if last is not None and (last.sort_key >= self.end_key or last.same_entry(self.part.end)):
-            return
-        self._data_loss(f"the query needs the messages of {self.part.topic} up to {self.part.end}, but "
-                        f"the topic ends at {last if last is not None else 'nothing'}: were messages "
-                        "removed or the topic deleted and created again?")
-
-    def _data_loss(self, message: str) -> None:
-        if self.fail_on_data_loss:
-            raise MagnetarDataLossError(
-                f"Data loss: {message}. Set failOnDataLoss=false to go on from the messages that remain.")
-        log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
-
-
 def _position(mid: Any) -> MessagePosition:
     return MessagePosition(mid.ledger_id(), mid.entry_id(), mid.batch_index())
 
@@ -261,7 +408,7 @@ class ArrowBatchBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.values: list[bytes] = []
+        self.values: list[bytes | None] = []
         self.keys: list[str | None] = []
         self.ids: list[bytes] = []
         #: Milliseconds; 0: unset.
@@ -292,6 +439,28 @@ class ArrowBatchBuilder:
         self.run_ends.append(len(self.values))
         self.publish_ms.append(first.publish_timestamp())
         self.producers.append(first.producer_name())
+
+    def add_messages(self, decoded: EntryMessages, lo: int, hi: int, ids: EntryIds) -> None:
+        """Messages ``lo`` to ``hi`` (exclusive) of a decoded entry whose first message ``ids`` names."""
+        values = decoded.values[lo:hi] if lo or hi < decoded.count else decoded.values
+        self.values += values
+        self.size += sum(map(len, filter(None, values)))
+        if lo or hi < decoded.count:
+            self.keys += decoded.keys[lo:hi]
+            self.event_ms += decoded.event_ms[lo:hi]
+            self.properties += decoded.properties[lo:hi]
+        else:
+            self.keys += decoded.keys
+            self.event_ms += decoded.event_ms
+            self.properties += decoded.properties
+        if lo:
+            ids = replace(ids, batch_index=lo, serialized=ids.with_batch_index(lo))
+        self.ids.append(ids.serialized)
+        if hi - lo > 1:
+            self.ids += ids.following(hi - lo - 1)
+        self.run_ends.append(len(self.values))
+        self.publish_ms.append(decoded.metadata.publish_time)
+        self.producers.append(decoded.metadata.producer_name)
 
     def add_message(self, msg: Any, serialized_id: bytes) -> None:
         data = msg.data()
