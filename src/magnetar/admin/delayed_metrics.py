@@ -59,8 +59,8 @@ def subscription_samples(topic: Topic) -> Iterator[tuple[str, list[MetricSample]
 
 def shared_index_samples(topic: Topic) -> list[MetricSample]:
     """The topic-wide tracker's samples when the index is shared, else none."""
-    index = getattr(topic.delayed, "shared_index", None)
-    samples = getattr(getattr(index, "tracker", None), "metric_samples", None)
+    index = topic.delayed.shared_index if topic.delayed is not None else None
+    samples = getattr(index.tracker, "metric_samples", None) if index is not None else None
     return samples() if samples is not None else []
 
 

@@ -28,10 +28,12 @@ from prometheus_client.utils import floatToGoString
 from magnetar.admin.delayed_metrics import DelayedIndexRows
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
-    backlog_size_bytes,
     extra_consumer_stats,
     extra_subscription_stats,
 )
+from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
+from magnetar.core.backlog_quota import BacklogQuotas
+from magnetar.server import topic_lifecycle
 from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets
 from magnetar.server.clock import now_ms
 
@@ -55,7 +57,12 @@ TOPIC_GAUGES = {
     "pulsar_msg_backlog": "Entries not yet acknowledged, over all subscriptions",
     "pulsar_storage_write_rate": "Entries written per second",
     "pulsar_delayed_message_index_size_bytes": "Memory of the delayed delivery indexes",
+    "pulsar_storage_backlog_quota_limit": "Backlog quota size limit in bytes (-1: none)",
+    "pulsar_storage_backlog_quota_limit_time": "Backlog quota time limit in seconds (-1: none)",
+    "pulsar_storage_backlog_age_seconds": "Age of the oldest unacknowledged message",
 }
+EVICTIONS = "pulsar_storage_backlog_quota_exceeded_evictions_total"
+EVICTIONS_DOC = "Backlog evictions for an exceeded quota (consumer_backlog_eviction), by quota_type (size, time)"
 TOPIC_COUNTERS = {
     "pulsar_in_bytes_total": "Bytes published",
     "pulsar_in_messages_total": "Messages published",
@@ -112,18 +119,21 @@ LATENCY_SERIES = {
 }
 
 
-def _topic_values(topic: Topic, now: int) -> dict[str, float]:
+def _topic_values(topic: Topic, quotas: BacklogQuotas, now: int) -> dict[str, float]:
     rate_in, throughput_in = topic.msg_in.rate(now)
     values = dict.fromkeys(TOPIC_GAUGES, 0.0) | dict.fromkeys(TOPIC_COUNTERS, 0.0)
-    slowest = topic.slowest_mark_delete()
+    oldest = oldest_backlog(topic)
     values.update({
+        "pulsar_storage_backlog_quota_limit": quotas.size.limit,
+        "pulsar_storage_backlog_quota_limit_time": quotas.time.limit,
+        "pulsar_storage_backlog_age_seconds": oldest.age_s(now) if oldest is not None else 0,
         "pulsar_subscriptions_count": len(topic.subscriptions),
         "pulsar_producers_count": len(topic.producers),
         "pulsar_rate_in": rate_in,
         "pulsar_throughput_in": throughput_in,
         "pulsar_storage_size": topic.ledger.total_size_bytes(),
         "pulsar_storage_logical_size": topic.ledger.total_size_bytes(),
-        "pulsar_storage_backlog_size": backlog_size_bytes(topic, slowest) if slowest is not None else 0,
+        "pulsar_storage_backlog_size": topic_backlog_bytes(topic),
         "pulsar_storage_write_rate": rate_in * topic.msg_in.total_events / topic.msg_in.total_msgs
         if topic.msg_in.total_msgs else 0.0,
         "pulsar_in_bytes_total": topic.msg_in.total_bytes,
@@ -145,7 +155,6 @@ def _topic_values(topic: Topic, now: int) -> dict[str, float]:
 def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) -> dict[str, float]:
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub).messages
-    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
     consumers = sub.consumers
     return {
         "pulsar_subscription_back_log": backlog,
@@ -159,9 +168,9 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_blocked_on_unacked_messages":
             1.0 if getattr(sub.dispatcher, "blocked_on_unacked", False) else 0.0,
         "pulsar_subscription_consumers_count": len(consumers),
-        "pulsar_subscription_msg_rate_expired": expiry.expired.rate(now)[0] if expiry else 0.0,
-        "pulsar_subscription_total_msg_expired": expiry.expired.total_msgs if expiry else 0,
-        "pulsar_subscription_last_expire_timestamp": expiry.last_expire_ms if expiry else 0,
+        "pulsar_subscription_msg_rate_expired": sub.expired.rate(now)[0],
+        "pulsar_subscription_total_msg_expired": sub.expired.total_msgs,
+        "pulsar_subscription_last_expire_timestamp": sub.expired.last_ms,
         **_draining_values("pulsar_subscription", extra_subscription_stats(sub)),
     }
 
@@ -187,6 +196,8 @@ class MetricsSnapshot:
     subscription_rows: Rows = field(default_factory=dict)
     consumer_rows: Rows = field(default_factory=dict)
     delayed: DelayedIndexRows = field(default_factory=DelayedIndexRows)
+    #: (*topic key, quota_type) -> evictions
+    evictions: dict[tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
     extra: list[Metric] = field(default_factory=list)
 
     def key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
@@ -215,7 +226,9 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
 def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
                sources: dict[str, dict[str, LatencyBuckets]], now: int) -> None:
     snap.topic_counts[topic.name.namespace_name] += 1
-    values = _topic_values(topic, now)
+    values = _topic_values(topic, topic_lifecycle.backlog_quotas_of(broker, topic), now)
+    for kind, count in topic.quota_evictions.items():
+        snap.evictions[(*snap.key(topic, snap.by_topic), kind)] += count
     row = snap.topic_rows.setdefault(snap.key(topic, snap.by_topic), dict.fromkeys(values, 0.0))
     for name, value in values.items():
         row[name] += value
@@ -285,6 +298,7 @@ def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
     counts: dict[tuple[str, ...], float] = {(snap.cluster, ns): float(n) for ns, n in sorted(snap.topic_counts.items())}
     yield from _family_text("pulsar_topics_count", "Number of topics", "gauge", ["cluster", "namespace"], counts)
     yield from _row_families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, snap.topic_rows)
+    yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions)
     for base, doc in LATENCY_SERIES.items():
         merged = snap.latency[base]
         for index, suffix in enumerate(LATENCY_BUCKET_NAMES):

@@ -14,7 +14,7 @@ list lives in a topic-level record (``SHARED_INDEX_CURSOR``) instead of each cur
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.broker_config import BrokerConfig
@@ -148,6 +148,29 @@ class DelayedDelivery:
         self.storage = storage
         #: the topic's shared index, made on first use or by ``recover_shared``
         self.shared_index: SharedDelayedDeliveryIndex | None = None
+        #: the tick that applies to this topic (the ``delayedDelivery`` policy's ``tickTime``,
+        #: else ``delayedDeliveryTickTimeMillis``): how early a message may go (non-strict)
+        self.tick_time_ms = config.delayedDeliveryTickTimeMillis
+        #: some subscription has had a tracker: the broker's tick visits this topic
+        self.has_trackers = False
+
+    def retick(self, tick_time_ms: int, subscriptions: Iterable[SubscriptionView]) -> None:
+        """The policy's tick changed: trackers made from now on and those in use take it, as
+        Pulsar's topics update their trackers when the policy changes."""
+        if tick_time_ms == self.tick_time_ms:
+            return
+        self.tick_time_ms = tick_time_ms
+        if self.shared_index is not None:
+            self.shared_index.tracker.reset_tick_time(tick_time_ms)
+        for sub in subscriptions:
+            if sub.delayed_tracker is not None and not isinstance(sub.delayed_tracker, SubscriptionDelayedDeliveryView):
+                sub.delayed_tracker.reset_tick_time(tick_time_ms)
+
+    def _ticked(self, tracker: Any) -> Any:
+        self.has_trackers = True
+        if tracker.tick_time_ms != self.tick_time_ms:
+            tracker.reset_tick_time(self.tick_time_ms)
+        return tracker
 
     @property
     def shared(self) -> bool:
@@ -195,7 +218,7 @@ class DelayedDelivery:
 
     def _new_tracker(self, sub: SubscriptionView) -> Any:
         if self.shared_factory is None:
-            return self.factory(sub)
+            return self._ticked(self.factory(sub))
         index = self.index_of(sub.topic)
         index.unregister(sub.name)  # a view left by an earlier subscription of that name
         cursor = sub.cursor
@@ -205,7 +228,7 @@ class DelayedDelivery:
         """The topic's shared index, made on first use."""
         assert self.shared_factory is not None, "the index is not shared"
         if self.shared_index is None:
-            self.shared_index = SharedDelayedDeliveryIndex(self.shared_factory(topic))
+            self.shared_index = SharedDelayedDeliveryIndex(self._ticked(self.shared_factory(topic)))
         return self.shared_index
 
     # -- restart ---------------------------------------------------------------------------
@@ -220,7 +243,7 @@ class DelayedDelivery:
         if self.shared:
             self._drop_subscription_snapshots(sub)
             return
-        tracker = sub.delayed_tracker = self.factory(sub)
+        tracker = sub.delayed_tracker = self._ticked(self.factory(sub))
         tracker.recover(dict(sub.cursor.properties), now_ms, sub.cursor.mark_delete)
         sync_properties(sub, tracker)
 

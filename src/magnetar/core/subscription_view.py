@@ -35,6 +35,11 @@ class EntrySource(Protocol):
 
     def last_readable(self) -> Position | None: ...
 
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        """The batch indexes of the entry a consumer may still receive (None: all of them);
+        a compacted batch hides the messages compaction left out."""
+        ...
+
 
 class ReadPosition(Protocol):
     @property

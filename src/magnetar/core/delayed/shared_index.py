@@ -56,6 +56,8 @@ class SharedDelayedDeliveryIndex:
         self.properties: dict[str, int] = {}
         #: bumped whenever ``properties`` changes, so the shell writes only what moved
         self.version = 0
+        #: the version the shell last wrote (-1: never)
+        self.persisted_version = -1
         self._take_changes = getattr(tracker, "take_property_changes", None)
 
     def recover(self, properties: Mapping[str, int | str], now_ms: int,

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from magnetar.core.consumer import Consumer
+from magnetar.core.cursor import and_words
 from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
@@ -75,6 +76,12 @@ class Dispatcher(ABC):
         self.begin_round()
         self.dispatch(now_ms)
 
+    def on_limits_changed(self, now_ms: int) -> None:
+        """The subscription's unacked limits changed (a policy): a consumer held by the old
+        ones may take messages again."""
+        self.begin_round()
+        self.dispatch(now_ms)
+
     def rewind(self) -> None:
         """Read again from the first unacknowledged entry."""
         self.last_read = self.sub.cursor.mark_delete
@@ -126,6 +133,9 @@ class Dispatcher(ABC):
             self.sub.cursor.ack(pos)
             return None
         ack_set = self.sub.cursor.remaining_ack_set(pos)
+        retained = self.source.retained_ack_set(pos)
+        if retained is not None:
+            ack_set = retained if ack_set is None else and_words(ack_set, retained)
         return entry, info, ack_set, unacked_in_ack_set(ack_set, info.num_messages)
 
     def send(self, consumer: Consumer, pos: Position, loaded: tuple[bytes, EntryInfo, list[int] | None, int],
