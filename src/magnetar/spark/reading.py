@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from magnetar.spark.entry_decoding import EntryMessages
+    from magnetar.spark.record_decoding import TypedColumns
     from magnetar.spark.wire_session import EntrySession, ReceivedEntry
 
 log = logging.getLogger("magnetar.spark")
@@ -165,7 +166,7 @@ class EntryScan(_RangeChecks):
             receiver_queue_size=int(settings.get("receiverQueueSize", DEFAULT_RECEIVER_QUEUE_SIZE)),
             reader_name=settings.get("readerName"))
         try:
-            builder = ArrowBatchBuilder(part.topic)
+            builder = ArrowBatchBuilder(part.topic, _typed_columns(self.options, part.topic))
             saw_start = start.is_earliest
             last: MessagePosition | None = None
             end_entry = (end.ledger_id, end.entry_id)
@@ -273,6 +274,7 @@ class RangeScan(_RangeChecks):
         #: The end as the client orders ids: (ledger, entry, batch index), "whole entry" being
         #: the largest batch index, and a message outside a batch having batch index -1.
         self.end_limit = (end.ledger_id, end.entry_id, end.batch_index if end.batch_index >= 0 else _LAST_INDEX)
+        self.typed = _typed_columns(options, part.topic)
 
     def batches(self, reader: Any) -> Iterator[pa.RecordBatch]:
         import pulsar
@@ -281,7 +283,7 @@ class RangeScan(_RangeChecks):
         if first is None:
             return
         msg, mid = first
-        builder = ArrowBatchBuilder(self.part.topic)
+        builder = ArrowBatchBuilder(self.part.topic, self.typed)
         end_entry, end_index = self.end_limit[:2], self.end_limit[2]
         timeout = pulsar.Timeout
         while True:
@@ -390,6 +392,11 @@ class RangeScan(_RangeChecks):
                 raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
                                    f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
 
+def _typed_columns(options: SourceOptions, topic: str) -> TypedColumns | None:
+    from magnetar.spark.schema_resolution import typed_columns
+    return typed_columns(options, topic)
+
+
 def _position(mid: Any) -> MessagePosition:
     return MessagePosition(mid.ledger_id(), mid.entry_id(), mid.batch_index())
 
@@ -397,14 +404,18 @@ def _position(mid: Any) -> MessagePosition:
 class ArrowBatchBuilder:
     """Column lists filled an entry (or a message) at a time, turned into one Arrow record batch at a time.
 
-    Publish time and producer name belong to the entry, so they are kept once per entry
-    (run) and expanded by Arrow.
+    Publish time, producer name and schema version belong to the entry, so they are kept
+    once per entry (run) and expanded by Arrow. With ``typed`` the payloads become the
+    columns of the topic's schema (:mod:`magnetar.spark.record_decoding`).
     """
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, typed: TypedColumns | None = None) -> None:
         from magnetar.spark.schema import source_arrow_schema
         self.topic = topic
-        self.schema = source_arrow_schema()
+        self.typed = typed
+        self.schema = source_arrow_schema(typed.schema if typed is not None else None)
+        #: Where the metadata columns start.
+        self.metadata_at = len(self.schema) - (len(source_arrow_schema()) - 1)
         self._reset()
 
     def _reset(self) -> None:
@@ -418,6 +429,8 @@ class ArrowBatchBuilder:
         self.run_ends: list[int] = []
         self.publish_ms: list[int] = []
         self.producers: list[str] = []
+        #: Per run: the schema version its messages were written with (-1: none).
+        self.versions: list[int] = []
         self.size = 0
 
     @property
@@ -439,6 +452,7 @@ class ArrowBatchBuilder:
         self.run_ends.append(len(self.values))
         self.publish_ms.append(first.publish_timestamp())
         self.producers.append(first.producer_name())
+        self.versions.append(first.int_schema_version())
 
     def add_messages(self, decoded: EntryMessages, lo: int, hi: int, ids: EntryIds) -> None:
         """Messages ``lo`` to ``hi`` (exclusive) of a decoded entry whose first message ``ids`` names."""
@@ -461,6 +475,7 @@ class ArrowBatchBuilder:
         self.run_ends.append(len(self.values))
         self.publish_ms.append(decoded.metadata.publish_time)
         self.producers.append(decoded.metadata.producer_name)
+        self.versions.append(schema_version_number(decoded.metadata.schema_version))
 
     def add_message(self, msg: Any, serialized_id: bytes) -> None:
         data = msg.data()
@@ -473,32 +488,39 @@ class ArrowBatchBuilder:
         self.run_ends.append(len(self.values))
         self.publish_ms.append(msg.publish_timestamp())
         self.producers.append(msg.producer_name())
+        self.versions.append(msg.int_schema_version())
 
     def flush(self) -> pa.RecordBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
         rows = self.rows
         s = self.schema
-        micros = s.field(4).type
+        micros = pa.timestamp("us", tz="UTC")
         events = _int64_array(self.event_ms)
         events = pc.if_else(pc.equal(events, 0), pa.scalar(None, pa.int64()), events)
         run_ends = pa.array(self.run_ends, pa.int32())
         publish_ms = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, _int64_array(self.publish_ms)))
-        producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, s.field(7).type))
-        columns = [
-            pa.array(self.values, s.field(0).type),
-            pa.array(self.keys, s.field(1).type),
-            pa.repeat(pa.scalar(self.topic, s.field(2).type), rows),
-            pa.array(self.ids, s.field(3).type),
+        producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, pa.string()))
+        data = [pa.array(self.values, s.field(0).type)] if self.typed is None else \
+            self.typed.columns(self.values, self.keys, list(zip(self.run_ends, self.versions, strict=True)))
+        columns = data + [
+            pa.array(self.keys, s.field(self.metadata_at).type),
+            pa.repeat(pa.scalar(self.topic, pa.string()), rows),
+            pa.array(self.ids, pa.binary()),
             pc.multiply(publish_ms, 1000).cast(micros),
             pc.multiply(events, 1000).cast(micros),
-            _map_array(self.properties, s.field(6).type),
+            _map_array(self.properties, s.field(self.metadata_at + 5).type),
             pc.run_end_decode(producers),
             # A Reader's messages are never redelivered.
-            pa.repeat(pa.scalar(0, s.field(8).type), rows),
+            pa.repeat(pa.scalar(0, pa.int32()), rows),
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=s)
+
+
+def schema_version_number(raw: bytes) -> int:
+    """A message's schema version (8 bytes, big-endian, as Pulsar's ``LongSchemaVersion``); -1: none."""
+    return int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1
 
 
 def _int64_array(values: list[int]) -> pa.Array:

@@ -23,6 +23,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.spark.schema_mapping import (
@@ -53,6 +54,8 @@ _MS_PER_DAY = 86_400_000
 _ARROW_OF_CODE = {"B": "uint8", "b": "int8", "h": "int16", "i": "int32", "q": "int64", "f": "float32",
                   "d": "float64"}
 _SYNC = b"magnetar-records"  # 16 bytes: the container's sync marker
+#: The field each AVRO record is framed with when a run is decoded in one call.
+FRAME_FIELD = "magnetar_spark_frame_index"
 
 
 class RecordDecodingError(ValueError):
@@ -69,7 +72,8 @@ class SchemaVersions:
     def __init__(self, latest: TopicSchema, fetch: SchemaFetcher) -> None:
         self.latest = latest
         self._fetch = fetch
-        self._known: dict[int, TopicSchema] = {latest.version: latest}
+        #: Numbers are per topic, and topics read together may number one schema differently.
+        self._known: dict[int, TopicSchema] = {}
 
     def get(self, version: int) -> TopicSchema:
         if version < 0:
@@ -117,18 +121,31 @@ class AvroValues:
         return _to_arrow(rows, self.storage, self.target)
 
     def _read(self, present: list[bytes], version: int) -> list[Any]:
+        """Decode one run of payloads of one version in a single call.
+
+        Avro binary has no record boundaries, so a payload with bytes missing or left over
+        would shift every record after it. Each record is therefore followed by its index,
+        read as one more field (:data:`FRAME_FIELD`): a shift shows as a wrong index, and the
+        run is then decoded message by message to name the one at fault. Writers that are not
+        records (rare) are decoded message by message.
+        """
         import fastavro
+        writer = storage_avro(self._writer_avro(version))
+        if not (isinstance(writer, dict) and writer.get("type") == "record"):
+            return [_read_one(p, writer, version, i) for i, p in enumerate(present)]
         header = self._headers.get(version)
         if header is None:
-            header = self._headers[version] = _container_header(storage_avro(self._writer_avro(version)))
-        body = b"".join(present)
-        block = header + _zigzag(len(present)) + _zigzag(len(body)) + body + _SYNC
+            framed = {**writer, "fields": [*writer.get("fields", []), {"name": FRAME_FIELD, "type": "long"}]}
+            header = self._headers[version] = _container_header(framed)
+        count = len(present)
+        body = b"".join(chain.from_iterable(zip(present, _frame_indexes(count), strict=False)))
+        block = header + _zigzag(count) + _zigzag(len(body)) + body + _SYNC
         try:
             records = list(fastavro.reader(io.BytesIO(block)))
-        except Exception as exc:  # fastavro raises many kinds; find the message to blame
-            raise _blame(present, self._writer_avro(version), version, exc) from None
-        if len(records) != len(present):
-            raise RecordDecodingError(f"{len(present)} AVRO payloads decoded into {len(records)} records")
+        except Exception:  # fastavro raises many kinds; the message by message pass names the culprit
+            records = []
+        if len(records) != count or [r.pop(FRAME_FIELD) for r in records] != list(range(count)):
+            return [_read_one(p, writer, version, i) for i, p in enumerate(present)]
         return records
 
 
@@ -245,7 +262,7 @@ class TypedColumns:
     """The data columns of a batch of messages, as :func:`~magnetar.spark.schema_mapping.data_fields` lays them out."""
 
     def __init__(self, versions: SchemaVersions) -> None:
-        latest = versions.latest
+        latest = self.schema = versions.latest
         self.key_value = KeyValueValues(latest, versions) if latest.schema_type == KEY_VALUE else None
         self.decoder = value_decoder(latest, lambda v: versions.get(v).avro()) if self.key_value is None else None
         self.flatten = latest.schema_type in RECORD_TYPES and isinstance(latest.avro(), dict) and \
@@ -353,17 +370,27 @@ def _container_header(writer: Any) -> bytes:
     return b"Obj\x01" + _zigzag(2) + meta + _zigzag(0) + _SYNC
 
 
-def _blame(present: list[bytes], writer: Any, version: int, cause: Exception) -> RecordDecodingError:
+def _read_one(payload: bytes, writer: Any, version: int, row: int) -> Any:
+    """One AVRO payload on its own, which must be exactly one record of ``writer``."""
     import fastavro
-    parsed = fastavro.parse_schema(storage_avro(writer))
-    for i, payload in enumerate(present):
-        stream = io.BytesIO(payload)
-        try:
-            fastavro.schemaless_reader(stream, parsed, None)
-        except Exception as exc:
-            return RecordDecodingError(f"an AVRO message (row {i} of its batch) does not decode with schema "
-                                       f"version {version}: {exc}")
-        if stream.tell() != len(payload):
-            return RecordDecodingError(f"an AVRO message (row {i} of its batch) has {len(payload) - stream.tell()} "
-                                       f"bytes after the record of schema version {version}")
-    return RecordDecodingError(f"AVRO messages of schema version {version} do not decode: {cause}")
+    stream = io.BytesIO(payload)
+    try:
+        record = fastavro.schemaless_reader(stream, fastavro.parse_schema(writer), None)
+    except Exception as exc:
+        raise RecordDecodingError(f"an AVRO message (row {row} of its run) does not decode with schema "
+                                  f"version {version}: {exc}") from None
+    if stream.tell() != len(payload):
+        raise RecordDecodingError(f"an AVRO message (row {row} of its run) has {len(payload) - stream.tell()} "
+                                  f"bytes after the record of schema version {version}")
+    return record
+
+
+#: Frame indexes by position, grown as runs get longer.
+_FRAME_INDEXES: list[bytes] = []
+
+
+def _frame_indexes(count: int) -> list[bytes]:
+    """At least ``count`` frame indexes, each a zig-zag varint as Avro writes a long."""
+    while len(_FRAME_INDEXES) < count:
+        _FRAME_INDEXES.append(_zigzag(len(_FRAME_INDEXES)))
+    return _FRAME_INDEXES

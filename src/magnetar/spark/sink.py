@@ -52,6 +52,8 @@ from magnetar.spark.schema import EVENT_TIME, KEY, MESSAGE_PROPERTIES, TOPIC, VA
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from magnetar.spark.record_encoding import RecordEncoder
+
 log = logging.getLogger("magnetar.spark")
 
 ROW_BITS = 32
@@ -212,6 +214,7 @@ class PartitionWriter:
         self._already_stored = 0
         timeout_ms = options.producer_kwargs().get("send_timeout_millis", 0)
         self._track_every = 1 if timeout_ms else TRACK_EVERY
+        self._encoder: RecordEncoder | None = None
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
         client = self.options.connection.new_client()
@@ -232,6 +235,8 @@ class PartitionWriter:
                 continue  # opens no producer: a task without rows leaves no trace on the broker
             if row + batch.num_rows > MAX_ROWS_PER_EPOCH:
                 sequence_id(self.epoch, row + batch.num_rows)
+            if self.options.topic_schema is not None:
+                batch = self._record_encoder(batch).encode(batch)
             columns = _columns(batch)
             if columns.plain and self.options.topic is not None:
                 self._send_plain(columns.values, targets.open(self.options.topic), row)
@@ -241,6 +246,14 @@ class PartitionWriter:
             if self._failures:
                 self._raise_failures()
         return row
+
+    def _record_encoder(self, batch: pa.RecordBatch) -> RecordEncoder:
+        """The encoder of the topic's AVRO or JSON schema, made for the first batch's columns."""
+        if self._encoder is None:
+            from magnetar.spark.record_encoding import RecordEncoder
+            assert self.options.topic_schema is not None
+            self._encoder = RecordEncoder(self.options.topic_schema, batch.schema.names)
+        return self._encoder
 
     def _send_plain(self, values: list[bytes], targets: list[_Target], row: int) -> None:
         """Rows with a value only, none large, to the ``topic`` option: one tight loop per target.
@@ -428,6 +441,9 @@ class _Targets:
             "send_timeout_millis": 0,  # infinite, as Pulsar advises for deduplicating producers
         }
         kwargs.update(self.options.producer_kwargs())
+        if self.options.topic_schema is not None and base_topic(topic) == self.options.topic:
+            from magnetar.spark.record_encoding import producer_schema
+            kwargs["schema"] = producer_schema(self.options.topic_schema)
         deadline = time.monotonic() + PRODUCER_BUSY_WAIT_S
         delay_s = 0.1
         while True:
