@@ -37,7 +37,7 @@ from magnetar.spark.schema import SINK_COLUMNS, SOURCE_SCHEMA, source_schema
 from magnetar.spark.schema_mapping import SchemaMappingError, TopicSchema, avro_to_spark, data_fields
 
 pytestmark = pytest.mark.spark
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 ADDRESS = {"type": "record", "name": "Address", "namespace": "com.example",
            "fields": [{"name": "street", "type": "string"}, {"name": "zip", "type": ["null", "int"]}]}

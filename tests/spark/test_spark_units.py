@@ -11,8 +11,8 @@ from magnetar.spark.offsets import EARLIEST, MessagePosition, OffsetError, Sourc
 from magnetar.spark.options import MagnetarOptionError, parse_sink_options, parse_source_options
 from magnetar.spark.planning import plan_partitions, split_points
 from magnetar.spark.rest import LedgerInfo, base_topic, topic_path
-from magnetar.spark.source import MagnetarBatchReader, MagnetarStreamReader
 from magnetar.spark.sink import key_partition, producer_name, sequence_id
+from magnetar.spark.source import MagnetarBatchReader, MagnetarStreamReader
 
 pytestmark = pytest.mark.spark
 

@@ -141,7 +141,7 @@ class AvroValues:
         body = b"".join(chain.from_iterable(zip(present, _frame_indexes(count), strict=False)))
         block = header + _zigzag(count) + _zigzag(len(body)) + body + _SYNC
         try:
-            records = list(fastavro.reader(io.BytesIO(block)))
+            records: list[Any] = list(fastavro.reader(io.BytesIO(block)))
         except Exception:  # fastavro raises many kinds; the message by message pass names the culprit
             records = []
         if len(records) != count or [r.pop(FRAME_FIELD) for r in records] != list(range(count)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Callable, Mapping
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +45,7 @@ _WIDENS_TO: dict[type[DataType], tuple[type[DataType], ...]] = {
     DoubleType: (FloatType, LongType, IntegerType, ShortType, ByteType), FloatType: (IntegerType, ShortType, ByteType),
     BinaryType: (StringType,),
 }
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class SchemaMismatchError(MagnetarOptionError):
@@ -128,6 +128,7 @@ class RecordEncoder:
     def _avro_payloads(self, rows: list[Any]) -> list[bytes]:
         import fastavro
         write, schema = fastavro.schemaless_writer, self._avro
+        assert schema is not None
         out: list[bytes] = []
         buffer = io.BytesIO()
         for i, row in enumerate(rows):
@@ -208,7 +209,7 @@ def _json_leaf(avro: Any) -> Converter | None:
 def _epoch_units(value: Any, per_second: int) -> Any:
     if not isinstance(value, datetime):
         return value
-    moment = value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+    moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * per_second + delta.microseconds * per_second // 1_000_000
 

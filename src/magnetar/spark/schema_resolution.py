@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from magnetar.spark.record_decoding import SchemaVersions, TypedColumns
 from magnetar.spark.options import MagnetarOptionError, SinkOptions, SourceOptions
+from magnetar.spark.record_decoding import SchemaVersions, TypedColumns
 from magnetar.spark.rest import AdminClient, MagnetarAdminError, base_topic
 from magnetar.spark.schema_mapping import RECORD_TYPES, TopicSchema
 
