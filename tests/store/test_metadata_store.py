@@ -365,3 +365,23 @@ def test_legacy_deduplication_properties_move_to_topic_policies(tmp_path: Path) 
             "a policy set since wins"
         assert store.get_topic(f"{parted}-partition-1") == {"owner": "x"}
         assert store.move_legacy_topic_policies() == 0
+
+
+def test_policy_changes_move_on_policy_writes_only(store: MetadataStore) -> None:
+    """Brokers keep resolved policies while this count stands still; topic and cursor
+    writes (made all the time) must not move it, policy writes must."""
+    start = store.policy_changes
+    store.create_tenant("t", {})
+    store.create_topic("persistent://t/ns/a")
+    store.put_json("other", {"x": 1})
+    assert store.policy_changes == start
+    steps = [lambda: store.create_namespace("t/ns"),
+             lambda: store.put_namespace_policies("t/ns", {"message_ttl_in_seconds": 5}),
+             lambda: store.put_topic_policies("persistent://t/ns/a", {"messageTTL": 3}),
+             lambda: store.put_topic_policies("persistent://t/ns/a", {}),
+             lambda: store.delete_topic_policies("persistent://t/ns/a"),
+             lambda: store.delete_namespace("t/ns")]
+    for step in steps:
+        before = store.policy_changes
+        step()
+        assert store.policy_changes > before

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -166,7 +166,7 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_msg_ack_rate": sum(c.acks.rate(now)[0] for c in consumers),
         "pulsar_subscription_unacked_messages": sub.unacked_messages(),
         "pulsar_subscription_blocked_on_unacked_messages":
-            1.0 if getattr(sub.dispatcher, "blocked_on_unacked", False) else 0.0,
+            1.0 if sub.dispatcher.blocked_on_unacked else 0.0,
         "pulsar_subscription_consumers_count": len(consumers),
         "pulsar_subscription_msg_rate_expired": sub.expired.rate(now)[0],
         "pulsar_subscription_total_msg_expired": sub.expired.total_msgs,
@@ -176,7 +176,7 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
 
 
 #: topics read per slice of a scrape; the event loop serves other work between slices
-TOPICS_PER_SLICE = 50
+TOPICS_PER_SLICE = 20
 
 Rows = dict[tuple[str, ...], dict[str, float]]
 
@@ -209,7 +209,7 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
     config = broker.config
     snap = MetricsSnapshot(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
                            config.exposeConsumerLevelMetricsInPrometheus)
-    topics = sorted(broker.topics.values(), key=lambda t: str(t.name))
+    topics = list(broker.topics.values())
     sources = {"pulsar_storage_write_latency": broker.recorder.write_latency,
                "pulsar_storage_ledger_write_latency": broker.recorder.ledger_write_latency()}
     for first in range(0, len(topics), TOPICS_PER_SLICE):
@@ -289,25 +289,25 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
 
 
 #: samples formatted per slice of a scrape's text
-SAMPLES_PER_SLICE = 1000
+SAMPLES_PER_SLICE = 400
 
 
 def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
     """The scrape's families as text, in slices of at most SAMPLES_PER_SLICE samples."""
     labels = ["cluster", "namespace", "topic"] if snap.by_topic else ["cluster", "namespace"]
-    counts: dict[tuple[str, ...], float] = {(snap.cluster, ns): float(n) for ns, n in sorted(snap.topic_counts.items())}
+    counts = (((snap.cluster, ns), float(n)) for ns, n in sorted(snap.topic_counts.items()))
     yield from _family_text("pulsar_topics_count", "Number of topics", "gauge", ["cluster", "namespace"], counts)
     yield from _row_families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, snap.topic_rows)
-    yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions)
+    yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions.items())
     for base, doc in LATENCY_SERIES.items():
         merged = snap.latency[base]
         for index, suffix in enumerate(LATENCY_BUCKET_NAMES):
             yield from _family_text(f"{base}_le_{suffix}", f"{doc}, bucket le {suffix}", "gauge", labels,
-                                    {key: float(b.counts[index]) for key, b in merged.items()})
+                                    ((key, float(b.counts[index])) for key, b in merged.items()))
         yield from _family_text(f"{base}_count", f"{doc}, count", "gauge", labels,
-                                {key: float(b.count) for key, b in merged.items()})
+                                ((key, float(b.count)) for key, b in merged.items()))
         yield from _family_text(f"{base}_sum", f"{doc}, sum", "gauge", labels,
-                                {key: b.sum_ms for key, b in merged.items()})
+                                ((key, b.sum_ms) for key, b in merged.items()))
     if snap.by_topic:
         yield from _row_families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS,
                                  ["cluster", "namespace", "topic", "subscription"], snap.subscription_rows)
@@ -322,11 +322,11 @@ def _row_families(gauges: dict[str, str], counters: dict[str, str], labels: list
                   rows: Rows) -> Iterator[bytes]:
     for kind, names in (("gauge", gauges), ("counter", counters)):
         for name, doc in names.items():
-            yield from _family_text(name, doc, kind, labels, {key: values[name] for key, values in rows.items()})
+            yield from _family_text(name, doc, kind, labels, ((key, values[name]) for key, values in rows.items()))
 
 
 def _family_text(name: str, doc: str, kind: str, labels: list[str],
-                 values: dict[tuple[str, ...], float]) -> Iterator[bytes]:
+                 values: Iterable[tuple[tuple[str, ...], float]]) -> Iterator[bytes]:
     """Prometheus text of one family, as prometheus-client writes it (labels sorted by
     name, Go float format), without its per-sample checks: names here are fixed and valid."""
     if kind == "counter":
@@ -335,7 +335,7 @@ def _family_text(name: str, doc: str, kind: str, labels: list[str],
     order = sorted(range(len(labels)), key=labels.__getitem__)
     heads = [f'{labels[i]}="' for i in order]
     lines = [f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"]
-    for key, value in values.items():
+    for key, value in values:
         pairs = ",".join(head + _escape(key[i]) + '"' for head, i in zip(heads, order, strict=True))
         lines.append(f"{name}{{{pairs}}} {floatToGoString(value)}\n")
         if len(lines) >= SAMPLES_PER_SLICE:
@@ -378,5 +378,16 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     snap = await take_snapshot(broker)
     for chunk in snapshot_text(snap):
         yield chunk
+        await asyncio.sleep(0)
+    for rows in (snap.topic_rows, snap.subscription_rows, snap.consumer_rows):
+        await release(rows)
+
+
+async def release(rows: Rows) -> None:
+    """Free a scrape's rows a slice at a time: freeing a row per topic at once, when the
+    snapshot goes, holds the event loop as long as building them did."""
+    while rows:
+        for _ in range(min(len(rows), SAMPLES_PER_SLICE)):
+            rows.popitem()
         await asyncio.sleep(0)
 

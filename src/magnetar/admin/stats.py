@@ -53,13 +53,11 @@ def register_consumer_stats(sub_type: str, hook: ConsumerStatsHook) -> None:
 
 
 def _dispatcher_subscription_stats(sub: Subscription) -> Stats:
-    method = getattr(sub.dispatcher, "subscription_stats", None)
-    return dict(method()) if callable(method) else {}
+    return dict(sub.dispatcher.subscription_stats())
 
 
 def _dispatcher_consumer_stats(sub: Subscription, consumer: Consumer) -> Stats:
-    method = getattr(sub.dispatcher, "consumer_stats", None)
-    return dict(method(consumer)) if callable(method) else {}
+    return dict(sub.dispatcher.consumer_stats(consumer))
 
 
 register_subscription_stats("Key_Shared", _dispatcher_subscription_stats)
@@ -89,8 +87,7 @@ def delayed_delivery_stats(sub: Subscription) -> DelayedStats:
     tracker = sub.delayed_tracker
     if tracker is None:
         return DelayedStats()
-    return DelayedStats(int(getattr(tracker, "number_of_delayed_messages", 0)),
-                        int(getattr(tracker, "buffer_memory_bytes", 0)))
+    return DelayedStats(tracker.number_of_delayed_messages, tracker.buffer_memory_bytes)
 
 
 DELAYED_DELIVERY_STATS: Callable[[Subscription], DelayedStats] = delayed_delivery_stats
@@ -185,7 +182,7 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub)
     ranges = sub.cursor.deleted_ranges()
-    active = getattr(sub.dispatcher, "active", None)
+    active = sub.dispatcher.active_consumer()
     stats: Stats = {
         "msgRateOut": float(sum(c["msgRateOut"] for c in consumers)),
         "msgThroughputOut": float(sum(c["msgThroughputOut"] for c in consumers)),
@@ -200,7 +197,7 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
         "earliestMsgPublishTimeInBacklog": earliest_publish_time_in_backlog(sub)
         if options.get_earliest_time_in_backlog else 0,
         "msgBacklogNoDelayed": max(0, backlog - delayed.messages),
-        "blockedSubscriptionOnUnackedMsgs": bool(getattr(sub.dispatcher, "blocked_on_unacked", False)),
+        "blockedSubscriptionOnUnackedMsgs": sub.dispatcher.blocked_on_unacked,
         "msgDelayed": delayed.messages,
         "unackedMessages": sub.unacked_messages(),
         "type": sub.sub_type,

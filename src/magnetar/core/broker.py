@@ -25,6 +25,7 @@ from magnetar.core.policies import InactiveTopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.topic import Topic, topic_of
+from magnetar.core.topic_sweep import TopicSweep, Visit
 
 #: The expiry check never runs more often than this, whatever the config says.
 MIN_EXPIRY_CHECK_MS = 100
@@ -54,10 +55,10 @@ class BrokerCore:
         self.delayed_tick = PeriodicTask(self.timers, tick_ms, self.tick_delayed_delivery)
         rate = config.managedLedgerDefaultMarkDeleteRateLimit
         self.persist_period_ms = max(1, round(1000 / rate)) if rate > 0 else 1000
-        self.retention_check = PeriodicTask(self.timers, config.retentionCheckIntervalInSeconds * 1000,
-                                            self.check_retention)
+        self.retention_check = TopicSweep(self.timers, config.retentionCheckIntervalInSeconds * 1000,
+                                          self.topics, self.check_retention)
         expiry_ms = max(MIN_EXPIRY_CHECK_MS, round(config.messageExpiryCheckIntervalInMinutes * 60_000))
-        self.expiry_check = PeriodicTask(self.timers, expiry_ms, self.check_message_expiry)
+        self.expiry_check = TopicSweep(self.timers, expiry_ms, self.topics, self.check_message_expiry)
         #: told of each topic whose ledgers retention detached: the shell removes their files
         self.ledgers_detached: Callable[[Topic, list[int]], None] = _keep_files
 
@@ -72,6 +73,15 @@ class BrokerCore:
 
     def next_deadline_ms(self) -> int | None:
         return self.timers.next_deadline_ms()
+
+    def sweep(self, period_ms: int, visit: Visit) -> TopicSweep:
+        """A periodic check over the loaded topics, a slice per timer ring (not started)."""
+        return TopicSweep(self.timers, period_ms, self.topics, visit)
+
+    def _all(self, topics: Iterable[Topic] | None) -> Iterable[Topic]:
+        """The topics a check visits: the slice given, else every loaded one (a copy,
+        as checks may unload or delete topics)."""
+        return list(self.topics.values()) if topics is None else topics
 
     def on_timer(self, now_ms: int) -> int | None:
         return self.timers.on_timer(now_ms)
@@ -90,38 +100,41 @@ class BrokerCore:
         return soonest
 
     # -- loaded topics ---------------------------------------------------------------------
-    def idle_topics(self, now_ms: int) -> list[Topic]:
+    def idle_topics(self, now_ms: int, topics: Iterable[Topic] | None = None) -> list[Topic]:
         """Persistent topics without clients for ``idleTopicUnloadSeconds``: the shell
         unloads them (cursors stored, files closed) so that open files and memory follow
         the topics in use, not every topic ever touched. They load again on next use."""
         idle_ms = self.config.idleTopicUnloadSeconds * 1000
         if idle_ms <= 0:
             return []
-        return [t for t in self.topics.values() if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
+        return [t for t in self._all(topics) if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
 
     # -- data lifecycle ---------------------------------------------------------------------
-    def check_backlog_quotas(self, now_ms: int, quotas_of: Callable[[Topic], BacklogQuotas]) -> None:
+    def check_backlog_quotas(self, now_ms: int, quotas_of: Callable[[Topic], BacklogQuotas],
+                             topics: Iterable[Topic] | None = None) -> None:
         """The ``backlogQuotaCheckIntervalInSeconds`` check: apply each persistent topic's
         quota policy where its backlog exceeds a quota."""
-        for topic in list(self.topics.values()):
+        for topic in self._all(topics):
             if topic.name.persistent and not topic.fenced:
                 backlog_quota.enforce(topic, quotas_of(topic), now_ms)
 
     def inactive_topics(self, now_ms: int,
-                        policies_of: Callable[[Topic], tuple[InactiveTopicPolicies, int]]) -> list[Topic]:
+                        policies_of: Callable[[Topic], tuple[InactiveTopicPolicies, int]],
+                        topics: Iterable[Topic] | None = None) -> list[Topic]:
         """The ``brokerDeleteInactiveTopicsFrequencySeconds`` check: the topics to delete
         now; ``policies_of`` gives a topic's inactive-topic policy and retention minutes."""
         due = []
-        for topic in list(self.topics.values()):
+        for topic in self._all(topics):
             policies, retention_minutes = policies_of(topic)
             if not topic.fenced and inactive_topics.due_for_deletion(topic, policies, retention_minutes, now_ms):
                 due.append(topic)
         return due
 
     def expired_subscriptions(self, now_ms: int,
-                              minutes_of: Callable[[Topic], float]) -> list[tuple[Topic, Subscription]]:
+                              minutes_of: Callable[[Topic], float],
+                              topics: Iterable[Topic] | None = None) -> list[tuple[Topic, Subscription]]:
         """The ``subscriptionExpiryCheckIntervalInMinutes`` check: subscriptions to delete."""
-        return [(topic, sub) for topic in list(self.topics.values()) if topic.name.persistent
+        return [(topic, sub) for topic in self._all(topics) if topic.name.persistent
                 for sub in inactive_topics.expired_subscriptions(topic, minutes_of(topic), now_ms)]
 
     # -- storage ------------------------------------------------------------------------
@@ -162,11 +175,11 @@ class BrokerCore:
             topic_of(write.subscription).cursor_changed()
 
     # -- compaction ------------------------------------------------------------------------
-    def topics_to_compact(self) -> list[Topic]:
+    def topics_to_compact(self, topics: Iterable[Topic] | None = None) -> list[Topic]:
         """Topics whose backlog since their last compaction passed their compaction
         threshold (Pulsar's ``PersistentTopic.checkCompaction``), none already compacting."""
         due = []
-        for topic in self.topics.values():
+        for topic in self._all(topics):
             threshold = topic.applied.compaction_threshold_bytes
             if threshold <= 0 or not topic.name.persistent or topic.compacted.state == "RUNNING":
                 continue
@@ -178,18 +191,18 @@ class BrokerCore:
         return due
 
     # -- data lifecycle -----------------------------------------------------------------
-    def check_retention(self, now_ms: int) -> None:
+    def check_retention(self, now_ms: int, topics: Iterable[Topic] | None = None) -> None:
         """Every ``retentionCheckIntervalInSeconds``: ledgers past retention are detached."""
-        for topic in list(self.topics.values()):
+        for topic in self._all(topics):
             if topic.name.persistent and not topic.fenced:
                 detached = topic.apply_retention(now_ms)
                 if detached:
                     self.ledgers_detached(topic, detached)
 
-    def check_message_expiry(self, now_ms: int) -> None:
+    def check_message_expiry(self, now_ms: int, topics: Iterable[Topic] | None = None) -> None:
         """Every ``messageExpiryCheckIntervalInMinutes``: expire on every subscription of
         every topic with a message TTL."""
-        for topic in list(self.topics.values()):
+        for topic in self._all(topics):
             ttl_s = topic.applied.message_ttl_s
             if ttl_s > 0 and topic.name.persistent and not topic.fenced:
                 for sub in list(topic.subscriptions.values()):

@@ -14,7 +14,7 @@ import concurrent.futures
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,7 +95,7 @@ class BrokerService:
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
         #: namespace -> its policies, and topic -> its own policies, valid while the store's
-        #: change count is _policies_at
+        #: policy change count is _policies_at
         self._policies: dict[str, Policies | None] = {}
         self._topic_policies: dict[str, TopicPolicies] = {}
         self._policies_at = -1
@@ -184,7 +184,7 @@ class BrokerService:
         idle_s = self.config.idleTopicUnloadSeconds
         if idle_s > 0:
             check_ms = min(max(idle_s * 500, 100), 60_000)
-            PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
+            self.core.sweep(check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
         self.long_lived.install()
         self.ready = True
@@ -200,8 +200,8 @@ class BrokerService:
         if change is not None:
             (log.error if self.disk.refusing else log.warning)("%s: %s", self.data_dir, change)
 
-    def _unload_idle_topics(self, now: int) -> None:
-        for topic in self.core.idle_topics(now):
+    def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
+        for topic in self.core.idle_topics(now, topics):
             # one the inactive-topic check will delete stays loaded for it: one notion of active
             if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
                 self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
@@ -292,7 +292,7 @@ class BrokerService:
         return found
 
     def _forget_stale_policies(self) -> None:
-        changes = self.metadata.changes
+        changes = self.metadata.policy_changes
         if self._policies_at != changes:
             self._policies.clear()
             self._topic_policies.clear()
@@ -485,8 +485,8 @@ class BrokerService:
         through the metadata store: while it has not changed, there is nothing to apply (and
         reading every loaded topic's policy each second would hold up the event loop)."""
         now = now_ms()
-        if self._dedup_policies_at != self.metadata.changes:
-            self._dedup_policies_at = self.metadata.changes
+        if self._dedup_policies_at != self.metadata.policy_changes:
+            self._dedup_policies_at = self.metadata.policy_changes
             for topic in list(self.topics.values()):
                 self.apply_policies(topic, now)
         deduplication.store_snapshots(self, now)

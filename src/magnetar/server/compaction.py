@@ -23,10 +23,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.compacted_topic import (
     COMPACTED_TOPIC_LEDGER_PROPERTY,
     COMPACTION_SUBSCRIPTION,
@@ -56,10 +55,10 @@ class TopicCompaction:
     def start(self, now: int) -> None:
         """The threshold check, every ``brokerServiceCompactionMonitorIntervalInSeconds``."""
         period_ms = max(1, round(self.broker.config.brokerServiceCompactionMonitorIntervalInSeconds * 1000))
-        PeriodicTask(self.broker.core.timers, period_ms, self._check_thresholds).start(now)
+        self.broker.core.sweep(period_ms, self._check_thresholds).start(now)
 
-    def _check_thresholds(self, now: int) -> None:
-        for topic in self.broker.core.topics_to_compact():
+    def _check_thresholds(self, now: int, topics: Sequence[Topic]) -> None:
+        for topic in self.broker.core.topics_to_compact(topics):
             log.info("compacting %s: its backlog passed the compaction threshold", topic.name)
             self.trigger(topic)
 

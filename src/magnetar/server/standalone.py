@@ -88,9 +88,11 @@ class Standalone:
     async def _start_http(self, port: int, tls: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
         import uvicorn
 
+        from magnetar.admin import warm_up
         from magnetar.admin.app import create_app
         if self._app is None:
             self._app = create_app(self.broker, self._peers)
+            warm_up.start(self._app)
         config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port,
                                 log_level="warning", lifespan="off", access_log=False)
         config.load()

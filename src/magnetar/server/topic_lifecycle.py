@@ -12,13 +12,12 @@ survive a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
 from magnetar.core import backlog_quota, inactive_topics, policies
 from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_timers import PeriodicTask
 from magnetar.core.errors import BrokerError, TopicTerminated
 from magnetar.core.names import TopicName
 from magnetar.core.policies import InactiveTopicPolicies
@@ -53,14 +52,14 @@ class LifecycleShell(BrokerShell, Protocol):
 def start(broker: LifecycleShell, now: int) -> None:
     """The periodic checks, as owners of the core's one timer."""
     config = broker.config
-    timers = broker.core.timers
+    core = broker.core
     if config.backlogQuotaCheckEnabled:
-        PeriodicTask(timers, config.backlogQuotaCheckIntervalInSeconds * 1000,
-                     lambda at: broker.core.check_backlog_quotas(at, lambda t: backlog_quotas_of(broker, t))).start(now)
-    PeriodicTask(timers, config.brokerDeleteInactiveTopicsFrequencySeconds * 1000,
-                 lambda at: delete_inactive_topics(broker, at)).start(now)
+        core.sweep(config.backlogQuotaCheckIntervalInSeconds * 1000, lambda at, topics: core.check_backlog_quotas(
+            at, lambda t: backlog_quotas_of(broker, t), topics)).start(now)
+    core.sweep(config.brokerDeleteInactiveTopicsFrequencySeconds * 1000,
+               lambda at, topics: delete_inactive_topics(broker, at, topics)).start(now)
     expiry_ms = max(1, round(config.subscriptionExpiryCheckIntervalInMinutes * 60_000))
-    PeriodicTask(timers, expiry_ms, lambda at: expire_subscriptions(broker, at)).start(now)
+    core.sweep(expiry_ms, lambda at, topics: expire_subscriptions(broker, at, topics)).start(now)
 
 
 # -- backlog quotas ---------------------------------------------------------------------------
@@ -89,8 +88,8 @@ def awaits_deletion(broker: BrokerShell, topic: Topic) -> bool:
     return inactive_topics.awaits_deletion(topic, rules, retention_minutes, broker.config.idleTopicUnloadSeconds)
 
 
-def delete_inactive_topics(broker: LifecycleShell, now: int) -> None:
-    for topic in broker.core.inactive_topics(now, lambda t: inactive_policies_of(broker, t)):
+def delete_inactive_topics(broker: LifecycleShell, now: int, topics: Sequence[Topic] | None = None) -> None:
+    for topic in broker.core.inactive_topics(now, lambda t: inactive_policies_of(broker, t), topics):
         name = topic.name
         if name.partition_index >= 0:
             parent = name.partitioned_topic
@@ -143,10 +142,10 @@ def _still_inactive(broker: LifecycleShell, topic: Topic) -> bool:
     return not inactive_topics.is_active(topic, policies.inactiveTopicDeleteMode)
 
 
-def expire_subscriptions(broker: LifecycleShell, now: int) -> None:
+def expire_subscriptions(broker: LifecycleShell, now: int, topics: Sequence[Topic] | None = None) -> None:
     def minutes_of(topic: Topic) -> float:
         return inactive_topics.subscription_expiration_minutes(broker.policies_of(topic.name), broker.config)
-    for topic, sub in broker.core.expired_subscriptions(now, minutes_of):
+    for topic, sub in broker.core.expired_subscriptions(now, minutes_of, topics):
         log.info("deleting subscription %s of %s: no consumer for the expiration time", sub.name, topic.name)
         broker.delete_subscription(topic, sub.name)
 

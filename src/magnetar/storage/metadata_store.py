@@ -241,6 +241,7 @@ class MetadataStore:
         self.path = str(path)
         self._ledger_id_block = _check_int("ledger_id_block", ledger_id_block, 1)
         self._next_ledger_id = self._reserved_until = 0
+        self._policy_changes = 0
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -278,6 +279,13 @@ class MetadataStore:
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def policy_changes(self) -> int:
+        """Namespace and topic policy writes (namespaces created and deleted included) through
+        this store so far: values derived from policies stay valid while this does not move,
+        whatever else is written (topic records and cursors are written all the time)."""
+        return self._policy_changes
 
     @property
     def changes(self) -> int:
@@ -387,6 +395,7 @@ class MetadataStore:
         """Create ``tenant/namespace``; the caller checks that the tenant exists."""
         row = (name, _namespace_tenant(name), _dump_json("namespace policies", policies or {}))
         self._insert(f"namespace {name!r}", "INSERT INTO namespaces (name, tenant, policies) VALUES (?, ?, ?)", row)
+        self._policy_changes += 1
 
     def get_namespace_policies(self, name: str) -> dict[str, Any] | None:
         policies = self._value("SELECT policies FROM namespaces WHERE name = ?", (name,))
@@ -396,11 +405,13 @@ class MetadataStore:
         """Replace an existing namespace's policies; :class:`NotFound` if it was never created."""
         params = (_dump_json("namespace policies", policies), name)
         self._update(f"namespace {name!r}", "UPDATE namespaces SET policies = ? WHERE name = ?", params)
+        self._policy_changes += 1
 
     def list_namespaces(self, tenant: str) -> list[str]:
         return self._column("SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))
 
     def delete_namespace(self, name: str) -> bool:
+        self._policy_changes += 1
         return self._delete("DELETE FROM namespaces WHERE name = ?", (name,)) > 0
 
     # -- partitioned topics --------------------------------------------------------------
@@ -549,12 +560,14 @@ class MetadataStore:
 
     def put_topic_policies(self, topic: str, policies: dict[str, Any]) -> None:
         """Replace a topic's policies; an empty dict removes them."""
+        self._policy_changes += 1
         if policies:
             self.put_json(TOPIC_POLICIES_PREFIX + topic, policies)
         else:
             self.delete(TOPIC_POLICIES_PREFIX + topic)
 
     def delete_topic_policies(self, topic: str) -> bool:
+        self._policy_changes += 1
         return self.delete(TOPIC_POLICIES_PREFIX + topic)
 
     def move_legacy_topic_policies(self) -> int:
@@ -562,6 +575,7 @@ class MetadataStore:
         kept in its properties (each partition's, for a partitioned topic). Move any such
         value to the topic policies of the topic (the partitioned topic), keeping a policy
         set since, in one transaction; how many topic records were changed."""
+        self._policy_changes += 1
         rows = self._db.execute("SELECT topic, properties FROM topics"
                                 " WHERE json_type(properties, '$.deduplicationEnabled') IN ('true', 'false')"
                                 ).fetchall()

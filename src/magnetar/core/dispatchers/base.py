@@ -43,6 +43,8 @@ class Dispatcher(ABC):
         self._last_info: tuple[Position, bytes, EntryInfo] | None = None
         #: dispatch rate limits (None: none apply)
         self.throttle: DispatchThrottle | None = None
+        #: the subscription's unacked-message limit holds every consumer
+        self.blocked_on_unacked = False
 
     # -- consumers -------------------------------------------------------
     @abstractmethod
@@ -88,6 +90,19 @@ class Dispatcher(ABC):
 
     def seek(self, last_read: Position) -> None:
         self.last_read = last_read
+
+    # -- stats -----------------------------------------------------------
+    def active_consumer(self) -> Consumer | None:
+        """The consumer messages go to when the type has one (Exclusive, Failover)."""
+        return None
+
+    def subscription_stats(self) -> dict[str, object]:
+        """Fields the subscription's type adds to its stats (Key_Shared's)."""
+        return {}
+
+    def consumer_stats(self, consumer: Consumer) -> dict[str, object]:
+        """Fields the subscription's type adds to a consumer's stats."""
+        return {}
 
     # -- reading ---------------------------------------------------------
     def next_unread(self) -> Position | None:

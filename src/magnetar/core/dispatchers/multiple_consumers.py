@@ -73,7 +73,6 @@ class MultipleConsumersDispatcher(Dispatcher):
         super().__init__(sub)
         self.replay = ReplayQueue()
         self._next_index = 0
-        self.blocked_on_unacked = False
         #: entries up to here may have been read before (by an earlier dispatcher, or
         #: before a rewind); None once reads are past it
         self._reread_until: Position | None = self.source.last_readable()
