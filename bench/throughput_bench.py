@@ -7,6 +7,7 @@ Starts a real broker (fsync on), then:
    p50/p99/p999 (send call to receipt callback).
 
 Usage: python bench/throughput_bench.py [--messages 1000000] [--size 100] [--rate 10000] [--seconds 10]
+       [--tls]  (both phases over pulsar:// and then over pulsar+ssl:// on the same broker)
 Prints one JSON line per phase.
 """
 
@@ -24,11 +25,16 @@ from typing import Any
 
 import pulsar
 
-from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.broker_process import BrokerProcess, free_port
 
 
-def _produce(service_url: str, topic: str, n: int, size: int, out: Any, delay_ms: int) -> None:
-    client = pulsar.Client(service_url, io_threads=1, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+def _client(service_url: str, trust: str | None) -> pulsar.Client:
+    return pulsar.Client(service_url, io_threads=1, tls_trust_certs_file_path=trust,
+                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+
+
+def _produce(service_url: str, trust: str | None, topic: str, n: int, size: int, out: Any, delay_ms: int) -> None:
+    client = _client(service_url, trust)
     producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
                                       batching_max_publish_delay_ms=delay_ms, max_pending_messages=50000,
                                       block_if_queue_full=True)
@@ -46,8 +52,8 @@ def _produce(service_url: str, topic: str, n: int, size: int, out: Any, delay_ms
     client.close()
 
 
-def _consume(service_url: str, topic: str, n: int, out: Any) -> None:
-    client = pulsar.Client(service_url, io_threads=1, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+def _consume(service_url: str, trust: str | None, topic: str, n: int, out: Any) -> None:
+    client = _client(service_url, trust)
     consumer = client.subscribe(topic, "bench", receiver_queue_size=20000,
                                 initial_position=pulsar.InitialPosition.Earliest,
                                 batch_receive_policy=pulsar.ConsumerBatchReceivePolicy(10000, -1, 50))
@@ -67,16 +73,17 @@ def _consume(service_url: str, topic: str, n: int, out: Any) -> None:
 
 
 def max_rate(service_url: str, topic: str, n: int, size: int, producers: int,
-             delay_ms: int = 10) -> dict[str, float]:
+             delay_ms: int = 10, trust: str | None = None) -> dict[str, Any]:
     """Producers and the consumer in their own processes: the client's per-message Python cost
     would otherwise share one GIL and cap the figure below what the broker sustains."""
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    consumer = ctx.Process(target=_consume, args=(service_url, topic, n * producers, out))
+    consumer = ctx.Process(target=_consume, args=(service_url, trust, topic, n * producers, out))
     consumer.start()
     assert out.get(timeout=60)[0] == "ready"
     start = time.time()
-    procs = [ctx.Process(target=_produce, args=(service_url, topic, n, size, out, delay_ms)) for _ in range(producers)]
+    procs = [ctx.Process(target=_produce, args=(service_url, trust, topic, n, size, out, delay_ms))
+             for _ in range(producers)]
     for proc in procs:
         proc.start()
     results = [out.get(timeout=600) for _ in range(producers + 1)]
@@ -87,7 +94,8 @@ def max_rate(service_url: str, topic: str, n: int, size: int, producers: int,
     total = n * producers
     produce_s = produced_end - start
     e2e_s = consumed_end - start
-    return {"phase": "max_rate", "messages": total, "producers": producers, "size_bytes": size,
+    return {"phase": "max_rate", "url": service_url.split(":")[0], "messages": total, "producers": producers,
+            "size_bytes": size,
             "batching_max_publish_delay_ms": delay_ms,
             "produce_msgs_per_s": round(total / produce_s),
             "produce_MB_per_s": round(total * size / produce_s / 1e6, 2),
@@ -142,14 +150,28 @@ def main() -> None:
     parser.add_argument("--producers", type=int, default=2)
     parser.add_argument("--batch-delay-ms", type=int, default=10,
                         help="batching_max_publish_delay_ms of the max-rate producers (the client's default)")
+    parser.add_argument("--tls", action="store_true", help="also run both phases over pulsar+ssl://")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, BrokerProcess(Path(tmp) / "data", {"journalSyncData": "true"}) as broker:
-        print(json.dumps(max_rate(broker.service_url, "bench-max", args.messages // args.producers, args.size,
-                                  args.producers, args.batch_delay_ms)), flush=True)
-        client = pulsar.Client(broker.service_url, io_threads=1,
-                               logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-        print(json.dumps(fixed_rate(client, "bench-fixed", args.rate, args.seconds, args.size)), flush=True)
-        client.close()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = {"journalSyncData": "true"}
+        runs: list[tuple[str, str | None]] = [("plain", None)]
+        if args.tls:
+            from magnetar.testing.tls_certs import make_pki
+            pki = make_pki(Path(tmp))
+            settings |= {"brokerServicePortTls": str(free_port()), "tlsCertificateFilePath": str(pki.server_cert),
+                         "tlsKeyFilePath": str(pki.server_key)}
+            runs.append(("tls", str(pki.ca)))
+        with BrokerProcess(Path(tmp) / "data", settings) as broker:
+            for name, trust in runs:
+                url = broker.service_url if trust is None else \
+                    f"pulsar+ssl://127.0.0.1:{settings['brokerServicePortTls']}"
+                print(json.dumps(max_rate(url, f"bench-max-{name}", args.messages // args.producers, args.size,
+                                          args.producers, args.batch_delay_ms, trust)), flush=True)
+                client = _client(url, trust)
+                print(json.dumps({"url": url.split(":")[0],
+                                  **fixed_rate(client, f"bench-fixed-{name}", args.rate, args.seconds, args.size)}),
+                      flush=True)
+                client.close()
 
 
 if __name__ == "__main__":

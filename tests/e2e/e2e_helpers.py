@@ -90,3 +90,19 @@ def read_topic(client: pulsar.Client, topic: str) -> list[bytes]:
         out.append(reader.read_next(timeout_millis=5000).data())
     reader.close()
     return out
+
+
+def ack_part_of_a_batch(client: pulsar.Client, topic: str, consumer: pulsar.Consumer, count: int, acked: int) -> None:
+    """Publish ``count`` messages as one batch (b0, b1, ...), receive them all, acknowledge
+    the first ``acked`` one by one, and close the consumer."""
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=1000,
+                                      batching_max_messages=count)
+    for i in range(count):
+        producer.send_async(f"b{i}".encode(), None)
+    producer.flush()
+    got = receive_n(consumer, count)
+    assert {m.message_id().batch_index() for m in got} == set(range(count))
+    assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}) == 1
+    for m in got[:acked]:
+        consumer.acknowledge(m)
+    consumer.close()

@@ -182,3 +182,18 @@ def test_subscription_permissions_and_prefix_mode(broker: BrokerProcess, namespa
         assert can_consume(broker, "reader", topic, "reader-jobs")
         assert not can_consume(broker, "reader", topic, "jobs")
         assert can_consume(broker, "acme-admin", topic, "jobs"), "tenant admins are not held to the prefix"
+
+
+def test_schema_routes_reads_for_clients_changes_for_tenant_admins(broker: BrokerProcess, namespace: str) -> None:
+    schema = f"/admin/v2/schemas/{namespace}/users/schema"
+    upload = {"type": "STRING", "schema": "", "properties": {}}
+    with http(broker, "acme-admin") as tenant_admin:
+        assert tenant_admin.post(f"/admin/v2/namespaces/{namespace}/permissions/reader",
+                                 json=["consume"]).status_code == 204
+        assert tenant_admin.post(schema, json=upload).status_code == 200
+    with http(broker, "reader") as reader:
+        assert reader.get(schema).json()["type"] == "STRING"
+        assert reader.post(schema, json=upload).status_code == 403
+        assert reader.delete(schema).status_code == 403
+    with http(broker, "stranger") as stranger:
+        assert stranger.get(schema).status_code == 401

@@ -128,3 +128,45 @@ def test_permission_limit_and_rate_verbs(broker: BrokerProcess, tenant: str) -> 
     assert rate["publishMaxMessageRate"]["standalone"]["publishThrottlingRateInMsg"] == 100
     bad = magnetar(broker, "admin", "namespaces", "grant-permission", namespace, "--role", "x", "--actions", "fly")
     assert bad.returncode != 0 and bad.stderr.strip()
+
+
+def test_lifecycle_verbs(broker: BrokerProcess, tenant: str) -> None:
+    ok(magnetar(broker, "admin", "tenants", "create", tenant))
+    namespace = f"{tenant}/ns"
+    ok(magnetar(broker, "admin", "namespaces", "create", namespace))
+    ok(magnetar(broker, "admin", "namespaces", "set-inactive-topic-policies", namespace,
+                "-m", "delete_when_subscriptions_caught_up", "-t", "10m", "-d"))
+    shown = json.loads(ok(magnetar(broker, "admin", "--json", "namespaces", "get-inactive-topic-policies",
+                                   namespace)))
+    assert shown == {"inactiveTopicDeleteMode": "delete_when_subscriptions_caught_up",
+                     "maxInactiveDurationSeconds": 600, "deleteWhileInactive": False}
+    ok(magnetar(broker, "admin", "namespaces", "set-subscription-expiration-time", namespace, "-t", "30"))
+    assert ok(magnetar(broker, "admin", "--json", "namespaces", "get-subscription-expiration-time",
+                       namespace)).strip() == "30"
+    topic = f"persistent://{namespace}/t"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "create-subscription", topic, "-s", "s"))
+    ok(magnetar(broker, "client", "produce", topic, "-m", "one"))
+    assert "Cleared the backlog" in ok(magnetar(broker, "admin", "namespaces", "clear-backlog", namespace, "-s", "s"))
+    ok(magnetar(broker, "admin", "namespaces", "unload", namespace))
+    last = json.loads(ok(magnetar(broker, "admin", "--json", "topics", "terminate", topic)))
+    assert last["entryId"] == 0 and last["partitionIndex"] == -1
+    refused = magnetar(broker, "client", "produce", topic, "-m", "two")
+    assert refused.returncode != 0
+
+
+def test_topic_policy_verbs(broker: BrokerProcess, tenant: str) -> None:
+    topic = f"persistent://public/default/{tenant}"
+    ok(magnetar(broker, "admin", "topics", "create", topic))
+    ok(magnetar(broker, "admin", "topics", "set-retention", topic, "-s", "10M", "-t", "2h"))
+    assert json.loads(ok(magnetar(broker, "admin", "--json", "topics", "get-retention", topic))) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 10}
+    ok(magnetar(broker, "admin", "topics", "set-message-ttl", topic, "-t", "1h"))
+    ok(magnetar(broker, "admin", "topics", "set-max-producers", topic, "--max-producers", "3"))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-message-ttl", topic)).strip() == "3600"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "3"
+    ok(magnetar(broker, "admin", "topics", "remove-max-producers", topic))
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic)).strip() == "null"
+    assert ok(magnetar(broker, "admin", "--json", "topics", "get-max-producers", topic, "--applied")).strip() == "0"
+    refused = magnetar(broker, "admin", "topics", "set-max-consumers", topic, "--max-consumers", "-1")
+    assert refused.returncode != 0 and "maxConsumers must be 0 or more" in refused.stderr + refused.stdout

@@ -8,7 +8,7 @@ import textwrap
 
 import pulsar
 import pytest
-from e2e_helpers import EARLIEST, drain, nothing_arrives, receive_n
+from e2e_helpers import EARLIEST, ack_part_of_a_batch, drain, nothing_arrives, receive_n
 
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.raw_client import RawConnection, T, flow, pb
@@ -252,17 +252,7 @@ def test_dead_letter_policy_moves_the_message_after_max_redeliveries(client: pul
 def test_batch_index_acks_survive_a_reconnect(client: pulsar.Client, topic: str) -> None:
     consumer = client.subscribe(topic, "s", consumer_type=SHARED, batch_index_ack_enabled=True,
                                 initial_position=EARLIEST)
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=1000,
-                                      batching_max_messages=10)
-    for i in range(10):
-        producer.send_async(f"b{i}".encode(), None)
-    producer.flush()
-    got = receive_n(consumer, 10)
-    assert {m.message_id().batch_index() for m in got} == set(range(10))
-    assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}) == 1
-    for m in got[:6]:
-        consumer.acknowledge(m)
-    consumer.close()
+    ack_part_of_a_batch(client, topic, consumer, 10, 6)
     again = client.subscribe(topic, "s", consumer_type=SHARED, batch_index_ack_enabled=True)
     rest = drain(again, 500)
     assert sorted(m.data() for m in rest) == [b"b6", b"b7", b"b8", b"b9"]

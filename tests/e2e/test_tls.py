@@ -13,9 +13,9 @@ import httpx
 import pulsar
 import pytest
 from e2e_helpers import new_topic, quiet_logger, wait_until
-from tls_certs import Pki, make_pki
 
 from magnetar.testing.broker_process import BrokerProcess, free_port
+from magnetar.testing.tls_certs import Pki, make_pki
 
 TLS_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
 
@@ -102,6 +102,27 @@ def test_client_certificates_and_the_tls_provider(tmp_path: Path, pki: Pki) -> N
         other = make_pki(tmp_path / "other", client_name="elsewhere")
         with pytest.raises(pulsar.PulsarException):  # a certificate from another CA
             round_trip(url, pki, pulsar.AuthenticationTLS(str(other.client_cert), str(other.client_key)))
+
+
+def test_https_requests_authenticate_with_their_client_certificate(tmp_path: Path, pki: Pki) -> None:
+    """AuthenticationProviderTls on HTTP: the verified certificate's CN is the role; a
+    request without one (certificates asked for, not required) has no role."""
+    settings = tls_settings(pki, tlsTrustCertsFilePath=str(pki.ca), authenticationEnabled="true",
+                            authenticationProviders=TLS_PROVIDER, authorizationEnabled="true",
+                            superUserRoles="client-role")
+    with BrokerProcess(tmp_path / "data", settings) as broker:
+        def status(cert: tuple[Path, Path] | None, path: str = "/admin/v2/tenants/public") -> int:
+            context = ssl.create_default_context(cafile=str(pki.ca))
+            if cert is not None:
+                context.load_cert_chain(*cert)
+            with httpx.Client(base_url=https_url(broker), verify=context, timeout=10) as admin:
+                return admin.get(path).status_code
+        super_user, other = (pki.client_cert, pki.client_key), (pki.other_cert, pki.other_key)
+        assert status(super_user) == 200
+        assert status(super_user, "/admin/v2/clusters/standalone") == 200
+        assert status(other) == 403  # authenticated as other-role, which administers nothing
+        assert status(None) == 401
+        assert status(super_user) == 200
 
 
 @pytest.mark.parametrize(("settings", "message"), [

@@ -12,16 +12,24 @@ import subprocess
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
-from magnetar.testing.sim import run
+from magnetar.testing.sim import run as run_any_type
+from magnetar.testing.sim.options import KEY_SHARED, parse_type_mix
 from magnetar.testing.sim.runner import RunResult, read_schedule_file
 
 SHORT_STEPS = 60
 REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.txt"))
 CHUNK = 250
+KEY_SHARED_ONLY = parse_type_mix(KEY_SHARED)
+
+
+def run(seed: int, steps: int | None = None, **kwargs: Any) -> RunResult:
+    """A seed's run with a Key_Shared subscription (the other types: test_all_types_sim)."""
+    return run_any_type(seed, steps, types=KEY_SHARED_ONLY, **kwargs)
 
 
 def _failures(results: list[RunResult]) -> str:

@@ -4,7 +4,8 @@ Spark's start-up dominates the suite's time, so everything shares a session
 (``local[2,2]``: two task threads, a task may fail once and be retried before its job fails,
 which the failure-injection tests rely on) and a broker configured for what the
 tests exercise: deduplication on, auto-created topics partitioned in two, small
-ledgers (so reads cross ledger boundaries and retention can trim).
+ledgers (so reads cross ledger boundaries and retention can trim), infinite retention
+unless a topic's policy says otherwise.
 """
 
 from __future__ import annotations
@@ -45,6 +46,14 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "defaultNumPartitions": "2",
         "managedLedgerMaxEntriesPerLedger": str(LEDGER_ENTRIES),
         "managedLedgerDefaultMarkDeleteRateLimit": "10",
+        # one broker serves the whole Spark session: a topic written by one step and read by a
+        # later one must not be deleted as inactive in between
+        "brokerDeleteInactiveTopicsEnabled": "false",
+        # tests read topics without subscriptions: keep everything unless a test says otherwise,
+        # and check often so that a test that does sees retention act at once
+        "defaultRetentionTimeInMinutes": "-1",
+        "defaultRetentionSizeInMB": "-1",
+        "retentionCheckIntervalInSeconds": "1",
     }).start()
     yield proc
     proc.kill()

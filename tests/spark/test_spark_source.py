@@ -175,7 +175,10 @@ def test_fail_on_data_loss_both_ways(spark: SparkSession, broker: BrokerProcess,
     admin.create_topic(topic)
     client = client_for(broker.service_url)
     ids = produce(client, topic, [f"v{i}".encode() for i in range(5 * LEDGER_ENTRIES)], batching=False)
-    # A subscription acknowledges the first three ledgers; retention then deletes them.
+    # A subscription acknowledges the first three ledgers; retention (none on this topic) then deletes them.
+    resp = admin.http.post(f"/{admin.path(topic)}/retention", json={"retentionTimeInMinutes": 0,
+                                                                   "retentionSizeInMB": 0})
+    assert resp.status_code == 204, resp.text
     consumer = client.subscribe(topic, "eater", initial_position=pulsar.InitialPosition.Earliest)
     consumer.acknowledge_cumulative(ids[3 * LEDGER_ENTRIES - 1])
     wait_until(lambda: admin.get(topic, "internalStats")["ledgers"][0]["ledgerId"] > ids[0].ledger_id()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import tempfile
 from pathlib import Path
@@ -151,6 +152,21 @@ def test_iter_entries_is_a_scan_of_what_read_returns(make_factory: MakeFactory) 
     assert next(scan) == everything[3]
     ledger.append(b"late")  # appended to the ledger being read while the scan is suspended
     assert list(scan) == [*everything[4:], (Position(3, 2), b"late")]
+
+
+def test_detached_scan_reads_a_range_on_another_thread_more_than_once(make_factory: MakeFactory) -> None:
+    ledger = make_factory(LedgerConfig(max_entries_per_ledger=3)).open(TOPIC)
+    positions = fill(ledger, 8)  # 1:[0..2] 2:[0..2] 3:[0..1]
+    ledger.flush()
+    ledger.sync()
+    everything = [(pos, payload(i)) for i, pos in enumerate(positions)]
+    scan = ledger.detached_scan(Position(1, 1), Position(3, 0))
+    ledger.append(b"after the scan was taken")
+    with concurrent.futures.ThreadPoolExecutor(1) as worker:
+        assert worker.submit(lambda: list(scan)).result() == everything[2:7]
+        assert worker.submit(lambda: list(scan)).result() == everything[2:7]
+    assert list(ledger.detached_scan(BEFORE_START, positions[-1])) == everything
+    assert list(ledger.detached_scan(positions[-1], positions[-1])) == []
 
 
 def test_entries_between(make_factory: MakeFactory) -> None:

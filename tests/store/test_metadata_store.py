@@ -164,6 +164,38 @@ def test_schemas_are_versioned_from_zero(store: MetadataStore) -> None:
     assert store.get_schemas(TOPIC) == []
 
 
+def test_schema_versions_keep_their_time_and_delete_markers(store: MetadataStore) -> None:
+    stored = SchemaRecord("STRING", b"", {}, timestamp_ms=1_700_000_000_123)
+    marker = SchemaRecord("NONE", b"", {}, timestamp_ms=1_700_000_000_999, deleted=True)
+    store.add_schema(TOPIC, stored)
+    store.add_schema(TOPIC, marker)
+    assert store.get_schemas(TOPIC) == [stored, marker]
+
+
+def test_schema_versions_numbered_by_the_caller_are_stored_once(store: MetadataStore) -> None:
+    store.put_schema(TOPIC, 0, SchemaRecord("STRING", b""))
+    store.put_schema(TOPIC, 1, SchemaRecord("INT32", b""))
+    with pytest.raises(AlreadyExists, match="schema version 1 of"):
+        store.put_schema(TOPIC, 1, SchemaRecord("INT64", b""))
+    assert [r.schema_type for r in store.get_schemas(TOPIC)] == ["STRING", "INT32"]
+    assert store.add_schema(TOPIC, SchemaRecord("JSON", b"{}")) == 2
+
+
+def test_a_version_1_store_gains_schema_times_and_delete_markers(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE schemas (topic TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,"
+               " data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version))")
+    db.execute("INSERT INTO schemas VALUES (?, 0, 'JSON', x'7b7d', '{}')", (TOPIC,))
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with MetadataStore(path) as store:
+        assert store.get_schemas(TOPIC) == [SchemaRecord("JSON", b"{}")]
+        assert store.add_schema(TOPIC, SchemaRecord("JSON", b"[]", timestamp_ms=5, deleted=True)) == 1
+        assert store.get_schema(TOPIC, 1) == SchemaRecord("JSON", b"[]", timestamp_ms=5, deleted=True)
+
+
 def test_generic_json_key_value(store: MetadataStore) -> None:
     store.put_json("a/b/1", {"x": [1, 2.5, None, "s"]})
     store.put_json("a/b/2", 7)
@@ -315,3 +347,41 @@ def test_ack_ranges_format_is_stable() -> None:
     assert decode_ranges(encode_ranges([])) == []
     with pytest.raises(MetadataError, match="unknown version"):
         decode_ranges(b"\x02" + blob[1:])
+
+
+def test_legacy_deduplication_properties_move_to_topic_policies(tmp_path: Path) -> None:
+    """Topic records written before topic policies had their own record keep their meaning."""
+    with MetadataStore(tmp_path / "m.db") as store:
+        parted = "persistent://public/default/parted"
+        for i in range(2):
+            store.create_topic(f"{parted}-partition-{i}", {"deduplicationEnabled": True, "owner": "x"})
+        store.create_topic("persistent://public/default/plain", {"deduplicationEnabled": False})
+        store.create_topic("persistent://public/default/newer", {"deduplicationEnabled": True})
+        store.put_topic_policies("persistent://public/default/newer", {"deduplicationEnabled": False})
+        assert store.move_legacy_topic_policies() == 4
+        assert store.get_topic_policies(parted) == {"deduplicationEnabled": True}
+        assert store.get_topic_policies("persistent://public/default/plain") == {"deduplicationEnabled": False}
+        assert store.get_topic_policies("persistent://public/default/newer") == {"deduplicationEnabled": False}, \
+            "a policy set since wins"
+        assert store.get_topic(f"{parted}-partition-1") == {"owner": "x"}
+        assert store.move_legacy_topic_policies() == 0
+
+
+def test_policy_changes_move_on_policy_writes_only(store: MetadataStore) -> None:
+    """Brokers keep resolved policies while this count stands still; topic and cursor
+    writes (made all the time) must not move it, policy writes must."""
+    start = store.policy_changes
+    store.create_tenant("t", {})
+    store.create_topic("persistent://t/ns/a")
+    store.put_json("other", {"x": 1})
+    assert store.policy_changes == start
+    steps = [lambda: store.create_namespace("t/ns"),
+             lambda: store.put_namespace_policies("t/ns", {"message_ttl_in_seconds": 5}),
+             lambda: store.put_topic_policies("persistent://t/ns/a", {"messageTTL": 3}),
+             lambda: store.put_topic_policies("persistent://t/ns/a", {}),
+             lambda: store.delete_topic_policies("persistent://t/ns/a"),
+             lambda: store.delete_namespace("t/ns")]
+    for step in steps:
+        before = store.policy_changes
+        step()
+        assert store.policy_changes > before

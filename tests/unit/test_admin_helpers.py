@@ -25,6 +25,9 @@ def _part(msgs: int, producer: str, consumer: str, backlog: int) -> dict[str, ob
     return {
         "msgRateIn": 1.0, "msgThroughputIn": 10.0, "msgInCounter": msgs, "storageSize": 100,
         "earliestMsgPublishTimeInBacklogs": 0, "deduplicationStatus": "Disabled",
+        "backlogQuotaLimitSize": 1000, "backlogQuotaLimitTime": -1, "oldestBacklogMessageAgeSeconds": backlog * 10,
+        "oldestBacklogMessageSubscriptionName": f"s{backlog}", "topicCreationTimeStamp": 100 + msgs,
+        "lastPublishTimeStamp": 1000 + msgs,
         "publishers": [{"producerName": producer, "msgRateIn": 1.0, "msgThroughputIn": 10.0}],
         "subscriptions": {"s": {"msgBacklog": backlog, "msgOutCounter": msgs, "type": "Shared",
                                 "consumers": [{"consumerName": consumer, "msgOutCounter": msgs}]}},
@@ -39,6 +42,9 @@ def test_partitions_aggregate_by_name() -> None:
     sub = total["subscriptions"]["s"]
     assert sub["msgBacklog"] == 3 and sub["msgOutCounter"] == 12
     assert [(c["consumerName"], c["msgOutCounter"]) for c in sub["consumers"]] == [("c", 7), ("d", 5)]
+    assert (total["oldestBacklogMessageAgeSeconds"], total["oldestBacklogMessageSubscriptionName"]) == (20, "s2")
+    assert total["topicCreationTimeStamp"] == 103 and total["lastPublishTimeStamp"] == 1005
+    assert (total["backlogQuotaLimitSize"], total["backlogQuotaLimitTime"]) == (1000, -1)
 
 
 def test_latency_buckets_follow_pulsar_bounds() -> None:

@@ -13,6 +13,7 @@ from magnetar.config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.errors import NotAllowed
 from magnetar.core.names import TopicName
+from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import Producer
 from magnetar.core.topic import Topic
@@ -114,3 +115,19 @@ def test_non_persistent_topic_keeps_nothing_for_later() -> None:
     topic.subscriptions["starved"].dispatcher.on_flow(topic.subscriptions["starved"].consumers[0], 10, 0)
     assert starved.messages == sent[:1]
     assert topic.ledger.first_position() is not None and topic.ledger.first_position() >= sent[-2]
+
+
+def test_a_consumer_held_by_the_unacked_limit_takes_messages_once_a_policy_lifts_it() -> None:
+    config = BrokerConfig(maxUnackedMessagesPerConsumer=2)
+    topic = Topic(TopicName.parse("persistent://public/default/lift"), MemoryLedger("lift"), config)
+    sink = RecordingSink()
+    consumer = Consumer(1, "c", sink, sub_type="Shared", permits=100)  # type: ignore[arg-type]
+    topic.subscribe("s", consumer, 0, initial_earliest=True)
+    producer = Producer(0, "p", sink)  # type: ignore[arg-type]
+    for i in range(5):
+        entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1), b"x")
+        topic.on_persisted(topic.publish(producer, i, i, 1, entry, 0), 0)
+    assert len(sink.messages) == 2 and consumer.blocked_on_unacked
+    topic.apply_policies(AppliedPolicies.resolve(TopicPolicies(maxUnackedMessagesOnConsumer=0), Policies(), config),
+                         1)
+    assert len(sink.messages) == 5 and not consumer.blocked_on_unacked

@@ -78,3 +78,20 @@ def test_http_schemes_and_the_anonymous_role() -> None:
     assert anonymous.authenticate("none", b"").role == "guest"
     with pytest.raises(AuthenticationFailed):
         anonymous.authenticate_http("Bearer bad")  # wrong credentials are never anonymous
+
+
+@pytest.mark.parametrize(("settings", "warned"), [
+    ({}, True),
+    ({"bindAddress": "127.0.0.1"}, False),
+    ({"bindAddress": "::1"}, False),
+    ({"bindAddress": "localhost"}, False),
+    ({"bindAddress": "192.168.1.5"}, True),
+])
+def test_one_warning_when_listening_beyond_loopback_without_authentication(
+        settings: dict[str, str], warned: bool) -> None:
+    from magnetar.core.broker_config import BrokerConfig
+    from magnetar.server.standalone import exposure_warning
+    message = exposure_warning(BrokerConfig(**settings))  # type: ignore[arg-type]
+    assert (message is not None) == warned
+    if warned:
+        assert "without authentication" in str(message)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from magnetar.core.broker_config import ConfigError
+from magnetar.security.peer_certificates import peer_common_name
 from magnetar.security.sources import read_source
-from magnetar.server.connection import auth_method_of, peer_common_name
+from magnetar.server.connection import auth_method_of
 from magnetar.wire import pulsar_api_pb2 as pb
 
 

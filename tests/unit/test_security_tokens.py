@@ -135,3 +135,10 @@ def test_role_claim_and_audience() -> None:
 def test_unusable_keys_are_config_errors(settings: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         provider(**settings)
+
+
+def test_a_token_beyond_the_size_bound_is_refused_before_decoding() -> None:
+    from magnetar.security.tokens import MAX_TOKEN_BYTES, TokenProvider
+    provider = TokenProvider(b"k" * 32, ["HS256"])
+    with pytest.raises(AuthenticationFailed, match="longer than"):
+        provider.authenticate(b"a" * (MAX_TOKEN_BYTES + 1))

@@ -1,4 +1,4 @@
-"""Which ledgers a topic may delete: only those every durable subscription consumed."""
+"""Which ledgers a topic may delete: only those every durable cursor consumed, deduplication's included."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ class NullSink:
     def producer_ready(self, *args: object) -> None: ...
 
 
+NOW = 10**12
+
+
 def topic_with_entries(n: int) -> Topic:
-    ledger = MemoryLedger("t", config=LedgerConfig(max_entries_per_ledger=3))
+    ledger = MemoryLedger("t", config=LedgerConfig(max_entries_per_ledger=3), clock_ms=lambda: 0)
     topic = Topic(TopicName.parse("t"), ledger, BrokerConfig())
     producer = Producer(0, "p", NullSink())  # type: ignore[arg-type]
     for i in range(n):
@@ -33,34 +36,27 @@ def topic_with_entries(n: int) -> Topic:
     return topic
 
 
-def test_no_subscription_keeps_everything_even_with_a_dedup_snapshot() -> None:
-    topic = topic_with_entries(10)
-    topic.dedup = object()
-    topic.dedup_snapshot_position = topic.last_durable
-    assert topic.trim_consumed_ledgers() == []
-    assert topic.ledger.first_position() is not None and topic.ledger.first_position().entry_id == 0
-
-
 def test_consumed_ledgers_are_deleted_but_not_past_the_dedup_snapshot() -> None:
     topic = topic_with_entries(10)
     sub = topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
     sub.cursor.ack_cumulative(topic.last_durable)  # type: ignore[arg-type]
-    topic.dedup = object()
+    topic.dedup = object()  # type: ignore[assignment]
     first = topic.ledger.first_position()
     topic.dedup_snapshot_position = first
-    assert topic.trim_consumed_ledgers() == []
+    assert topic.apply_retention(NOW) == []
     topic.dedup = None
-    assert topic.trim_consumed_ledgers() != []
+    assert topic.apply_retention(NOW) != []
 
 
 def test_last_message_id_survives_trimming_of_its_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from magnetar.server.broker import BrokerOperations
     broker = BrokerOperations(BrokerConfig(managedLedgerMaxEntriesPerLedger=3), tmp_path / "data")
     topic = topic_with_entries(6)
+    topic.ledger.roll_over()
     last = topic.last_durable
     sub = topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
     sub.cursor.ack_cumulative(last)  # type: ignore[arg-type]
-    assert topic.trim_consumed_ledgers()
+    assert topic.apply_retention(NOW)
     assert broker.last_message_id(topic) == (last, -1)
     broker.metadata.close()
 

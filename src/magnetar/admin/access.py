@@ -1,7 +1,8 @@
 """Who may call which admin route: authentication of every request, and one
 authorization rule per route.
 
-:class:`Authenticate` (middleware) turns the ``Authorization`` header into an identity
+:class:`Authenticate` (middleware) turns the ``Authorization`` header (or, on the HTTPS
+port, a verified client certificate) into an identity
 before anything else reads the request: bad credentials are a 401 whatever the route.
 :func:`guard` (a dependency of every route) then applies the route's rule from
 ``RULES``, keyed by method and path template; a route without a rule is refused, and a
@@ -27,6 +28,7 @@ from magnetar.core.errors import InvalidTopicName
 from magnetar.core.names import TopicName
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
+from magnetar.security.peer_certificates import PeerCertificates
 from magnetar.server.broker import BrokerOperations
 
 Kind = Literal["public", "authenticated", "super_user", "tenant", "namespace", "topic"]
@@ -50,11 +52,16 @@ TOPIC_ADMIN = Rule("topic", Operation.ADMIN)
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUB = TOPIC + "/subscription/{subName}"
+SCHEMAS = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 _NAMESPACE_POLICIES = ("deduplication", "retention", "messageTTL", "delayedDelivery", "maxProducersPerTopic",
                        "maxConsumersPerSubscription", "maxConsumersPerTopic", "maxSubscriptionsPerTopic",
                        "maxTopicsPerNamespace", "publishRate", "dispatchRate",
                        "subscriptionDispatchRate", "maxUnackedMessagesPerConsumer",
-                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled")
+                       "maxUnackedMessagesPerSubscription", "autoTopicCreation", "subscriptionTypesEnabled",
+                       "inactiveTopicPolicies", "subscriptionExpirationTime", "compactionThreshold")
+_TOPIC_POLICIES = ("retention", "messageTTL", "deduplicationEnabled", "maxProducers", "maxConsumers",
+                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxUnackedMessagesOnSubscription",
+                   "delayedDelivery", "compactionThreshold", "inactiveTopicPolicies")
 
 #: path template (``{domain}`` for persistent and non-persistent) -> method -> rule
 RULES: dict[str, dict[str, Rule]] = {
@@ -81,18 +88,34 @@ RULES: dict[str, dict[str, Rule]] = {
        for policy in _NAMESPACE_POLICIES},
     NS + "/backlogQuotaMap": {"GET": TENANT_ADMIN},
     NS + "/backlogQuota": {"POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
+    NS + "/unload": {"PUT": TENANT_ADMIN},
+    NS + "/clearBacklog": {"POST": TENANT_ADMIN},
+    NS + "/clearBacklog/{subscription}": {"POST": TENANT_ADMIN},
     NS + "/permissions": {"GET": TENANT_ADMIN},
     NS + "/permissions/{role}": {"POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
     NS + "/permissions/subscription": {"GET": TENANT_ADMIN},
     NS + "/permissions/subscription/{subscription}": {"POST": TENANT_ADMIN},
     NS + "/permissions/{subscription}/{role}": {"DELETE": TENANT_ADMIN},
     NS + "/subscriptionAuthMode": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/schemaCompatibilityStrategy": {"GET": TENANT_ADMIN, "PUT": TENANT_ADMIN},
+    NS + "/isAllowAutoUpdateSchema": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/schemaValidationEnforced": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    NS + "/replication": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN},
+    **{f"{NS}/{offload}": {"GET": TENANT_ADMIN, "POST": TENANT_ADMIN, "PUT": TENANT_ADMIN, "DELETE": TENANT_ADMIN}
+       for offload in ("offloadThreshold", "offloadPolicies")},
+    **{f"{NS}/{offload}": {"POST": TENANT_ADMIN, "PUT": TENANT_ADMIN, "DELETE": TENANT_ADMIN}
+       for offload in ("offloadThresholdInSeconds", "offloadDeletionLagMs")},
+    TOPIC + "/offload": {"PUT": TOPIC_ADMIN},
+    TOPIC + "/offloadPolicies": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}": {"GET": LOOKUP},
     "/admin/v2/{domain}/{tenant}/{namespace}": {"GET": NS_LOOKUP},
     "/admin/v2/{domain}/{tenant}/{namespace}/partitioned": {"GET": NS_LOOKUP},
     TOPIC: {"PUT": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/partitions": {"GET": LOOKUP, "PUT": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/unload": {"PUT": TOPIC_ADMIN},
+    TOPIC + "/terminate": {"POST": TOPIC_ADMIN},
+    TOPIC + "/terminate/partitions": {"POST": TOPIC_ADMIN},
+    TOPIC + "/compaction": {"PUT": TOPIC_ADMIN, "GET": TOPIC_ADMIN},
     TOPIC + "/stats": {"GET": LOOKUP},
     TOPIC + "/partitioned-stats": {"GET": LOOKUP},
     TOPIC + "/internalStats": {"GET": LOOKUP},
@@ -101,7 +124,11 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/messageid/{timestamp}": {"GET": CONSUME},
     TOPIC + "/examinemessage": {"GET": CONSUME},
     TOPIC + "/ledger/{ledgerId}/entry/{entryId}": {"GET": CONSUME},
-    TOPIC + "/deduplicationEnabled": {"GET": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
+    **{f"{TOPIC}/{policy}": {"GET": TOPIC_ADMIN, "POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN}
+       for policy in _TOPIC_POLICIES},
+    TOPIC + "/schemaCompatibilityStrategy": {"GET": TOPIC_ADMIN, "PUT": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
+    TOPIC + "/backlogQuotaMap": {"GET": TOPIC_ADMIN},
+    TOPIC + "/backlogQuota": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/permissions": {"GET": TOPIC_ADMIN},
     TOPIC + "/permissions/{role}": {"POST": TOPIC_ADMIN, "DELETE": TOPIC_ADMIN},
     TOPIC + "/all_subscription/expireMessages/{expireTimeInSeconds}": {"POST": CONSUME},
@@ -116,6 +143,12 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/consumer/{consumerName}/pendingMessages": {"GET": CONSUME},
+    # Pulsar's SchemasResource: reads need GET_METADATA (produce or consume), changes a tenant admin
+    SCHEMAS + "/schema": {"GET": LOOKUP, "POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
+    SCHEMAS + "/schema/{version}": {"GET": LOOKUP},
+    SCHEMAS + "/schemas": {"GET": LOOKUP},
+    SCHEMAS + "/compatibility": {"POST": TENANT_ADMIN},
+    SCHEMAS + "/version": {"POST": LOOKUP},
 }
 
 
@@ -136,18 +169,20 @@ class Authenticate:
     """ASGI middleware: the request's identity in ``scope["state"]["identity"]`` (None
     without credentials and without ``anonymousUserRole``); a 401 for bad credentials."""
 
-    def __init__(self, app: ASGIApp, service: AuthenticationService) -> None:
+    def __init__(self, app: ASGIApp, service: AuthenticationService, peers: PeerCertificates | None = None) -> None:
         self.app = app
         self.service = service
+        self.peers = peers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         header = _header(scope, b"authorization")
+        common_name = self.peers.common_name(scope.get("client")) if self.peers is not None else ""
         identity: Identity | None = None
         try:
-            identity = await asyncio.to_thread(self.service.authenticate_http, header)
+            identity = await asyncio.to_thread(self.service.authenticate_http, header, common_name)
         except AuthenticationFailed:
             if header:
                 await _unauthorized(send, "Authentication required")

@@ -21,14 +21,19 @@ from magnetar.admin import (
     lookup,
     routes_brokers,
     routes_clusters,
+    routes_compaction,
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
+    routes_schemas,
     routes_subscriptions,
     routes_tenants,
+    routes_topic_policies,
     routes_topics,
+    routes_unsupported,
 )
 from magnetar.admin.common import PLAIN_TEXT, Broker
+from magnetar.security.peer_certificates import PeerCertificates
 
 if TYPE_CHECKING:
     from magnetar.server.broker import BrokerOperations
@@ -37,7 +42,9 @@ ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "r
               "title": "ErrorData"}
 
 
-def create_app(broker: BrokerOperations) -> FastAPI:
+def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) -> FastAPI:
+    """``peers``: the client certificates of the HTTPS port's connections, for
+    ``AuthenticationProviderTls``."""
     app = FastAPI(title="Magnetar admin API", version=__version__,
                   description="Apache Pulsar admin REST API v2, lookup and metrics.",
                   dependencies=[Depends(access.guard)])
@@ -45,15 +52,20 @@ def create_app(broker: BrokerOperations) -> FastAPI:
     errors.install(app)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:
-        app.add_middleware(access.Authenticate, service=broker.authentication)
+        app.add_middleware(access.Authenticate, service=broker.authentication, peers=peers)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
-                   routes_namespaces.router, routes_permissions.namespace_router, lookup.router):
+                   routes_namespaces.router, routes_permissions.namespace_router, routes_schemas.router,
+                   routes_unsupported.namespace_router,
+                   lookup.router):
         app.include_router(router)
+    app.include_router(routes_compaction.router)
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
+        app.include_router(routes_topic_policies.make_router(domain))
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
         app.include_router(routes_permissions.make_topic_router(domain))
+        app.include_router(routes_unsupported.make_topic_router(domain))
 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)

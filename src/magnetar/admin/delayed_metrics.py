@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import Metric
 
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.bucket_delayed_message_index_stats import (
     BUCKET_TOTAL_NAME,
     INDEX_LOADED_NAME,
@@ -52,16 +53,15 @@ def _family_of(sample_name: str) -> str:
 def subscription_samples(topic: Topic) -> Iterator[tuple[str, list[MetricSample]]]:
     """(subscription name, samples) for each subscription with its own bucket tracker."""
     for name, sub in sorted(topic.subscriptions.items()):
-        samples = getattr(sub.delayed_tracker, "metric_samples", None)
-        if samples is not None:
-            yield name, samples()
+        if isinstance(sub.delayed_tracker, BucketDelayedDeliveryTracker):
+            yield name, sub.delayed_tracker.metric_samples()
 
 
 def shared_index_samples(topic: Topic) -> list[MetricSample]:
     """The topic-wide tracker's samples when the index is shared, else none."""
-    index = getattr(topic.delayed, "shared_index", None)
-    samples = getattr(getattr(index, "tracker", None), "metric_samples", None)
-    return samples() if samples is not None else []
+    index = topic.delayed.shared_index if topic.delayed is not None else None
+    tracker = index.tracker if index is not None else None
+    return tracker.metric_samples() if isinstance(tracker, BucketDelayedDeliveryTracker) else []
 
 
 class _Rows:

@@ -71,6 +71,7 @@ BROKER_ERROR_STATUS: dict[type[core.BrokerError], int] = {
     core.ProducerFenced: 409,
     core.NotAllowed: 405,
     core.LimitReached: 412,
+    core.InvalidSchemaData: 422,
     core.IncompatibleSchema: 409,
     core.ConsumerAssignError: 412,
     core.ServiceNotReady: 503,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -28,10 +28,12 @@ from prometheus_client.utils import floatToGoString
 from magnetar.admin.delayed_metrics import DelayedIndexRows
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
-    backlog_size_bytes,
     extra_consumer_stats,
     extra_subscription_stats,
 )
+from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
+from magnetar.core.backlog_quota import BacklogQuotas
+from magnetar.server import topic_lifecycle
 from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets
 from magnetar.server.clock import now_ms
 
@@ -55,7 +57,12 @@ TOPIC_GAUGES = {
     "pulsar_msg_backlog": "Entries not yet acknowledged, over all subscriptions",
     "pulsar_storage_write_rate": "Entries written per second",
     "pulsar_delayed_message_index_size_bytes": "Memory of the delayed delivery indexes",
+    "pulsar_storage_backlog_quota_limit": "Backlog quota size limit in bytes (-1: none)",
+    "pulsar_storage_backlog_quota_limit_time": "Backlog quota time limit in seconds (-1: none)",
+    "pulsar_storage_backlog_age_seconds": "Age of the oldest unacknowledged message",
 }
+EVICTIONS = "pulsar_storage_backlog_quota_exceeded_evictions_total"
+EVICTIONS_DOC = "Backlog evictions for an exceeded quota (consumer_backlog_eviction), by quota_type (size, time)"
 TOPIC_COUNTERS = {
     "pulsar_in_bytes_total": "Bytes published",
     "pulsar_in_messages_total": "Messages published",
@@ -112,18 +119,21 @@ LATENCY_SERIES = {
 }
 
 
-def _topic_values(topic: Topic, now: int) -> dict[str, float]:
+def _topic_values(topic: Topic, quotas: BacklogQuotas, now: int) -> dict[str, float]:
     rate_in, throughput_in = topic.msg_in.rate(now)
     values = dict.fromkeys(TOPIC_GAUGES, 0.0) | dict.fromkeys(TOPIC_COUNTERS, 0.0)
-    slowest = topic.slowest_mark_delete()
+    oldest = oldest_backlog(topic)
     values.update({
+        "pulsar_storage_backlog_quota_limit": quotas.size.limit,
+        "pulsar_storage_backlog_quota_limit_time": quotas.time.limit,
+        "pulsar_storage_backlog_age_seconds": oldest.age_s(now) if oldest is not None else 0,
         "pulsar_subscriptions_count": len(topic.subscriptions),
         "pulsar_producers_count": len(topic.producers),
         "pulsar_rate_in": rate_in,
         "pulsar_throughput_in": throughput_in,
         "pulsar_storage_size": topic.ledger.total_size_bytes(),
         "pulsar_storage_logical_size": topic.ledger.total_size_bytes(),
-        "pulsar_storage_backlog_size": backlog_size_bytes(topic, slowest) if slowest is not None else 0,
+        "pulsar_storage_backlog_size": topic_backlog_bytes(topic),
         "pulsar_storage_write_rate": rate_in * topic.msg_in.total_events / topic.msg_in.total_msgs
         if topic.msg_in.total_msgs else 0.0,
         "pulsar_in_bytes_total": topic.msg_in.total_bytes,
@@ -145,7 +155,6 @@ def _topic_values(topic: Topic, now: int) -> dict[str, float]:
 def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) -> dict[str, float]:
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub).messages
-    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
     consumers = sub.consumers
     return {
         "pulsar_subscription_back_log": backlog,
@@ -157,17 +166,17 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
         "pulsar_subscription_msg_ack_rate": sum(c.acks.rate(now)[0] for c in consumers),
         "pulsar_subscription_unacked_messages": sub.unacked_messages(),
         "pulsar_subscription_blocked_on_unacked_messages":
-            1.0 if getattr(sub.dispatcher, "blocked_on_unacked", False) else 0.0,
+            1.0 if sub.dispatcher.blocked_on_unacked else 0.0,
         "pulsar_subscription_consumers_count": len(consumers),
-        "pulsar_subscription_msg_rate_expired": expiry.expired.rate(now)[0] if expiry else 0.0,
-        "pulsar_subscription_total_msg_expired": expiry.expired.total_msgs if expiry else 0,
-        "pulsar_subscription_last_expire_timestamp": expiry.last_expire_ms if expiry else 0,
+        "pulsar_subscription_msg_rate_expired": sub.expired.rate(now)[0],
+        "pulsar_subscription_total_msg_expired": sub.expired.total_msgs,
+        "pulsar_subscription_last_expire_timestamp": sub.expired.last_ms,
         **_draining_values("pulsar_subscription", extra_subscription_stats(sub)),
     }
 
 
 #: topics read per slice of a scrape; the event loop serves other work between slices
-TOPICS_PER_SLICE = 50
+TOPICS_PER_SLICE = 20
 
 Rows = dict[tuple[str, ...], dict[str, float]]
 
@@ -187,6 +196,8 @@ class MetricsSnapshot:
     subscription_rows: Rows = field(default_factory=dict)
     consumer_rows: Rows = field(default_factory=dict)
     delayed: DelayedIndexRows = field(default_factory=DelayedIndexRows)
+    #: (*topic key, quota_type) -> evictions
+    evictions: dict[tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
     extra: list[Metric] = field(default_factory=list)
 
     def key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
@@ -198,7 +209,7 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
     config = broker.config
     snap = MetricsSnapshot(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
                            config.exposeConsumerLevelMetricsInPrometheus)
-    topics = sorted(broker.topics.values(), key=lambda t: str(t.name))
+    topics = list(broker.topics.values())
     sources = {"pulsar_storage_write_latency": broker.recorder.write_latency,
                "pulsar_storage_ledger_write_latency": broker.recorder.ledger_write_latency()}
     for first in range(0, len(topics), TOPICS_PER_SLICE):
@@ -215,7 +226,9 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
 def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
                sources: dict[str, dict[str, LatencyBuckets]], now: int) -> None:
     snap.topic_counts[topic.name.namespace_name] += 1
-    values = _topic_values(topic, now)
+    values = _topic_values(topic, topic_lifecycle.backlog_quotas_of(broker, topic), now)
+    for kind, count in topic.quota_evictions.items():
+        snap.evictions[(*snap.key(topic, snap.by_topic), kind)] += count
     row = snap.topic_rows.setdefault(snap.key(topic, snap.by_topic), dict.fromkeys(values, 0.0))
     for name, value in values.items():
         row[name] += value
@@ -276,24 +289,25 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
 
 
 #: samples formatted per slice of a scrape's text
-SAMPLES_PER_SLICE = 1000
+SAMPLES_PER_SLICE = 400
 
 
 def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
     """The scrape's families as text, in slices of at most SAMPLES_PER_SLICE samples."""
     labels = ["cluster", "namespace", "topic"] if snap.by_topic else ["cluster", "namespace"]
-    counts: dict[tuple[str, ...], float] = {(snap.cluster, ns): float(n) for ns, n in sorted(snap.topic_counts.items())}
+    counts = (((snap.cluster, ns), float(n)) for ns, n in sorted(snap.topic_counts.items()))
     yield from _family_text("pulsar_topics_count", "Number of topics", "gauge", ["cluster", "namespace"], counts)
     yield from _row_families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, snap.topic_rows)
+    yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions.items())
     for base, doc in LATENCY_SERIES.items():
         merged = snap.latency[base]
         for index, suffix in enumerate(LATENCY_BUCKET_NAMES):
             yield from _family_text(f"{base}_le_{suffix}", f"{doc}, bucket le {suffix}", "gauge", labels,
-                                    {key: float(b.counts[index]) for key, b in merged.items()})
+                                    ((key, float(b.counts[index])) for key, b in merged.items()))
         yield from _family_text(f"{base}_count", f"{doc}, count", "gauge", labels,
-                                {key: float(b.count) for key, b in merged.items()})
+                                ((key, float(b.count)) for key, b in merged.items()))
         yield from _family_text(f"{base}_sum", f"{doc}, sum", "gauge", labels,
-                                {key: b.sum_ms for key, b in merged.items()})
+                                ((key, b.sum_ms) for key, b in merged.items()))
     if snap.by_topic:
         yield from _row_families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS,
                                  ["cluster", "namespace", "topic", "subscription"], snap.subscription_rows)
@@ -308,11 +322,11 @@ def _row_families(gauges: dict[str, str], counters: dict[str, str], labels: list
                   rows: Rows) -> Iterator[bytes]:
     for kind, names in (("gauge", gauges), ("counter", counters)):
         for name, doc in names.items():
-            yield from _family_text(name, doc, kind, labels, {key: values[name] for key, values in rows.items()})
+            yield from _family_text(name, doc, kind, labels, ((key, values[name]) for key, values in rows.items()))
 
 
 def _family_text(name: str, doc: str, kind: str, labels: list[str],
-                 values: dict[tuple[str, ...], float]) -> Iterator[bytes]:
+                 values: Iterable[tuple[tuple[str, ...], float]]) -> Iterator[bytes]:
     """Prometheus text of one family, as prometheus-client writes it (labels sorted by
     name, Go float format), without its per-sample checks: names here are fixed and valid."""
     if kind == "counter":
@@ -321,7 +335,7 @@ def _family_text(name: str, doc: str, kind: str, labels: list[str],
     order = sorted(range(len(labels)), key=labels.__getitem__)
     heads = [f'{labels[i]}="' for i in order]
     lines = [f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"]
-    for key, value in values.items():
+    for key, value in values:
         pairs = ",".join(head + _escape(key[i]) + '"' for head, i in zip(heads, order, strict=True))
         lines.append(f"{name}{{{pairs}}} {floatToGoString(value)}\n")
         if len(lines) >= SAMPLES_PER_SLICE:
@@ -364,5 +378,16 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     snap = await take_snapshot(broker)
     for chunk in snapshot_text(snap):
         yield chunk
+        await asyncio.sleep(0)
+    for rows in (snap.topic_rows, snap.subscription_rows, snap.consumer_rows):
+        await release(rows)
+
+
+async def release(rows: Rows) -> None:
+    """Free a scrape's rows a slice at a time: freeing a row per topic at once, when the
+    snapshot goes, holds the event loop as long as building them did."""
+    while rows:
+        for _ in range(min(len(rows), SAMPLES_PER_SLICE)):
+            rows.popitem()
         await asyncio.sleep(0)
 

@@ -13,15 +13,9 @@ def topics_in_namespace(broker: BrokerOperations, namespace: str) -> list[str]:
     return sorted(names)
 
 
-async def delete_partitioned_topic(broker: BrokerOperations, name: TopicName, partitions: int) -> None:
-    for index in range(partitions):
-        await broker.delete_topic(name.partition(index))
-    broker.metadata.delete_partitioned_topic(str(name))
-
-
 async def delete_namespace_contents(broker: BrokerOperations, namespace: str) -> None:
     """Delete every topic of the namespace, partitioned ones included."""
     for parent, partitions in broker.metadata.list_partitioned_topics(namespace).items():
-        await delete_partitioned_topic(broker, TopicName.parse(parent), partitions)
+        await broker.delete_partitioned_topic(TopicName.parse(parent), partitions)
     for key in topics_in_namespace(broker, namespace):
         await broker.delete_topic(TopicName.parse(key))

@@ -42,7 +42,6 @@ DEFAULT_POLICIES: dict[str, Any] = {
     "encryption_required": False,
     "subscription_auth_mode": "None",
     "offload_threshold": -1,
-    "schema_auto_update_compatibility_strategy": "Full",
     "schema_compatibility_strategy": "UNDEFINED",
     "schema_validation_enforced": False,
     "subscription_types_enabled": [],
@@ -50,9 +49,11 @@ DEFAULT_POLICIES: dict[str, Any] = {
 }
 
 
-def full_policies(stored: dict[str, Any], cluster: str) -> dict[str, Any]:
-    """Stored policies over Pulsar's defaults, as ``GET /namespaces/{tenant}/{namespace}``."""
+def full_policies(stored: dict[str, Any], cluster: str, allow_auto_update_schema: bool = True) -> dict[str, Any]:
+    """Stored policies over Pulsar's defaults, as ``GET /namespaces/{tenant}/{namespace}``;
+    an unset ``is_allow_auto_update_schema`` shows the broker's value, as Pulsar does."""
     policies = copy.deepcopy(DEFAULT_POLICIES)
     policies["replication_clusters"] = [cluster]
+    policies["is_allow_auto_update_schema"] = allow_auto_update_schema
     policies.update(copy.deepcopy(stored))
     return policies

@@ -16,19 +16,25 @@ from magnetar.admin.common import Broker, namespace_name, require_namespace, req
 from magnetar.admin.errors import conflict
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
+from magnetar.admin.routes_unsupported import check_unsupported_policies
+from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
     BacklogQuota,
     BacklogQuotaType,
     DelayedDeliveryPolicies,
     DispatchRate,
+    InactiveTopicPolicies,
     NonNegativeInt,
+    NonNegativeInt64,
     Policies,
     PublishRate,
     RetentionPolicies,
+    SchemaCompatibilityStrategy,
     SubscriptionType,
 )
 from magnetar.server.broker import BrokerOperations
+from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
@@ -48,7 +54,9 @@ async def create_namespace(broker: Broker, tenant: str, namespace: str,
     require_tenant(broker, tenant)
     if broker.metadata.get_namespace_policies(name) is not None:
         raise conflict("Namespace already exists")
-    broker.metadata.create_namespace(name, policies_to_store(policies))
+    stored = policies_to_store(policies)
+    check_unsupported_policies(broker, stored)
+    broker.metadata.create_namespace(name, stored)
 
 
 @router.delete("/{tenant}/{namespace}", status_code=204,
@@ -66,7 +74,8 @@ async def delete_namespace(broker: Broker, tenant: str, namespace: str, force: b
 @router.get("/{tenant}/{namespace}", summary="Get a namespace's policies")
 async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    return full_policies(require_namespace(broker, name), broker.config.clusterName)
+    return full_policies(require_namespace(broker, name), broker.config.clusterName,
+                         broker.config.isAllowAutoUpdateSchemaEnabled)
 
 
 @router.get("/{tenant}/{namespace}/topics", summary="List the topics of a namespace")
@@ -75,6 +84,38 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
     return broker.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
+
+
+@router.put("/{tenant}/{namespace}/unload", status_code=204,
+            summary="Unload every topic of the namespace: clients reconnect and they load again")
+async def unload_namespace(broker: Broker, tenant: str, namespace: str) -> None:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    await broker.unload_namespace(name)
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,
+             summary="Skip every message of every subscription of every topic of the namespace")
+async def clear_namespace_backlog(broker: Broker, tenant: str, namespace: str) -> None:
+    await _clear_backlog(broker, namespace_name(tenant, namespace), None)
+
+
+@router.post("/{tenant}/{namespace}/clearBacklog/{subscription}", status_code=204,
+             summary="Skip every message of one subscription on every topic of the namespace")
+async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, namespace: str,
+                                               subscription: str) -> None:
+    await _clear_backlog(broker, namespace_name(tenant, namespace), subscription)
+
+
+async def _clear_backlog(broker: BrokerOperations, namespace: str, subscription: str | None) -> None:
+    require_namespace(broker, namespace)
+    for key in broker.list_topics(namespace, 0):
+        topic = broker.get_topic(TopicName.parse(key), create=False)
+        subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
+        for sub in subs:
+            sub.skip_all(now_ms())
+        if subs:
+            await broker.store_cursors(topic)
 
 
 # -- policies -------------------------------------------------------------------------------------
@@ -86,21 +127,7 @@ def _update_policy(broker: BrokerOperations, tenant: str, namespace: str, field:
     else:
         policies[field] = value
     broker.metadata.put_namespace_policies(name, policies)
-    _apply_to_live_topics(broker, name, field, value)
-
-
-def _apply_to_live_topics(broker: BrokerOperations, namespace: str, field: str, value: Any) -> None:
-    """Limits that live subscriptions read take effect at once; unset means the broker default."""
-    if field == "max_unacked_messages_per_consumer":
-        attr, default = "max_unacked_per_consumer", broker.config.maxUnackedMessagesPerConsumer
-    elif field == "max_unacked_messages_per_subscription":
-        attr, default = "max_unacked_per_subscription", broker.config.maxUnackedMessagesPerSubscription
-    else:
-        return
-    for topic in list(broker.topics.values()):
-        if topic.name.namespace_name == namespace:
-            for sub in topic.subscriptions.values():
-                setattr(sub, attr, default if value is None else value)
+    broker.policies_changed(name)
 
 
 @dataclass(frozen=True)
@@ -129,8 +156,14 @@ POLICY_ENDPOINTS = (
                    NonNegativeInt, "max unacked messages per subscription"),
     PolicyEndpoint("autoTopicCreation", "autoTopicCreationOverride", AutoTopicCreationOverride,
                    "auto topic creation override"),
+    PolicyEndpoint("inactiveTopicPolicies", "inactive_topic_policies", InactiveTopicPolicies,
+                   "inactive topic"),
+    PolicyEndpoint("subscriptionExpirationTime", "subscription_expiration_time_minutes", NonNegativeInt,
+                   "subscription expiration time in minutes"),
     PolicyEndpoint("subscriptionTypesEnabled", "subscription_types_enabled", list[SubscriptionType],
                    "subscription types enabled"),
+    PolicyEndpoint("compactionThreshold", "compaction_threshold", NonNegativeInt64,
+                   "compaction threshold (backlog bytes; 0 turns automatic compaction off)"),
 )
 
 
@@ -231,3 +264,47 @@ _add_cluster_rate_endpoints("publishRate", "publishMaxMessageRate", PublishRate,
 _add_cluster_rate_endpoints("dispatchRate", "topicDispatchRate", DispatchRate, "dispatch rate of each topic")
 _add_cluster_rate_endpoints("subscriptionDispatchRate", "subscriptionDispatchRate", DispatchRate,
                             "dispatch rate of each subscription")
+
+
+# -- schema policies (Pulsar's paths: PUT for the strategy, POST for the two flags) -------------
+@router.get("/{tenant}/{namespace}/schemaCompatibilityStrategy", summary="Get the schema compatibility strategy")
+async def get_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str) -> str:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    return str(stored.get("schema_compatibility_strategy") or "UNDEFINED")
+
+
+@router.put("/{tenant}/{namespace}/schemaCompatibilityStrategy", status_code=204,
+            summary="Set the schema compatibility strategy (UNDEFINED: the broker's schemaCompatibilityStrategy)")
+async def set_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str,
+                                            strategy: Annotated[SchemaCompatibilityStrategy, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "schema_compatibility_strategy", strategy)
+
+
+@router.get("/{tenant}/{namespace}/isAllowAutoUpdateSchema", summary="Whether producers may add schemas")
+async def get_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str) -> bool:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    value = stored.get("is_allow_auto_update_schema")
+    return broker.config.isAllowAutoUpdateSchemaEnabled if value is None else bool(value)
+
+
+@router.post("/{tenant}/{namespace}/isAllowAutoUpdateSchema", status_code=204,
+             summary="Allow or forbid producers to add schemas")
+async def set_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str,
+                                          allowed: Annotated[StrictBool, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "is_allow_auto_update_schema", allowed)
+
+
+@router.get("/{tenant}/{namespace}/schemaValidationEnforced",
+            summary="Whether producers without a schema are refused on topics with one")
+async def get_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
+                                         applied: bool = False) -> bool:
+    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    enforced = bool(stored.get("schema_validation_enforced"))
+    return enforced or (applied and broker.config.isSchemaValidationEnforced)
+
+
+@router.post("/{tenant}/{namespace}/schemaValidationEnforced", status_code=204,
+             summary="Refuse (or accept) producers without a schema on topics with one")
+async def set_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
+                                         enforced: Annotated[StrictBool, Body()]) -> None:
+    _update_policy(broker, tenant, namespace, "schema_validation_enforced", enforced)

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Path, Query
 from fastapi.responses import Response
-from pydantic import StrictBool, StrictInt
+from pydantic import StrictInt
 
 from magnetar.admin import stats
 from magnetar.admin.common import (
@@ -27,18 +27,16 @@ from magnetar.admin.common import (
 )
 from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
 from magnetar.admin.messages import entry_response, nth_from
-from magnetar.admin.namespace_ops import delete_partitioned_topic
 from magnetar.core.names import TopicName
-from magnetar.core.policies import INT64_MAX, deduplication_enabled
+from magnetar.core.policies import INT64_MAX
 from magnetar.core.positions import Position
+from magnetar.server import topic_lifecycle
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 
 Int64Path = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
 PositiveInt = Annotated[int, Query(ge=1, le=2**31 - 1)]
 Partitions = Annotated[StrictInt, Body(ge=-(2**31), le=2**31 - 1)]
-#: The topic-level policy the broker's deduplication reads from the topic's stored properties.
-DEDUP_POLICY = "deduplicationEnabled"
 
 
 def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEarliestTimeInBacklog: bool,
@@ -68,26 +66,6 @@ def check_partition_limit(broker: BrokerOperations, partitions: int) -> None:
     if 0 < limit < partitions:
         raise RestError(406, f"Number of partitions {partitions} exceeds maxNumPartitionsPerPartitionedTopic "
                              f"({limit})")
-
-
-def topic_records(broker: BrokerOperations, name: TopicName) -> list[str]:
-    """The stored topic records a topic policy lives in: each partition's, or the topic's own."""
-    count = partition_count(broker, name)
-    keys = [str(name.partition(i)) for i in range(count)] if count else [str(name)]
-    for key in keys:
-        if broker.metadata.get_topic(key) is None:
-            broker.metadata.create_topic(key)
-    return keys
-
-
-def set_topic_property(broker: BrokerOperations, keys: list[str], field: str, value: Any) -> None:
-    for key in keys:
-        properties = dict(broker.metadata.get_topic(key) or {})
-        if value is None:
-            properties.pop(field, None)
-        else:
-            properties[field] = value
-        broker.metadata.update_topic_properties(key, properties)
 
 
 def message_id_json(pos: Position, partition: int, batch_index: int = -1) -> dict[str, int]:
@@ -183,7 +161,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
         if not force and any(t is not None and t.has_clients() for t in live):
             raise precondition_failed("Topic has active producers/subscriptions")
-        await delete_partitioned_topic(broker, name, count)
+        await broker.delete_partitioned_topic(name, count)
 
     @router.put("/{tenant}/{namespace}/{topic}/unload", status_code=204,
                 summary="Unload a topic: clients reconnect and it is loaded again")
@@ -193,6 +171,30 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         count = partition_count(broker, name)
         for target in [name.partition(i) for i in range(count)] if count else [name]:
             await broker.unload_topic(target)
+
+    @router.post("/{tenant}/{namespace}/{topic}/terminate",
+                 summary="Terminate a topic: no more messages; the id of its last message")
+    async def terminate(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, int]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Termination")
+        if partition_count(broker, name) > 0:
+            raise not_allowed("Termination of a partitioned topic is not allowed")
+        load_topic(broker, name)
+        last = topic_lifecycle.terminate(broker, name)
+        return message_id_json(last, name.partition_index)
+
+    @router.post("/{tenant}/{namespace}/{topic}/terminate/partitions",
+                 summary="Terminate every partition of a partitioned topic; the last message id of each")
+    async def terminate_partitions(broker: Broker, tenant: str, namespace: str,
+                                   topic: str) -> dict[int, dict[str, int]]:
+        name = name_of(tenant, namespace, topic)
+        require_persistent(name, "Termination")
+        count = require_partitioned(broker, name)
+        ids = {}
+        for index in range(count):
+            load_topic(broker, name.partition(index))
+            ids[index] = message_id_json(topic_lifecycle.terminate(broker, name.partition(index)), index)
+        return ids
 
     @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get the stats of a topic")
     async def get_stats(broker: Broker, tenant: str, namespace: str, topic: str,
@@ -279,33 +281,6 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Get message by id")
         loaded = load_topic(broker, name)
         return entry_response(loaded, Position(ledgerId, entryId))
-
-    @router.get("/{tenant}/{namespace}/{topic}/deduplicationEnabled",
-                summary="Get the topic's deduplication policy (the effective value with applied=true)")
-    async def get_topic_deduplication(broker: Broker, tenant: str, namespace: str, topic: str,
-                                      applied: bool = False) -> bool | None:
-        name = name_of(tenant, namespace, topic)
-        require_exists(broker, name)
-        value = (broker.metadata.get_topic(topic_records(broker, name)[0]) or {}).get(DEDUP_POLICY)
-        topic_policy = value if isinstance(value, bool) else None
-        if topic_policy is not None or not applied:
-            return topic_policy
-        return deduplication_enabled(None, broker.policies_of(name), broker.config)
-
-    @router.post("/{tenant}/{namespace}/{topic}/deduplicationEnabled", status_code=204,
-                 summary="Set the topic's deduplication policy (applies when the topic is next loaded)")
-    async def set_topic_deduplication(broker: Broker, tenant: str, namespace: str, topic: str,
-                                      enabled: Annotated[StrictBool, Body()]) -> None:
-        name = name_of(tenant, namespace, topic)
-        require_exists(broker, name)
-        set_topic_property(broker, topic_records(broker, name), DEDUP_POLICY, enabled)
-
-    @router.delete("/{tenant}/{namespace}/{topic}/deduplicationEnabled", status_code=204,
-                   summary="Remove the topic's deduplication policy")
-    async def remove_topic_deduplication(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
-        name = name_of(tenant, namespace, topic)
-        require_exists(broker, name)
-        set_topic_property(broker, topic_records(broker, name), DEDUP_POLICY, None)
 
     @router.post("/{tenant}/{namespace}/{topic}/all_subscription/expireMessages/{expireTimeInSeconds}",
                  status_code=204, summary="Expire messages older than the given age on every subscription")

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from magnetar.core.backlog import backlog_size_bytes, oldest_backlog, topic_backlog_bytes
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
 from magnetar.core.topic import topic_of
+from magnetar.server import topic_lifecycle
 
 if TYPE_CHECKING:
     from magnetar.core.consumer import Consumer
@@ -51,13 +53,11 @@ def register_consumer_stats(sub_type: str, hook: ConsumerStatsHook) -> None:
 
 
 def _dispatcher_subscription_stats(sub: Subscription) -> Stats:
-    method = getattr(sub.dispatcher, "subscription_stats", None)
-    return dict(method()) if callable(method) else {}
+    return dict(sub.dispatcher.subscription_stats())
 
 
 def _dispatcher_consumer_stats(sub: Subscription, consumer: Consumer) -> Stats:
-    method = getattr(sub.dispatcher, "consumer_stats", None)
-    return dict(method(consumer)) if callable(method) else {}
+    return dict(sub.dispatcher.consumer_stats(consumer))
 
 
 register_subscription_stats("Key_Shared", _dispatcher_subscription_stats)
@@ -87,8 +87,7 @@ def delayed_delivery_stats(sub: Subscription) -> DelayedStats:
     tracker = sub.delayed_tracker
     if tracker is None:
         return DelayedStats()
-    return DelayedStats(int(getattr(tracker, "number_of_delayed_messages", 0)),
-                        int(getattr(tracker, "buffer_memory_bytes", 0)))
+    return DelayedStats(tracker.number_of_delayed_messages, tracker.buffer_memory_bytes)
 
 
 DELAYED_DELIVERY_STATS: Callable[[Subscription], DelayedStats] = delayed_delivery_stats
@@ -161,21 +160,6 @@ def consumer_stats(sub: Subscription, consumer: Consumer, now_ms: int) -> Stats:
 
 
 # -- subscriptions ------------------------------------------------------------------------------
-def backlog_size_bytes(topic: Topic, mark_delete: Position) -> int:
-    """Estimated bytes after ``mark_delete``, pro rata within the ledger it falls in."""
-    total = 0
-    for info in topic.ledger.ledgers():
-        if info.entries <= 0 or info.ledger_id < mark_delete.ledger_id:
-            continue
-        if info.ledger_id > mark_delete.ledger_id:
-            total += info.size_bytes
-            continue
-        remaining = info.entries - (mark_delete.entry_id + 1)
-        if remaining > 0:
-            total += info.size_bytes * remaining // info.entries
-    return total
-
-
 def earliest_publish_time_in_backlog(sub: Subscription) -> int:
     topic = sub.topic
     last = topic.last_readable()
@@ -197,9 +181,8 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
     consumers = [consumer_stats(sub, c, now_ms) for c in sub.consumers]
     backlog = sub.backlog()
     delayed = DELAYED_DELIVERY_STATS(sub)
-    expiry = broker.recorder.expiry.get((str(sub.topic.name), sub.name))
     ranges = sub.cursor.deleted_ranges()
-    active = getattr(sub.dispatcher, "active", None)
+    active = sub.dispatcher.active_consumer()
     stats: Stats = {
         "msgRateOut": float(sum(c["msgRateOut"] for c in consumers)),
         "msgThroughputOut": float(sum(c["msgThroughputOut"] for c in consumers)),
@@ -214,14 +197,14 @@ def subscription_stats(broker: BrokerOperations, sub: Subscription, now_ms: int,
         "earliestMsgPublishTimeInBacklog": earliest_publish_time_in_backlog(sub)
         if options.get_earliest_time_in_backlog else 0,
         "msgBacklogNoDelayed": max(0, backlog - delayed.messages),
-        "blockedSubscriptionOnUnackedMsgs": bool(getattr(sub.dispatcher, "blocked_on_unacked", False)),
+        "blockedSubscriptionOnUnackedMsgs": sub.dispatcher.blocked_on_unacked,
         "msgDelayed": delayed.messages,
         "unackedMessages": sub.unacked_messages(),
         "type": sub.sub_type,
         "activeConsumerName": active.consumer_name if active is not None else None,
-        "msgRateExpired": expiry.expired.rate(now_ms)[0] if expiry else 0.0,
-        "totalMsgExpired": expiry.expired.total_msgs if expiry else 0,
-        "lastExpireTimestamp": expiry.last_expire_ms if expiry else 0,
+        "msgRateExpired": sub.expired.rate(now_ms)[0],
+        "totalMsgExpired": sub.expired.total_msgs,
+        "lastExpireTimestamp": sub.expired.last_ms,
         "lastConsumedFlowTimestamp": 0,
         "lastConsumedTimestamp": max((c["lastConsumedTimestamp"] for c in consumers), default=0),
         "lastAckedTimestamp": max((c["lastAckedTimestamp"] for c in consumers), default=0),
@@ -252,12 +235,26 @@ def deduplication_status(topic: Topic) -> str:
     return "Disabled" if dedup is None else str(dedup.status)
 
 
+def lifecycle_stats(broker: BrokerOperations, topic: Topic, now_ms: int) -> Stats:
+    """Backlog quota limits (-1: none), the oldest unacknowledged message (PIP-323; age 0
+    without backlog) and the topic's creation and last publish times (ms)."""
+    quotas = topic_lifecycle.backlog_quotas_of(broker, topic)
+    oldest = oldest_backlog(topic)
+    return {
+        "backlogQuotaLimitSize": quotas.size.limit,
+        "backlogQuotaLimitTime": quotas.time.limit,
+        "oldestBacklogMessageAgeSeconds": oldest.age_s(now_ms) if oldest is not None else 0,
+        "oldestBacklogMessageSubscriptionName": oldest.subscription if oldest is not None else None,
+        "topicCreationTimeStamp": topic.created_ms,
+        "lastPublishTimeStamp": topic.last_publish_ms,
+    }
+
+
 def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
                 options: StatsOptions = StatsOptions()) -> Stats:
     rate_in, throughput_in = topic.msg_in.rate(now_ms)
     subscriptions = {name: subscription_stats(broker, sub, now_ms, options)
                      for name, sub in sorted(topic.subscriptions.items())}
-    slowest = topic.slowest_mark_delete()
     ranges = sum(s["nonContiguousDeletedMessagesRanges"] for s in subscriptions.values())
     stats: Stats = {
         "msgRateIn": rate_in,
@@ -273,7 +270,7 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
         "averageMsgSize": throughput_in / rate_in if rate_in else 0.0,
         "msgChunkPublished": False,
         "storageSize": topic.ledger.total_size_bytes(),
-        "backlogSize": backlog_size_bytes(topic, slowest) if slowest is not None else 0,
+        "backlogSize": topic_backlog_bytes(topic),
         "publishRateLimitedTimes": topic.publish_limiter.limited_times if topic.publish_limiter else 0,
         "earliestMsgPublishTimeInBacklogs": min(
             (s["earliestMsgPublishTimeInBacklog"] for s in subscriptions.values()
@@ -296,11 +293,11 @@ def topic_stats(broker: BrokerOperations, topic: Topic, now_ms: int,
         "nonContiguousDeletedMessagesRangesSerializedSize": 16 * ranges,
         "delayedMessageIndexSizeInBytes": sum(
             s["delayedMessageIndexSizeInBytes"] for s in subscriptions.values()),
-        "compaction": {"lastCompactionRemovedEventCount": 0, "lastCompactionSucceedTimestamp": 0,
-                       "lastCompactionFailedTimestamp": 0, "lastCompactionDurationTimeInMills": 0},
+        "compaction": asdict(topic.compacted.record),
         "ownerBroker": f"{broker.config.advertisedAddress}:"
                        f"{broker.config.webServicePort or broker.config.webServicePortTls}",
     }
+    stats.update(lifecycle_stats(broker, topic, now_ms))
     if stats["topicEpoch"] is None:
         del stats["topicEpoch"]
     if not topic.name.persistent:
@@ -372,7 +369,22 @@ def aggregate_topic_stats(parts: list[Stats]) -> Stats:
         default=0)
     if parts:
         total["deduplicationStatus"] = parts[0]["deduplicationStatus"]
+        total.update(_aggregate_lifecycle(parts))
     return total
+
+
+def _aggregate_lifecycle(parts: list[Stats]) -> Stats:
+    """As ``TopicStatsImpl.add``: the quota limits (the same on every partition), the oldest
+    backlog message of all partitions, the earliest creation and the latest publish."""
+    oldest = max(parts, key=lambda p: p["oldestBacklogMessageAgeSeconds"])
+    return {
+        "backlogQuotaLimitSize": parts[0]["backlogQuotaLimitSize"],
+        "backlogQuotaLimitTime": parts[0]["backlogQuotaLimitTime"],
+        "oldestBacklogMessageAgeSeconds": oldest["oldestBacklogMessageAgeSeconds"],
+        "oldestBacklogMessageSubscriptionName": oldest["oldestBacklogMessageSubscriptionName"],
+        "topicCreationTimeStamp": min(p["topicCreationTimeStamp"] for p in parts),
+        "lastPublishTimeStamp": max(p["lastPublishTimeStamp"] for p in parts),
+    }
 
 
 def partitioned_topic_stats(partitions: int, parts: dict[str, Stats], per_partition: bool) -> Stats:
@@ -417,6 +429,14 @@ def cursor_internal_stats(topic: Topic, sub: Subscription, entries_added: int) -
     }
 
 
+def compacted_ledger_stats(topic: Topic) -> Stats:
+    """The compacted view's ledger, as Pulsar's internal stats show it (-1: none yet)."""
+    view = topic.compacted.view
+    return {"ledgerId": view.ledger_id if view is not None else -1,
+            "entries": len(view) if view is not None else -1,
+            "size": view.size_bytes if view is not None else -1, "offloaded": False, "underReplicated": False}
+
+
 def internal_stats(topic: Topic) -> Stats:
     ledger = topic.ledger
     ledgers = ledger.ledgers()
@@ -445,6 +465,5 @@ def internal_stats(topic: Topic) -> Stats:
         "cursors": {name: cursor_internal_stats(topic, sub, entries_added)
                     for name, sub in sorted(topic.subscriptions.items())},
         "schemaLedgers": [],
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False,
-                            "underReplicated": False},
+        "compactedLedger": compacted_ledger_stats(topic),
     }

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import quote
 
@@ -38,8 +41,9 @@ tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces and their policies.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics, partitions, subscriptions and messages.", no_args_is_help=True)
 brokers_app = typer.Typer(help="Broker health and configuration.", no_args_is_help=True)
+schemas_app = typer.Typer(help="Topic schemas: get, upload, delete, test compatibility.", no_args_is_help=True)
 for _group, _name in ((clusters_app, "clusters"), (tenants_app, "tenants"), (namespaces_app, "namespaces"),
-                      (topics_app, "topics"), (brokers_app, "brokers")):
+                      (topics_app, "topics"), (brokers_app, "brokers"), (schemas_app, "schemas")):
     admin_app.add_typer(_group, name=_name)
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -49,12 +53,22 @@ SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 class Admin:
     url: str
     json_output: bool
+    #: ``Authorization`` header value (``Bearer <token>``), when the broker wants credentials
+    authorization: str | None = None
+    #: CA file for an ``https://`` admin URL (None: the system's)
+    trust_certs: str | None = None
 
     def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
         kwargs: dict[str, Any] = {"params": params}
+        headers: dict[str, str] = {}
         if body is not None:
             kwargs["content"] = json.dumps(body)
-            kwargs["headers"] = {"content-type": "application/json"}
+            headers["content-type"] = "application/json"
+        if self.authorization:
+            headers["authorization"] = self.authorization
+        kwargs["headers"] = headers
+        if self.trust_certs:
+            kwargs["verify"] = ssl.create_default_context(cafile=self.trust_certs)
         import httpx
         try:
             response = httpx.request(method, self.url + path, timeout=30, **kwargs)
@@ -97,8 +111,14 @@ def _reason(response: httpx.Response) -> str:
 def _admin(ctx: typer.Context,
            admin_url: Annotated[str, typer.Option("--admin-url", envvar="MAGNETAR_ADMIN_URL",
                                                   help="The broker's HTTP address")] = "http://localhost:8080",
-           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False) -> None:
-    ctx.obj = Admin(admin_url.rstrip("/"), json_output)
+           json_output: Annotated[bool, typer.Option("--json", help="Print the API's JSON")] = False,
+           auth_token: Annotated[str | None, typer.Option("--auth-token", envvar="MAGNETAR_AUTH_TOKEN",
+                                                          help="a token (AuthenticationProviderToken)")] = None,
+           tls_trust_certs: Annotated[str | None, typer.Option(
+               "--tls-trust-certs", envvar="MAGNETAR_TLS_TRUST_CERTS",
+               help="CA file for an https:// admin URL")] = None) -> None:
+    authorization = f"Bearer {auth_token.strip()}" if auth_token else None
+    ctx.obj = Admin(admin_url.rstrip("/"), json_output, authorization, tls_trust_certs)
 
 
 def _admin_of(ctx: typer.Context) -> Admin:
@@ -290,27 +310,39 @@ POLICY_VERBS = (
     ("max-subscriptions-per-topic", "maxSubscriptionsPerTopic"),
     ("max-topics-per-namespace", "maxTopicsPerNamespace"),
     ("publish-rate", "publishRate"),
+    ("inactive-topic-policies", "inactiveTopicPolicies"),
+    ("subscription-expiration-time", "subscriptionExpirationTime"),
 )
 
 
-def _add_policy_verbs(verb: str, path: str) -> None:
-    def get_policy(ctx: typer.Context, namespace: str) -> None:
+def _add_policy_verbs(app: typer.Typer, verb: str, path: str, noun: str, base_of: Callable[[str], str],
+                      *, applied: bool = False) -> None:
+    """``get-<verb>`` and ``remove-<verb>`` of a namespace or topic policy; ``applied``
+    gives ``get-`` Pulsar's ``--applied`` (the value that applies, from whichever level)."""
+    def get_policy(ctx: typer.Context, name: str, effective: bool = False) -> None:
         admin = _admin_of(ctx)
-        admin.show(admin.get(f"{namespace_path(namespace)}/{path}"))
+        admin.show(admin.get(f"{base_of(name)}/{path}", params={"applied": "true"} if effective else None))
 
-    def remove_policy(ctx: typer.Context, namespace: str) -> None:
+    def remove_policy(ctx: typer.Context, name: str) -> None:
         admin = _admin_of(ctx)
-        admin.call("DELETE", f"{namespace_path(namespace)}/{path}")
-        admin.done(f"Removed {path} from {namespace}")
+        admin.call("DELETE", f"{base_of(name)}/{path}")
+        admin.done(f"Removed {path} from {name}")
 
-    get_policy.__doc__ = f"Show the {verb.replace('-', ' ')} policy."
-    remove_policy.__doc__ = f"Remove the {verb.replace('-', ' ')} policy (the broker default applies)."
-    namespaces_app.command(f"get-{verb}")(get_policy)
-    namespaces_app.command(f"remove-{verb}")(remove_policy)
+    # this module's annotations are strings; these are built here, where noun and applied are known
+    argument = Annotated[str, typer.Argument(metavar=noun.upper())]
+    option = Annotated[bool, typer.Option("--applied", "-ap", hidden=not applied,
+                                          help="the value that applies (topic, namespace or broker)")]
+    get_policy.__annotations__ = {"ctx": typer.Context, "name": argument, "effective": option, "return": None}
+    remove_policy.__annotations__ = {"ctx": typer.Context, "name": argument, "return": None}
+    what = verb.replace("-", " ")
+    get_policy.__doc__ = f"Show the {noun}'s {what} policy."
+    remove_policy.__doc__ = f"Remove the {noun}'s {what} policy (the next level's applies)."
+    app.command(f"get-{verb}")(get_policy)
+    app.command(f"remove-{verb}")(remove_policy)
 
 
 for _verb, _path in POLICY_VERBS:
-    _add_policy_verbs(_verb, _path)
+    _add_policy_verbs(namespaces_app, _verb, _path, "namespace", namespace_path)
 
 
 @namespaces_app.command("set-deduplication")
@@ -325,10 +357,14 @@ def set_retention(ctx: typer.Context, namespace: str,
                   size: Annotated[str, typer.Option("--size", "-s", help="e.g. 10M, 2G, -1 (infinite)")],
                   time_: Annotated[str, typer.Option("--time", "-t", help="e.g. 3h, 7d, -1 (infinite)")]) -> None:
     """Keep acknowledged messages for a time and/or size."""
+    _set_policy(ctx, namespace, "retention", _retention_body(size, time_))
+
+
+def _retention_body(size: str, time_: str) -> dict[str, int]:
     minutes = -1 if time_.strip() == "-1" else parse_duration_ms(time_, "m") // 60_000
     size_bytes = parse_size_bytes(size)
     megabytes = -1 if size_bytes < 0 else size_bytes // (1024 * 1024)
-    _set_policy(ctx, namespace, "retention", {"retentionTimeInMinutes": minutes, "retentionSizeInMB": megabytes})
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": megabytes}
 
 
 @namespaces_app.command("set-message-ttl")
@@ -370,6 +406,46 @@ def remove_backlog_quota(ctx: typer.Context, namespace: str,
     admin = _admin_of(ctx)
     admin.call("DELETE", f"{namespace_path(namespace)}/backlogQuota", params={"backlogQuotaType": quota_type})
     admin.done(f"Removed backlog quota from {namespace}")
+
+
+@namespaces_app.command("unload")
+def namespaces_unload(ctx: typer.Context, namespace: str) -> None:
+    """Unload every topic of the namespace: clients reconnect and the topics load again."""
+    admin = _admin_of(ctx)
+    admin.call("PUT", f"{namespace_path(namespace)}/unload")
+    admin.done(f"Unloaded namespace {namespace}")
+
+
+@namespaces_app.command("clear-backlog")
+def namespaces_clear_backlog(ctx: typer.Context, namespace: str,
+                             subscription: Annotated[str | None, typer.Option("--sub", "-s")] = None) -> None:
+    """Skip every message of every subscription (or of one) on every topic of the namespace."""
+    admin = _admin_of(ctx)
+    suffix = "" if subscription is None else f"/{subscription}"
+    admin.call("POST", f"{namespace_path(namespace)}/clearBacklog{suffix}")
+    admin.done(f"Cleared the backlog of {namespace}")
+
+
+@namespaces_app.command("set-inactive-topic-policies")
+def set_inactive_topic_policies(
+        ctx: typer.Context, namespace: str,
+        mode: Annotated[str, typer.Option("--delete-mode", "-m", help=(
+            "delete_when_no_subscriptions | delete_when_subscriptions_caught_up"))],
+        max_inactive: Annotated[str, typer.Option("--max-inactive-duration", "-t", help="e.g. 600 or 10m")],
+        enable: Annotated[bool, typer.Option("--enable-delete-while-inactive/--disable-delete-while-inactive",
+                                             "-e/-d")] = True) -> None:
+    """When an unused topic of the namespace is deleted."""
+    _set_policy(ctx, namespace, "inactiveTopicPolicies", {
+        "inactiveTopicDeleteMode": mode, "maxInactiveDurationSeconds": parse_duration_ms(max_inactive) // 1000,
+        "deleteWhileInactive": enable})
+
+
+@namespaces_app.command("set-subscription-expiration-time")
+def set_subscription_expiration_time(
+        ctx: typer.Context, namespace: str,
+        minutes: Annotated[int, typer.Option("--time", "-t", help="minutes; 0 keeps subscriptions")]) -> None:
+    """Delete subscriptions without consumers for this long."""
+    _set_policy(ctx, namespace, "subscriptionExpirationTime", minutes)
 
 
 @namespaces_app.command("set-delayed-delivery")
@@ -548,10 +624,58 @@ def topics_delete_partitioned(ctx: typer.Context, topic: str, force: ForceOption
 @topics_app.command("unload")
 def topics_unload(ctx: typer.Context, topic: str) -> None:
     """Unload a topic: clients reconnect and it is loaded again."""
+    _put_to_topic(ctx, topic, "unload", "Unloaded topic {name}")
+
+
+def _put_to_topic(ctx: typer.Context, topic: str, action: str, message: str) -> None:
     admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/unload")
-    admin.done(f"Unloaded topic {name}")
+    admin.call("PUT", f"{path}/{action}")
+    admin.done(message.format(name=name))
+
+
+@topics_app.command("compact")
+def topics_compact(ctx: typer.Context, topic: str) -> None:
+    """Start compacting a topic: keep the latest message of each key (fails while one runs)."""
+    _put_to_topic(ctx, topic, "compaction", "Topic compaction requested for {name}")
+
+
+_COMPACTION_MESSAGES = {"NOT_RUN": "Compaction has not been run for {topic} since broker startup",
+                        "RUNNING": "Compaction is currently running", "SUCCESS": "Compaction was a success"}
+
+
+@topics_app.command("compaction-status")
+def topics_compaction_status(ctx: typer.Context, topic: str,
+                             wait_complete: Annotated[bool, typer.Option(
+                                 "--wait-complete", "-w", help="Wait until the compaction ends")] = False) -> None:
+    """Show the status of a topic's compaction (exit status 1 when it failed)."""
+    admin = _admin_of(ctx)
+    name, path = topic_path(topic)
+    status = admin.get(f"{path}/compaction")
+    while wait_complete and status["status"] == "RUNNING":
+        time.sleep(0.2)
+        status = admin.get(f"{path}/compaction")
+    if admin.json_output:
+        print_json(status)
+    if status["status"] == "ERROR":
+        fail(f"Error compacting: {status['lastError']}")
+    admin.done(_COMPACTION_MESSAGES[status["status"]].format(topic=name))
+
+
+@topics_app.command("terminate")
+def topics_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate a topic: no more messages; prints the id of its last message."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate").json())
+
+
+@topics_app.command("partitioned-terminate")
+def topics_partitioned_terminate(ctx: typer.Context, topic: str) -> None:
+    """Terminate every partition of a partitioned topic; prints each last message id."""
+    admin = _admin_of(ctx)
+    _, path = topic_path(topic)
+    admin.show(admin.call("POST", f"{path}/terminate/partitions").json())
 
 
 @topics_app.command("lookup")
@@ -877,3 +1001,200 @@ def topics_permissions(ctx: typer.Context, topic: str) -> None:
     admin = _admin_of(ctx)
     _, path = topic_path(topic)
     admin.show(admin.get(f"{path}/permissions"))
+
+
+# -- schemas (pulsar-admin schemas ...) -----------------------------------------------------------
+def schema_path(topic: str) -> tuple[TopicName, str]:
+    """``/admin/v2/schemas/{tenant}/{namespace}/{topic}`` of a topic (a partition's is its parent's)."""
+    name, _ = topic_path(topic)
+    return name, f"/admin/v2/schemas/{name.tenant}/{name.namespace}/{quote(name.local_name, safe='')}"
+
+
+FilenameOption = Annotated[Path, typer.Option("--filename", "-f", help=(
+    'a JSON file {"type": "AVRO", "schema": "<definition>", "properties": {...}}'))]
+
+
+def _schema_payload(filename: Path) -> Any:
+    try:
+        payload = json.loads(filename.read_text())
+    except OSError as exc:
+        fail(f"cannot read {filename}: {exc.strerror}")
+    except ValueError as exc:
+        fail(f"{filename} is not JSON: {exc}")
+    if not isinstance(payload, dict):
+        fail(f'{filename} must hold a JSON object {{"type": ..., "schema": ..., "properties": ...}}')
+    return payload
+
+
+@schemas_app.command("get")
+def schemas_get(ctx: typer.Context, topic: str,
+                version: Annotated[int | None, typer.Option("--version", "-v", help="a version number")] = None,
+                all_versions: Annotated[bool, typer.Option("--all-version", "-a", help="every version")] = False
+                ) -> None:
+    """Show a topic's schema (the latest, one version, or all)."""
+    admin = _admin_of(ctx)
+    _, path = schema_path(topic)
+    if all_versions:
+        admin.show(admin.get(f"{path}/schemas").get("getSchemaResponses", []), "schema")
+    elif version is not None:
+        admin.show(admin.get(f"{path}/schema/{version}"))
+    else:
+        admin.show(admin.get(f"{path}/schema"))
+
+
+@schemas_app.command("upload")
+def schemas_upload(ctx: typer.Context, topic: str, filename: FilenameOption) -> None:
+    """Upload a schema; it becomes a new version if compatible with the topic's."""
+    admin = _admin_of(ctx)
+    name, path = schema_path(topic)
+    response = admin.call("POST", f"{path}/schema", _schema_payload(filename)).json()
+    if admin.json_output:
+        print_json(response)
+    admin.done(f"Uploaded a schema to {name}: version {response['version']['version']}")
+
+
+@schemas_app.command("delete")
+def schemas_delete(ctx: typer.Context, topic: str,
+                   force: Annotated[bool, typer.Option("--force", "-f", help="remove every version for good")]
+                   = False) -> None:
+    """Delete a topic's schema (a delete marker version; every version with --force)."""
+    admin = _admin_of(ctx)
+    name, path = schema_path(topic)
+    admin.call("DELETE", f"{path}/schema", params={"force": str(force).lower()})
+    admin.done(f"Deleted the schema of {name}")
+
+
+@schemas_app.command("compatibility")
+def schemas_compatibility(ctx: typer.Context, topic: str, filename: FilenameOption) -> None:
+    """Test whether a schema is compatible with the topic's under its strategy."""
+    admin = _admin_of(ctx)
+    _, path = schema_path(topic)
+    response = admin.call("POST", f"{path}/compatibility", _schema_payload(filename)).json()
+    if admin.json_output:
+        print_json(response)
+        return
+    verdict = "compatible" if response["isCompatibility"] else "NOT compatible"
+    typer.echo(f"The schema is {verdict} (strategy {response['schemaCompatibilityStrategy']})")
+
+
+@namespaces_app.command("set-schema-compatibility-strategy")
+def set_schema_compatibility_strategy(
+        ctx: typer.Context, namespace: str,
+        strategy: Annotated[str, typer.Option("--compatibility", "-c", help=(
+            "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, "
+            "FORWARD_TRANSITIVE, FULL_TRANSITIVE"))]) -> None:
+    """Set the schema compatibility strategy of a namespace."""
+    admin = _admin_of(ctx)
+    admin.call("PUT", f"{namespace_path(namespace)}/schemaCompatibilityStrategy", strategy.upper())
+    admin.done(f"Set the schema compatibility strategy of {namespace} to {strategy.upper()}")
+
+
+@namespaces_app.command("get-schema-compatibility-strategy")
+def get_schema_compatibility_strategy(ctx: typer.Context, namespace: str) -> None:
+    """Show the schema compatibility strategy of a namespace."""
+    admin = _admin_of(ctx)
+    admin.show(admin.get(f"{namespace_path(namespace)}/schemaCompatibilityStrategy"))
+
+
+def _add_flag_verb(verb: str, path: str, doc: str) -> None:
+    """A namespace flag set with ``--enable/--disable``, as pulsar-admin's."""
+    def set_flag(ctx: typer.Context, namespace: str,
+                 enable: Annotated[bool, typer.Option("--enable/--disable", "-e/-d")] = True) -> None:
+        admin = _admin_of(ctx)
+        admin.call("POST", f"{namespace_path(namespace)}/{path}", enable)
+        admin.done(f"Set {path} of {namespace} to {str(enable).lower()}")
+
+    set_flag.__doc__ = doc
+    namespaces_app.command(verb)(set_flag)
+
+
+_add_flag_verb("set-is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
+               "Allow (or forbid) producers to add new schema versions.")
+_add_flag_verb("set-schema-validation-enforce", "schemaValidationEnforced",
+               "Refuse (or accept) producers without a schema on topics that have one.")
+
+
+# -- topic policies ----------------------------------------------------------------------------
+#: (verb suffix, REST path under the topic) of the topic policies with get-/remove- verbs
+TOPIC_POLICY_VERBS = (
+    ("retention", "retention"),
+    ("message-ttl", "messageTTL"),
+    ("deduplication", "deduplicationEnabled"),
+    ("max-producers", "maxProducers"),
+    ("max-consumers", "maxConsumers"),
+    ("max-consumers-per-subscription", "maxConsumersPerSubscription"),
+    ("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer"),
+    ("max-unacked-messages-on-subscription", "maxUnackedMessagesOnSubscription"),
+    ("compaction-threshold", "compactionThreshold"),
+    ("delayed-delivery", "delayedDelivery"),
+    ("inactive-topic-policies", "inactiveTopicPolicies"),
+    ("schema-compatibility-strategy", "schemaCompatibilityStrategy"),
+)
+#: (verb suffix, REST path, option) of the topic limits set with one integer
+TOPIC_LIMIT_VERBS = (
+    ("max-producers", "maxProducers", "--max-producers"),
+    ("max-consumers", "maxConsumers", "--max-consumers"),
+    ("max-consumers-per-subscription", "maxConsumersPerSubscription", "--max-consumers-per-subscription"),
+    ("max-unacked-messages-on-consumer", "maxUnackedMessagesOnConsumer", "--max-unacked-messages"),
+    ("max-unacked-messages-on-subscription", "maxUnackedMessagesOnSubscription", "--max-unacked-messages"),
+)
+
+
+def _set_topic_policy(ctx: typer.Context, topic: str, path: str, value: Any = None,
+                      params: dict[str, Any] | None = None) -> None:
+    admin = _admin_of(ctx)
+    name, base = topic_path(topic)
+    admin.call("POST", f"{base}/{path}", value, params=params)
+    admin.done(f"Set {path} on {name}")
+
+
+def _topic_base(topic: str) -> str:
+    return topic_path(topic)[1]
+
+
+def _add_topic_limit_verb(verb: str, path: str, option: str) -> None:
+    def set_limit(ctx: typer.Context, topic: str, value: int) -> None:
+        _set_topic_policy(ctx, topic, path, value)
+
+    # this module's annotations are strings, and the option's name is known only here
+    set_limit.__annotations__ = {"ctx": typer.Context, "topic": str, "value": Annotated[int, typer.Option(option)],
+                                 "return": None}
+    set_limit.__doc__ = f"Set the topic's {verb.replace('-', ' ')} (0: no limit)."
+    topics_app.command(f"set-{verb}")(set_limit)
+
+
+for _verb, _path in TOPIC_POLICY_VERBS:
+    _add_policy_verbs(topics_app, _verb, _path, "topic", _topic_base, applied=True)
+for _verb, _path, _option in TOPIC_LIMIT_VERBS:
+    _add_topic_limit_verb(_verb, _path, _option)
+
+
+@topics_app.command("set-retention")
+def topics_set_retention(ctx: typer.Context, topic: str,
+                         size: Annotated[str, typer.Option("--size", "-s", help="e.g. 10M, 2G, -1 (infinite)")],
+                         time_: Annotated[str, typer.Option("--time", "-t", help="e.g. 3h, 7d, -1 (infinite)")]
+                         ) -> None:
+    """Keep the topic's acknowledged messages for a time and/or size."""
+    _set_topic_policy(ctx, topic, "retention", _retention_body(size, time_))
+
+
+@topics_app.command("set-message-ttl")
+def topics_set_message_ttl(ctx: typer.Context, topic: str,
+                           ttl: Annotated[str, typer.Option("--ttl", "-t", help="e.g. 3600 or 1h")]) -> None:
+    """Expire the topic's unacknowledged messages older than the TTL."""
+    _set_topic_policy(ctx, topic, "messageTTL", params={"messageTTL": parse_duration_ms(ttl) // 1000})
+
+
+@topics_app.command("set-deduplication")
+def topics_set_deduplication(ctx: typer.Context, topic: str,
+                             enable: Annotated[bool, typer.Option("--enable/--disable", "-e/-d")] = True) -> None:
+    """Enable or disable producer deduplication on the topic."""
+    _set_topic_policy(ctx, topic, "deduplicationEnabled", enable)
+
+
+@topics_app.command("set-compaction-threshold")
+def topics_set_compaction_threshold(ctx: typer.Context, topic: str,
+                                    threshold: Annotated[str, typer.Option("--threshold", "-t",
+                                                                           help="backlog size, e.g. 100M")]) -> None:
+    """Compact the topic once its backlog exceeds this size (0: never)."""
+    _set_topic_policy(ctx, topic, "compactionThreshold", parse_size_bytes(threshold))

@@ -1,4 +1,4 @@
-"""The ``magnetar`` command: ``standalone``, and the ``admin``, ``client`` and ``perf`` groups."""
+"""The ``magnetar`` command: ``standalone``, and the ``admin``, ``client``, ``perf`` and ``tokens`` groups."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import typer
 from magnetar.cli.admin import admin_app
 from magnetar.cli.client import client_app
 from magnetar.cli.perf import perf_app
+from magnetar.cli.tokens import tokens_app
 from magnetar.config import ConfigError, load_config
 
 app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_is_help=True,
@@ -18,6 +19,7 @@ app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_
 app.add_typer(admin_app, name="admin")
 app.add_typer(client_app, name="client")
 app.add_typer(perf_app, name="perf")
+app.add_typer(tokens_app, name="tokens")
 
 
 @app.callback()

@@ -39,12 +39,38 @@ class BrokerConfig:
     #: 0 means unlimited in Pulsar; Magnetar caps it so a typo cannot create a million partitions
     maxNumPartitionsPerPartitionedTopic: int = 1024
     allowAutoSubscriptionCreation: bool = True
-    brokerDeleteInactiveTopicsEnabled: bool = False
+    #: inactive topics (Pulsar's keys and defaults; standalone.conf also has them on): a topic
+    #: with no producer or consumer, and no subscription (delete_when_no_subscriptions) or no
+    #: backlog (delete_when_subscriptions_caught_up), for the max inactive duration is deleted
+    brokerDeleteInactiveTopicsEnabled: bool = True
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    #: None: brokerDeleteInactiveTopicsFrequencySeconds, as in Pulsar
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int | None = None
+    #: subscriptions without consumers this long are deleted (0 = never); Magnetar accepts fractions
+    subscriptionExpirationTimeMinutes: float = 0
+    subscriptionExpiryCheckIntervalInMinutes: float = 5
+    # data lifecycle: retention of consumed data, message TTL, backlog quotas, compaction, schemas
+    defaultRetentionTimeInMinutes: int = 0
+    defaultRetentionSizeInMB: int = 0
+    retentionCheckIntervalInSeconds: int = 120
+    ttlDurationDefaultInSeconds: int = 0
+    #: an int in Pulsar; fractions are accepted so that tests can expire within a second
+    messageExpiryCheckIntervalInMinutes: float = 5
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: int = 60
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    brokerServiceCompactionThresholdInBytes: int = 0
+    #: fractions are accepted so that tests can check within a second
+    brokerServiceCompactionMonitorIntervalInSeconds: float = 60
+    topicCompactionRetainNullKey: bool = False
+    schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     maxUnackedMessagesPerConsumer: int = 50000
     maxUnackedMessagesPerSubscription: int = 200000
     acknowledgmentAtBatchIndexLevelEnabled: bool = True
-    dispatcherMaxReadBatchSize: int = 100
     subscriptionKeySharedUseConsistentHashing: bool = True
     subscriptionKeySharedConsistentHashingReplicaPoints: int = 100
     subscriptionKeySharedUseClassicPersistentImplementation: bool = False
@@ -87,6 +113,11 @@ class BrokerConfig:
     brokerPropertyDeduplicationPropertyName: str = "__dedup_id"
     brokerPropertyDeduplicationWindowSeconds: int = 600
     brokerPropertyDeduplicationMaxIdsPerTopic: int = 100000
+    # schemas (Pulsar's SchemaRegistryService settings; schemaCompatibilityStrategy is above)
+    #: a new compatible schema may be added by a producer (namespace is_allow_auto_update_schema)
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    #: producers without a schema are refused on topics that have one
+    isSchemaValidationEnforced: bool = False
     # metrics
     exposeTopicLevelMetricsInPrometheus: bool = True
     exposeConsumerLevelMetricsInPrometheus: bool = False
@@ -214,9 +245,12 @@ class BrokerConfig:
                 f"diskUsageWarnThreshold={self.diskUsageWarnThreshold} and diskUsageThreshold="
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
+        self._validate_lifecycle()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
-                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger", "dispatcherMaxReadBatchSize",
-                    "keepAliveIntervalSeconds")
+                    "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
+                    "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
+                    "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds",
+                    "brokerServiceCompactionMonitorIntervalInSeconds")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
@@ -230,10 +264,32 @@ class BrokerConfig:
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
                     "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
                     "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",
-                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte"):
+                    "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte",
+                    "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 
+    def _validate_lifecycle(self) -> None:
+        for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",
+                    "backlogQuotaDefaultLimitSecond"):
+            if getattr(self, key) < -1:
+                raise ConfigError(f"{key}={getattr(self, key)} must be -1 (no limit) or more")
+        choices = {"backlogQuotaDefaultRetentionPolicy": LIFECYCLE_CHOICES["backlog"],
+                   "brokerDeleteInactiveTopicsMode": LIFECYCLE_CHOICES["inactive"],
+                   "schemaCompatibilityStrategy": LIFECYCLE_CHOICES["schema"]}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise ConfigError(f"{key}={getattr(self, key)!r}: use one of " + ", ".join(allowed))
+        for key in ("brokerDeleteInactiveTopicsFrequencySeconds", "backlogQuotaCheckIntervalInSeconds",
+                    "subscriptionExpiryCheckIntervalInMinutes"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
+        duration = self.brokerDeleteInactiveTopicsMaxInactiveDurationSeconds
+        if duration is not None and duration < 0:
+            raise ConfigError(f"brokerDeleteInactiveTopicsMaxInactiveDurationSeconds={duration} must not be negative")
+        if self.subscriptionExpirationTimeMinutes < 0:
+            raise ConfigError(f"subscriptionExpirationTimeMinutes={self.subscriptionExpirationTimeMinutes} "
+                              "must not be negative (0 keeps subscriptions)")
 
     def _validate_security(self) -> None:
         unknown = [name for name in _names(self.authenticationProviders) if name not in AUTHENTICATION_PROVIDERS]
@@ -279,6 +335,13 @@ AUTHENTICATION_PROVIDERS = {
 #: keys whose values are secrets (a data: URL holds the key itself): masked when shown
 SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
+#: the values Pulsar's enums allow for the data-lifecycle settings
+LIFECYCLE_CHOICES = {
+    "backlog": ("producer_request_hold", "producer_exception", "consumer_backlog_eviction"),
+    "inactive": ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up"),
+    "schema": ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL", "BACKWARD_TRANSITIVE",
+               "FORWARD_TRANSITIVE", "FULL_TRANSITIVE"),
+}
 
 
 def _names(text: str) -> list[str]:

@@ -29,6 +29,8 @@ class Consumer:
     connected_since: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
     key_shared_meta: Any = None
+    #: the schema type it subscribed with (Pulsar's name); AUTO_CONSUME ones do not hold a topic's schema
+    schema_type: str = "NONE"
     permits: int = 0
     #: entries delivered and not yet acknowledged, in delivery order
     pending: dict[Position, PendingEntry] = field(default_factory=dict)
@@ -39,6 +41,8 @@ class Consumer:
     write_paused: bool = False
     #: a dispatch rate limit of its subscription or topic is spent until the bucket refills
     rate_paused: bool = False
+    #: told that its terminated topic has nothing more (REACHED_END_OF_TOPIC), once
+    told_end_of_topic: bool = False
     msg_out: RateCounter = field(default_factory=RateCounter)
     redeliver: RateCounter = field(default_factory=RateCounter)
     acks: RateCounter = field(default_factory=RateCounter)

@@ -23,11 +23,28 @@ class Cursor:
     mark_delete: Position
     next_position: NextPosition
     durable: bool = True
+    #: ``acknowledgmentAtBatchIndexLevelEnabled``: when off, an ack naming some indexes of a
+    #: batch is ignored (and a cumulative one stops before that batch), as Pulsar's cursor
+    #: does without deletion at batch-index level
+    batch_index_acks: bool = True
     individually_deleted: AckedPositions = field(default_factory=AckedPositions)
     batch_ack_sets: dict[Position, list[int]] = field(default_factory=dict)
     properties: dict[str, int | str] = field(default_factory=dict)
-    #: bumped on every change so the shell knows when a persist is due
-    version: int = 0
+    #: told of every change (the topic notes that it has a cursor to persist), so the
+    #: periodic persist visits changed topics only, not every loaded one
+    on_change: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    _version: int = field(default=0, init=False, repr=False, compare=False)
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change so the shell knows when a persist is due."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        self._version = value
+        if self.on_change is not None:
+            self.on_change()
 
     def is_acked(self, pos: Position) -> bool:
         return pos <= self.mark_delete or pos in self.individually_deleted
@@ -40,7 +57,7 @@ class Cursor:
         if self.is_acked(pos):
             return False
         if ack_set and any(ack_set):
-            return self._ack_batch_indexes(pos, ack_set)
+            return self._ack_batch_indexes(pos, ack_set) if self.batch_index_acks else False
         self.batch_ack_sets.pop(pos, None)
         if pos.entry_id < 0:
             return False  # (L, -1) stands before ledger L's entries: nothing to ack
@@ -57,6 +74,8 @@ class Cursor:
         if ack_set and any(ack_set):
             before = self._position_before(pos)
             moved = self._move_mark_delete(before) if before > self.mark_delete else False
+            if not self.batch_index_acks:
+                return moved
             return self._ack_batch_indexes(pos, ack_set) or moved
         if pos <= self.mark_delete:
             return False
@@ -86,7 +105,7 @@ class Cursor:
 
     def _ack_batch_indexes(self, pos: Position, ack_set: list[int]) -> bool:
         previous = self.batch_ack_sets.get(pos)
-        merged = list(ack_set) if previous is None else _and_words(previous, ack_set)
+        merged = list(ack_set) if previous is None else and_words(previous, ack_set)
         if not any(merged):
             return self.ack(pos)
         if merged == previous:
@@ -118,7 +137,7 @@ class Cursor:
         return Position(pos.ledger_id, pos.entry_id - 1)
 
 
-def _and_words(a: list[int], b: list[int]) -> list[int]:
+def and_words(a: list[int], b: list[int]) -> list[int]:
     """Indexes still unacked are those unacked in both sets."""
     width = max(len(a), len(b))
     a = a + [0] * (width - len(a))

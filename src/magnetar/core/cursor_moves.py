@@ -1,7 +1,8 @@
 """Moving a subscription's cursor on request: seek by id or time, skip, expire, and the
 last message id a reader compares against.
 
-Pulsar's ``PersistentSubscription.resetCursor``/``skipMessages``/``expireMessages`` and
+Pulsar's ``PersistentSubscription.resetCursor``/``skipMessages`` (expiry is
+:mod:`magnetar.core.message_expiry`) and
 ``PersistentTopic.getLastMessageId``, as functions of a topic and the time. The client
 protocol (SEEK, GET_LAST_MESSAGE_ID, a subscribe with a rollback duration), the admin
 API and the simulation all call these, so a cursor moves the same way whoever asks.
@@ -11,8 +12,7 @@ from __future__ import annotations
 
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscription import Subscription
-from magnetar.core.subscription_view import TopicView
-from magnetar.core.topic import Topic
+from magnetar.core.subscription_view import EntrySource, TopicView
 
 
 def position_before_time(topic: TopicView, timestamp_ms: int) -> Position:
@@ -47,17 +47,7 @@ def skip_messages(sub: Subscription, count: int) -> int:
     return skipped
 
 
-def expire_messages(sub: Subscription, expire_time_s: int, now_ms: int) -> int:
-    """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL);
-    how many messages that took off the backlog."""
-    target = position_before_time(sub.topic, now_ms - expire_time_s * 1000)
-    before = sub.backlog()
-    if target > sub.cursor.mark_delete:
-        sub.cursor.ack_cumulative(target)
-    return before - sub.backlog()
-
-
-def last_message_id(topic: Topic) -> tuple[Position, int]:
+def last_message_id(topic: EntrySource) -> tuple[Position, int]:
     """The last readable entry and its last batch index (-1 when not a batch)."""
     last = topic.last_readable()
     if last is None:

@@ -14,12 +14,15 @@ list lives in a topic-level record (``SHARED_INDEX_CURSOR``) instead of each cur
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker, clean_residual_snapshots
+from magnetar.core.delayed.bucket_snapshot_storage import BucketSnapshotStorage
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
 from magnetar.core.delayed.shared_index import SharedDelayedDeliveryIndex, SubscriptionDelayedDeliveryView
+from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
 
@@ -30,11 +33,12 @@ DELAYED_TYPES = ("Shared", "Key_Shared")
 BUCKET_FACTORY_SUFFIX = "BucketDelayedDeliveryTrackerFactory"
 #: The topic-level record of a shared index's bucket snapshots (a cursor that is no subscription).
 SHARED_INDEX_CURSOR = "pulsar.delayed.index"
-TrackerFactory = Callable[["SubscriptionView"], Any]
-SharedTrackerFactory = Callable[["TopicView"], Any]
+TrackerFactory = Callable[["SubscriptionView"], DelayedDeliveryTracker]
+SharedTrackerFactory = Callable[["TopicView"], DelayedDeliveryTracker]
 #: Reads an entry and its metadata facts once for the hold-back check and the send after it.
 EntryReader = Callable[[Position], "tuple[bytes, EntryInfo] | None"]
 LatencyClock = Callable[[], float]
+T = TypeVar("T", bound=DelayedDeliveryTracker)
 
 
 def in_memory_tracker(config: BrokerConfig) -> InMemoryDelayedDeliveryTracker:
@@ -51,12 +55,10 @@ def uses_buckets(config: BrokerConfig) -> bool:
     return config.delayedDeliveryTrackerFactoryClassName.endswith(BUCKET_FACTORY_SUFFIX)
 
 
-def bucket_tracker(config: BrokerConfig, storage: Any, topic_name: str, cursor_name: str,
+def bucket_tracker(config: BrokerConfig, storage: BucketSnapshotStorage, topic_name: str, cursor_name: str,
                    is_acknowledged: Callable[[int, int], bool],
-                   latency_clock_ms: LatencyClock | None = None) -> Any:
+                   latency_clock_ms: LatencyClock | None = None) -> BucketDelayedDeliveryTracker:
     """A PIP-195 tracker configured from the broker config; snapshots go to ``storage``."""
-    from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
-
     return BucketDelayedDeliveryTracker(
         storage,
         tick_time_ms=config.delayedDeliveryTickTimeMillis,
@@ -70,23 +72,24 @@ def bucket_tracker(config: BrokerConfig, storage: Any, topic_name: str, cursor_n
         is_acknowledged=is_acknowledged, latency_clock_ms=latency_clock_ms)
 
 
-def bucket_factory(config: BrokerConfig, storage: Any, latency_clock_ms: LatencyClock | None = None) -> TrackerFactory:
+def bucket_factory(config: BrokerConfig, storage: BucketSnapshotStorage,
+                   latency_clock_ms: LatencyClock | None = None) -> TrackerFactory:
     """PIP-195 trackers whose snapshots go to ``storage``; they see the cursor's acks.
     ``latency_clock_ms`` (the shell's monotonic clock) times snapshot operations for metrics."""
 
-    def make(sub: SubscriptionView) -> Any:
+    def make(sub: SubscriptionView) -> DelayedDeliveryTracker:
         cursor = sub.cursor
         return bucket_tracker(config, storage, str(sub.topic.name), sub.name,
                               lambda ledger, entry: cursor.is_acked(Position(ledger, entry)), latency_clock_ms)
     return make
 
 
-def shared_bucket_factory(config: BrokerConfig, storage: Any,
+def shared_bucket_factory(config: BrokerConfig, storage: BucketSnapshotStorage,
                           latency_clock_ms: LatencyClock | None = None) -> SharedTrackerFactory:
     """One PIP-195 tracker per topic; a position counts as acknowledged only when every
     durable subscription of the topic acknowledged it."""
 
-    def make(topic: TopicView) -> Any:
+    def make(topic: TopicView) -> DelayedDeliveryTracker:
         def acknowledged_everywhere(ledger: int, entry: int) -> bool:
             pos = Position(ledger, entry)
             subs = [s for s in topic.subscriptions.values() if s.durable]
@@ -96,25 +99,25 @@ def shared_bucket_factory(config: BrokerConfig, storage: Any,
     return make
 
 
-def delayed_delivery(config: BrokerConfig, storage: Any, enabled: Callable[[], bool] | None = None,
+def delayed_delivery(config: BrokerConfig, storage: BucketSnapshotStorage | None,
+                     enabled: Callable[[], bool] | None = None,
                      latency_clock_ms: LatencyClock | None = None) -> DelayedDelivery:
-    """The topic's delayed delivery as the config asks: tracker kind, shared or not."""
-    buckets = uses_buckets(config)
-    factory = bucket_factory(config, storage, latency_clock_ms) if buckets else in_memory_factory(config)
+    """The topic's delayed delivery as the config asks: tracker kind, shared or not (bucket
+    trackers need ``storage``)."""
+    storage = storage if uses_buckets(config) else None
+    factory = bucket_factory(config, storage, latency_clock_ms) if storage is not None else in_memory_factory(config)
     shared: SharedTrackerFactory | None = None
     if config.delayedDeliverySharedIndexEnabled:
-        shared = shared_bucket_factory(config, storage, latency_clock_ms) if buckets \
+        shared = shared_bucket_factory(config, storage, latency_clock_ms) if storage is not None \
             else (lambda _topic: in_memory_tracker(config))
-    return DelayedDelivery(config, factory, enabled=enabled, shared_factory=shared,
-                           storage=storage if buckets else None)
+    return DelayedDelivery(config, factory, enabled=enabled, shared_factory=shared, storage=storage)
 
 
-def sync_properties(sub: SubscriptionView, tracker: Any) -> None:
+def sync_properties(sub: SubscriptionView, tracker: DelayedDeliveryTracker | None) -> None:
     """Bucket trackers keep their bucket list in the cursor's properties (persisted with it)."""
-    take = getattr(tracker, "take_property_changes", None)
-    if take is None:
+    if not isinstance(tracker, BucketDelayedDeliveryTracker):
         return
-    changes = take()
+    changes = tracker.take_property_changes()
     for key, value in changes:
         if value is None:
             sub.cursor.properties.pop(key, None)
@@ -138,7 +141,8 @@ def read_position(sub: SubscriptionView) -> Position:
 class DelayedDelivery:
     def __init__(self, config: BrokerConfig, factory: TrackerFactory | None = None,
                  enabled: Callable[[], bool] | None = None,
-                 shared_factory: SharedTrackerFactory | None = None, storage: Any = None) -> None:
+                 shared_factory: SharedTrackerFactory | None = None,
+                 storage: BucketSnapshotStorage | None = None) -> None:
         """``shared_factory`` makes the topic's one tracker when the index is shared;
         ``storage`` (bucket trackers) lets snapshots left by the other mode be deleted."""
         self.config = config
@@ -148,6 +152,29 @@ class DelayedDelivery:
         self.storage = storage
         #: the topic's shared index, made on first use or by ``recover_shared``
         self.shared_index: SharedDelayedDeliveryIndex | None = None
+        #: the tick that applies to this topic (the ``delayedDelivery`` policy's ``tickTime``,
+        #: else ``delayedDeliveryTickTimeMillis``): how early a message may go (non-strict)
+        self.tick_time_ms = config.delayedDeliveryTickTimeMillis
+        #: some subscription has had a tracker: the broker's tick visits this topic
+        self.has_trackers = False
+
+    def retick(self, tick_time_ms: int, subscriptions: Iterable[SubscriptionView]) -> None:
+        """The policy's tick changed: trackers made from now on and those in use take it, as
+        Pulsar's topics update their trackers when the policy changes."""
+        if tick_time_ms == self.tick_time_ms:
+            return
+        self.tick_time_ms = tick_time_ms
+        if self.shared_index is not None:
+            self.shared_index.tracker.reset_tick_time(tick_time_ms)
+        for sub in subscriptions:
+            if sub.delayed_tracker is not None and not isinstance(sub.delayed_tracker, SubscriptionDelayedDeliveryView):
+                sub.delayed_tracker.reset_tick_time(tick_time_ms)
+
+    def _ticked(self, tracker: T) -> T:
+        self.has_trackers = True
+        if tracker.tick_time_ms != self.tick_time_ms:
+            tracker.reset_tick_time(self.tick_time_ms)
+        return tracker
 
     @property
     def shared(self) -> bool:
@@ -187,15 +214,16 @@ class DelayedDelivery:
         sync_properties(sub, tracker)
         return held
 
-    def tracker_for(self, sub: SubscriptionView) -> Any:
+    def tracker_for(self, sub: SubscriptionView) -> DelayedDeliveryTracker:
         tracker = sub.delayed_tracker
         if tracker is None:
-            tracker = sub.delayed_tracker = self._new_tracker(sub)
+            tracker = self._new_tracker(sub)
+            sub.delayed_tracker = tracker
         return tracker
 
-    def _new_tracker(self, sub: SubscriptionView) -> Any:
+    def _new_tracker(self, sub: SubscriptionView) -> DelayedDeliveryTracker:
         if self.shared_factory is None:
-            return self.factory(sub)
+            return self._ticked(self.factory(sub))
         index = self.index_of(sub.topic)
         index.unregister(sub.name)  # a view left by an earlier subscription of that name
         cursor = sub.cursor
@@ -205,7 +233,7 @@ class DelayedDelivery:
         """The topic's shared index, made on first use."""
         assert self.shared_factory is not None, "the index is not shared"
         if self.shared_index is None:
-            self.shared_index = SharedDelayedDeliveryIndex(self.shared_factory(topic))
+            self.shared_index = SharedDelayedDeliveryIndex(self._ticked(self.shared_factory(topic)))
         return self.shared_index
 
     # -- restart ---------------------------------------------------------------------------
@@ -220,14 +248,15 @@ class DelayedDelivery:
         if self.shared:
             self._drop_subscription_snapshots(sub)
             return
-        tracker = sub.delayed_tracker = self.factory(sub)
-        tracker.recover(dict(sub.cursor.properties), now_ms, sub.cursor.mark_delete)
+        tracker = self._ticked(self.factory(sub))
+        sub.delayed_tracker = tracker
+        if isinstance(tracker, BucketDelayedDeliveryTracker):
+            tracker.recover(dict(sub.cursor.properties), now_ms, sub.cursor.mark_delete)
         sync_properties(sub, tracker)
 
     def _drop_subscription_snapshots(self, sub: SubscriptionView) -> None:
         if self.storage is None:
             return
-        from magnetar.core.delayed.bucket_delayed_delivery_tracker import clean_residual_snapshots
         for key in clean_residual_snapshots(dict(sub.cursor.properties), self.storage):
             sub.cursor.properties.pop(key, None)
         sub.cursor.version += 1

@@ -104,3 +104,11 @@ class ConsumerAssignError(BrokerError):
 
 class IncompatibleSchema(BrokerError):
     code = ServerError.IncompatibleSchema
+
+
+class InvalidSchemaData(IncompatibleSchema):
+    """A schema whose definition is not one of its type (Pulsar's ``InvalidSchemaDataException``)."""
+
+
+class TopicTerminated(BrokerError):
+    code = ServerError.TopicTerminatedError

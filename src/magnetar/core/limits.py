@@ -1,16 +1,16 @@
 """Pulsar's per-topic, per-subscription and per-namespace limits, with Pulsar's errors.
 
-A limit resolves as Pulsar resolves it: the namespace policy when set, else the broker
-setting; 0 means no limit at either level. Checks run before anything is changed, so
+A limit resolves as Pulsar resolves it: the topic policy when set, else the namespace
+policy, else the broker setting; 0 means no limit at any level. Checks run before anything is changed, so
 a refused request leaves no trace.
 """
 
 from __future__ import annotations
 
+from magnetar.core import policies as resolve
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.errors import ConsumerBusy, LimitReached, NotAllowed, ProducerBusy
-from magnetar.core.policies import Policies
-from magnetar.core.subscription import Subscription
+from magnetar.core.policies import Policies, TopicPolicies
 from magnetar.core.topic import Topic
 
 
@@ -22,31 +22,28 @@ def _reached(count: int, limit: int) -> bool:
     return limit > 0 and count >= limit
 
 
-def check_new_producer(topic: Topic, policies: Policies, config: BrokerConfig) -> None:
-    limit = resolved(policies.max_producers_per_topic, config.maxProducersPerTopic)
+def check_new_producer(topic: Topic, topic_policies: TopicPolicies, policies: Policies,
+                       config: BrokerConfig) -> None:
+    limit = resolve.max_producers(topic_policies, policies, config)
     if _reached(len(topic.producers), limit):
         raise ProducerBusy(f"Topic {topic.name} reached max producers limit ({limit})")
 
 
-def check_new_consumer(topic: Topic, subscription: str, policies: Policies, config: BrokerConfig) -> None:
+def check_new_consumer(topic: Topic, subscription: str, topic_policies: TopicPolicies, policies: Policies,
+                       config: BrokerConfig) -> None:
     """Pulsar checks the topic, then the subscription, then whether a new subscription
     may be made."""
-    topic_limit = resolved(policies.max_consumers_per_topic, config.maxConsumersPerTopic)
+    topic_limit = resolve.max_consumers(topic_policies, policies, config)
     if _reached(sum(len(s.consumers) for s in topic.subscriptions.values()), topic_limit):
         raise ConsumerBusy("Topic reached max consumers limit")
     sub = topic.subscriptions.get(subscription)
     if sub is not None:
-        _check_subscription_consumers(sub, policies, config)
+        if _reached(len(sub.consumers), resolve.max_consumers_per_subscription(topic_policies, policies, config)):
+            raise ConsumerBusy("Subscription reached max consumers limit")
         return
     sub_limit = resolved(policies.max_subscriptions_per_topic, config.maxSubscriptionsPerTopic)
     if _reached(len(topic.subscriptions), sub_limit):
         raise NotAllowed("Topic reached max subscriptions limit")
-
-
-def _check_subscription_consumers(sub: Subscription, policies: Policies, config: BrokerConfig) -> None:
-    limit = resolved(policies.max_consumers_per_subscription, config.maxConsumersPerSubscription)
-    if _reached(len(sub.consumers), limit):
-        raise ConsumerBusy("Subscription reached max consumers limit")
 
 
 def check_new_topic(namespace: str, existing_topics: int, policies: Policies, config: BrokerConfig) -> None:

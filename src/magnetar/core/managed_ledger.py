@@ -20,7 +20,7 @@ Rules both implementations keep (the shared suite in ``tests/store`` checks them
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -141,6 +141,17 @@ class ManagedLedger(Protocol):
         """
         ...
 
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        """The durable entries in (``after``, ``upto``], to be read on another thread.
+
+        Called on the owner thread; the iterable it returns may be iterated, more than once,
+        on any thread while the owner goes on appending (it reads through descriptors of
+        its own from a snapshot of where the entries lie). For compaction, which must not
+        read a whole topic on the event loop. A ledger deleted meanwhile raises
+        :class:`StorageError` from the iteration.
+        """
+        ...
+
     def first_position(self) -> Position | None:
         """The oldest retained entry, None when there is none."""
         ...
@@ -171,10 +182,22 @@ class ManagedLedger(Protocol):
         ...
 
     def trim_before(self, pos: Position) -> list[int]:
-        """Delete the ledgers whose entries all lie before ``pos``, never the current one.
-
-        Returns the deleted ledger ids.
+        """Delete the ledgers whose entries all lie before ``pos``, never the current one:
+        :meth:`detach_before` then :meth:`remove_detached`. Returns the deleted ledger ids.
         """
+        ...
+
+    def detach_before(self, pos: Position) -> list[int]:
+        """Forget the ledgers whose entries all lie before ``pos``, never the current one:
+        from now on they are not read, counted or listed. Their data stays where it is until
+        :meth:`remove_detached`; a crash in between brings them back whole at the next open,
+        and they are deleted again. Returns the detached ledger ids."""
+        ...
+
+    def remove_detached(self) -> int:
+        """Remove the stored data of detached ledgers, oldest first (so that a crash part-way
+        leaves the oldest ledgers gone, never a hole). May run on a worker thread while the
+        owner thread goes on appending and reading. Returns how many ledgers were removed."""
         ...
 
     def roll_over(self) -> None:

@@ -25,6 +25,10 @@ class ConsumerSink(Protocol):
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        """The topic was terminated and the consumer has received every message."""
+        ...
+
     def close_consumer(self, consumer_id: int) -> None:
         """The broker detaches the consumer; the client reconnects (unload, seek, delete)."""
         ...

@@ -18,6 +18,7 @@ from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsume
 from magnetar.core.entry import EntryInfo, with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
+from magnetar.core.stats import RateCounter
 from magnetar.core.subscription_view import EntrySource, SubscriptionView, TopicView
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
@@ -46,9 +47,14 @@ class Subscription:
         self.max_unacked_per_consumer = topic.config.maxUnackedMessagesPerConsumer
         self.max_unacked_per_subscription = topic.config.maxUnackedMessagesPerSubscription
         self.properties: dict[str, str] = {}
+        #: messages expired by TTL or on request: ``msgRateExpired``, ``totalMsgExpired``,
+        #: ``lastExpireTimestamp`` (the counter's ``last_ms``)
+        self.expired = RateCounter()
         self.delayed_tracker: DelayedDeliveryTracker | None = None
         #: the cursor version last handed to the store (-1: never, or the write failed)
         self.persisted_version = -1
+        #: when a consumer last attached, left or acknowledged (subscription expiration)
+        self.last_active_ms = 0
         self._factory = dispatcher_factory
         self.dispatcher: Dispatcher = dispatcher_factory(self, sub_type)
 
@@ -75,9 +81,11 @@ class Subscription:
             self.dispatcher = self._factory(self, sub_type)
             self.dispatcher.seek(min(last_read, self.cursor.mark_delete))
         self.dispatcher.add_consumer(consumer, now_ms)
+        self.last_active_ms = max(self.last_active_ms, now_ms)
 
     def remove_consumer(self, consumer: Consumer, now_ms: int) -> None:
         self.dispatcher.remove_consumer(consumer, now_ms)
+        self.last_active_ms = max(self.last_active_ms, now_ms)
 
     # -- acknowledgements -------------------------------------------------
     def acknowledge(self, consumer: Consumer, cumulative: bool,
@@ -102,6 +110,7 @@ class Subscription:
             for other in others:
                 self.dispatcher.on_acked(other, now_ms)
         consumer.acks.add(now_ms, len(acks))
+        self.last_active_ms = max(self.last_active_ms, now_ms)
         self._drop_acked_counts()
         self.dispatcher.on_acked(consumer, now_ms)
 

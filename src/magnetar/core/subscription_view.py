@@ -10,10 +10,11 @@ satisfy them as they are.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.cursor import Cursor
+from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.entry import EntryInfo
 from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
@@ -34,6 +35,11 @@ class EntrySource(Protocol):
     def next_position(self, pos: Position) -> Position: ...
 
     def last_readable(self) -> Position | None: ...
+
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        """The batch indexes of the entry a consumer may still receive (None: all of them);
+        a compacted batch hides the messages compaction left out."""
+        ...
 
 
 class ReadPosition(Protocol):
@@ -97,6 +103,6 @@ class SubscriptionView(Protocol):
     @property
     def source(self) -> EntrySource: ...
 
-    delayed_tracker: Any
+    delayed_tracker: DelayedDeliveryTracker | None
 
     def delayed_holds(self, pos: Position, now_ms: int, read: EntryReader | None = None) -> bool: ...

@@ -11,7 +11,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.core import retention
 from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
 from magnetar.core.consumer import Consumer
 from magnetar.core.cursor import Cursor
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
@@ -19,9 +21,17 @@ from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import NotAllowed, ProducerBusy, ProducerFenced, ServerError, SubscriptionNotFound
+from magnetar.core.errors import (
+    NotAllowed,
+    ProducerBusy,
+    ProducerFenced,
+    ServerError,
+    SubscriptionNotFound,
+    TopicTerminated,
+)
 from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
+from magnetar.core.policies import AppliedPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.rate_limit import RateLimiter
@@ -72,13 +82,31 @@ class Topic:
         self.publish_limiter: RateLimiter | None = None
         #: the topic's dispatch rate, shared by its subscriptions' throttles
         self.dispatch_limiter: RateLimiter | None = None
+        #: its policies resolved (topic, namespace, broker); the shell applies changes
+        self.applied = AppliedPolicies.of_config(config)
+        #: the compacted view ``readCompacted`` consumers read, and compaction's status
+        self.compacted = CompactedTopic()
         #: since when the topic has had no producer and no consumer (None: it has some)
         self.idle_since_ms: int | None = None
+        #: since when the inactive-topic check has found it inactive (None: active)
+        self.inactive_since_ms: int | None = None
+        #: the last entry of a terminated topic: nothing is published after it
+        self.terminated_at: Position | None = None
+        #: Pulsar's topicCreationTimeStamp (kept in the topic's metadata) and lastPublishTimeStamp
+        self.created_ms = 0
+        self.last_publish_ms = 0
+        #: backlog-quota evictions by quota type (``size``, ``time``)
+        self.quota_evictions = {"size": 0, "time": 0}
+        #: a cursor changed since the broker last looked for cursors to persist
+        self.cursors_changed = False
         #: recently published entries with the metadata parsed when they were checked
         self._recent: dict[Position, tuple[bytes, EntryInfo]] = {}
 
     def __str__(self) -> str:
         return str(self.name)
+
+    def cursor_changed(self) -> None:
+        self.cursors_changed = True
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
@@ -102,6 +130,9 @@ class Topic:
 
     def last_readable(self) -> Position | None:
         return self.last_durable
+
+    def retained_ack_set(self, pos: Position) -> list[int] | None:
+        return None
 
     def entries_between(self, start: Position, end: Position) -> int:
         return self.ledger.entries_between(start, end)
@@ -157,6 +188,8 @@ class Topic:
         the dispatch that follows, so an entry's metadata is parsed once."""
         if self.fenced:
             raise NotAllowed(f"Topic {self.name} is being deleted or unloaded")
+        if self.terminated_at is not None:
+            raise TopicTerminated(f"Topic {self.name} was already terminated")
         try:
             pos = self.ledger.append(entry)
         except Exception:
@@ -171,6 +204,7 @@ class Topic:
                                                     last_sequence_id=last_sequence_id, dedup_id=dedup_id))
         producer.msg_in.add(now_ms, num_messages, len(entry))
         self.msg_in.add(now_ms, num_messages, len(entry))
+        self.last_publish_ms = now_ms
         return pos
 
     def answer_duplicate(self, producer: Producer, sequence_id: int, highest_sequence_id: int) -> None:
@@ -237,13 +271,19 @@ class Topic:
     # -- subscriptions -------------------------------------------------------------
     def subscribe(self, name: str, consumer: Consumer, now_ms: int, *, durable: bool = True,
                   initial_earliest: bool = False, start: Position | None = None,
-                  create: bool = True) -> Subscription:
+                  create: bool = True, read_compacted: bool = False) -> Subscription:
+        if read_compacted:
+            check_read_compacted(consumer.sub_type)
         sub = self.subscriptions.get(name)
         if sub is None:
             if durable and not create:
                 raise SubscriptionNotFound(f"Subscription {name} not found on {self.name}")
             sub = self.create_subscription(name, consumer.sub_type, durable=durable,
                                            mark_delete=self._initial_mark_delete(initial_earliest, start))
+        if not sub.consumers:
+            # the dispatcher made for the first consumer reads through the source set here
+            sub.source = CompactedTopicSource(self, self.compacted) \
+                if read_compacted and self.name.persistent else self
         sub.add_consumer(consumer, now_ms)
         sub.dispatcher.dispatch(now_ms)
         return sub
@@ -251,10 +291,27 @@ class Topic:
     def create_subscription(self, name: str, sub_type: str, *, durable: bool, mark_delete: Position,
                             properties: dict[str, int | str] | None = None) -> Subscription:
         cursor = Cursor(name, mark_delete, self.ledger.next_position, durable=durable,
-                        properties=dict(properties or {}))
+                        batch_index_acks=self.config.acknowledgmentAtBatchIndexLevelEnabled,
+                        properties=dict(properties or {}), on_change=self.cursor_changed)
+        self.cursor_changed()
         sub = Subscription(self, cursor, sub_type, self.dispatcher_factory)
+        self._apply_limits(sub)
         self.subscriptions[name] = sub
         return sub
+
+    def apply_policies(self, applied: AppliedPolicies, now_ms: int) -> None:
+        """Policies changed: limits that live subscriptions read take effect at once."""
+        limits_changed = (applied.max_unacked_on_consumer, applied.max_unacked_on_subscription) != (
+            self.applied.max_unacked_on_consumer, self.applied.max_unacked_on_subscription)
+        self.applied = applied
+        for sub in self.subscriptions.values():
+            self._apply_limits(sub)
+            if limits_changed:
+                sub.dispatcher.on_limits_changed(now_ms)
+
+    def _apply_limits(self, sub: Subscription) -> None:
+        sub.max_unacked_per_consumer = self.applied.max_unacked_on_consumer
+        sub.max_unacked_per_subscription = self.applied.max_unacked_on_subscription
 
     def _drop_what_was_not_taken(self, upto: Position) -> None:
         """Non-persistent: an entry goes to the consumers connected and ready when it arrives.
@@ -330,14 +387,62 @@ class Topic:
             marks.append(self.dedup_snapshot_position or BEFORE_START)
         return min(marks) if marks else None
 
-    def trim_consumed_ledgers(self) -> list[int]:
-        """Delete ledgers every durable subscription has fully consumed."""
-        slowest = self.slowest_mark_delete()
-        if slowest is None or slowest < BEFORE_START:
+    def durable_marks(self) -> list[Position]:
+        """Where each durable cursor stands: subscriptions, and deduplication, which replays
+        from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
+        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
+        if self.dedup is not None:
+            marks.append(self.dedup_snapshot_position or BEFORE_START)
+        return marks
+
+    def apply_retention(self, now_ms: int) -> list[int]:
+        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.retention`);
+        the shell removes their files off the event loop. Readers standing before what is
+        left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
+        ledgers = self.ledger.ledgers()
+        if len(ledgers) < 2:
+            return []  # the current ledger alone: the common case, and never deleted
+        # what is not durable yet (a ledger just rolled over) waits, cursors or not
+        written = self.last_durable if self.last_durable is not None else BEFORE_START
+        holders = [*self.durable_marks(), written]
+        count = retention.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
+        if count == 0:
             return []
-        first_kept = self.ledger.next_position(slowest)
-        self._forget_recent_before(first_kept)
-        return self.ledger.trim_before(first_kept)
+        last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)
+        ids = self.ledger.detach_before(Position(ledgers[count].ledger_id, 0))
+        for sub in self.subscriptions.values():
+            if not sub.durable:
+                sub.cursor.ack_cumulative(last_gone)
+        self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
+        return ids
+
+    # -- termination -------------------------------------------------------------------
+    def terminate(self) -> Position:
+        """No more messages: producers are closed (new ones are refused with
+        TopicTerminatedError) and consumers learn the end once they received everything.
+        The last message id, (-1, -1) for a topic that never had one."""
+        if self.terminated_at is None:
+            last = self.ledger.last_position()
+            self.terminated_at = last if last is not None else Position(-1, -1)
+            for producer in list(self.producers.values()) + list(self.waiting_producers):
+                self.remove_producer(producer)
+                producer.sink.close_producer(producer.producer_id)
+        self.tell_end_of_topic()
+        return self.terminated_at
+
+    def tell_end_of_topic(self) -> None:
+        """REACHED_END_OF_TOPIC, once, to each consumer of a terminated topic whose
+        subscription has acknowledged every message (Pulsar's dispatchers tell the end only
+        then: ``Consumer.reachedEndOfTopic`` when the backlog is empty)."""
+        if self.terminated_at is None:
+            return
+        for sub in self.subscriptions.values():
+            if sub.backlog() > 0:
+                continue
+            for consumer in sub.consumers:
+                if not consumer.told_end_of_topic:
+                    consumer.told_end_of_topic = True
+                    consumer.sink.reached_end_of_topic(consumer.consumer_id)
 
     # -- lifecycle ---------------------------------------------------------------------
     def close_all_clients(self) -> None:
@@ -359,7 +464,7 @@ class Topic:
 
     def idle_for(self, now_ms: int) -> int:
         """How long the topic has been without clients, as seen by the checks so far."""
-        if self.has_clients() or self.pending_receipts:
+        if self.has_clients() or self.pending_receipts or self.compacted.state == "RUNNING":
             self.idle_since_ms = None
             return 0
         if self.idle_since_ms is None:

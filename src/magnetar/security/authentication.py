@@ -54,9 +54,12 @@ class AuthenticationService:
             return self._anonymous(f"no authentication provider for method {method!r}")
         return provider.authenticate(data)
 
-    def authenticate_http(self, authorization: str | None) -> Identity:
-        """An HTTP request's ``Authorization`` header."""
+    def authenticate_http(self, authorization: str | None, common_name: str = "") -> Identity:
+        """An HTTP request's ``Authorization`` header, else the common name of the client
+        certificate its TLS connection verified (``AuthenticationProviderTls``)."""
         if not authorization:
+            if common_name and "tls" in self.providers:
+                return self.providers["tls"].authenticate(common_name.encode("utf-8"))
             return self._anonymous("no Authorization header")
         scheme, _, credentials = authorization.strip().partition(" ")
         method = HTTP_SCHEMES.get(scheme.lower())

@@ -23,6 +23,11 @@ RSA_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"]
 EC_ALGORITHMS = {"secp256r1": ["ES256"], "secp384r1": ["ES384"], "secp521r1": ["ES512"]}
 
 
+#: longer credentials are refused before any decoding: real tokens are a few kilobytes, and
+#: a megabyte of base64 sent in a loop must not cost the broker a megabyte of work each time
+MAX_TOKEN_BYTES = 64 * 1024
+
+
 class TokenProvider:
     method = "token"
 
@@ -46,6 +51,8 @@ class TokenProvider:
         return cls(key, algorithms, config.tokenAuthClaim, config.tokenAudienceClaim, config.tokenAudience)
 
     def authenticate(self, data: bytes) -> Identity:
+        if len(data) > MAX_TOKEN_BYTES:
+            raise AuthenticationFailed(f"the token is longer than {MAX_TOKEN_BYTES} bytes")
         try:
             token = data.decode("ascii").strip()
         except UnicodeDecodeError:

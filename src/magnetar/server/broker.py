@@ -14,12 +14,12 @@ import concurrent.futures
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import authorization, cursor_moves, limits, policies, publish
+from magnetar.core import authorization, cursor_moves, limits, message_expiry, policies, publish
 from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.core.broker import BrokerCore, CursorWrite
 from magnetar.core.broker_timers import PeriodicTask
@@ -31,22 +31,27 @@ from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
 from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import Policies
+from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
 from magnetar.core.publish_throttle import PublishBuffer
 from magnetar.core.rate_limit import RateLimiter
+from magnetar.core.schemas import versions as schema_versions
+from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
 from magnetar.core.subscription import Subscription
+from magnetar.core.subscription_view import EntrySource
 from magnetar.core.topic import Topic
 from magnetar.security.authentication import AuthenticationService
-from magnetar.server import deduplication, delayed_index, property_dedup
+from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
+from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
+from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.server.schemas import SchemaRegistry
+from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
@@ -73,7 +78,8 @@ class BrokerService:
         self.core = BrokerCore(config)
         self.timer = BrokerTimer(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
-        self.schemas = SchemaRegistry(self.metadata)
+        self.long_lived = LongLivedObjects(self.loaded_objects)
+        self.schemas = SchemaRegistry(self.metadata, self.writer)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -88,15 +94,21 @@ class BrokerService:
         self.recorder = BrokerStatsRecorder()
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
-        #: namespace -> its policies, valid while the store's change count is _policies_at
+        #: namespace -> its policies, and topic -> its own policies, valid while the store's
+        #: policy change count is _policies_at
         self._policies: dict[str, Policies | None] = {}
+        self._topic_policies: dict[str, TopicPolicies] = {}
         self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
+        self.compaction = TopicCompaction(self)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
+        #: topic -> the removal of its detached ledgers' files, while one runs
+        self._removals: dict[str, asyncio.Future[None]] = {}
+        self.core.ledgers_detached = self._remove_detached
         self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
                                                          config.brokerPublisherThrottlingMaxByteRate)
         self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
@@ -123,6 +135,9 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
+        moved = self.metadata.move_legacy_topic_policies()
+        if moved:
+            log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
     @property
     def broker_url(self) -> str:
@@ -163,13 +178,15 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
+        self.compaction.start(now_ms())
         self._check_disk(now_ms())
         PeriodicTask(self.core.timers, self.config.diskCheckInterval, self._check_disk).start(now_ms())
         idle_s = self.config.idleTopicUnloadSeconds
         if idle_s > 0:
             check_ms = min(max(idle_s * 500, 100), 60_000)
-            PeriodicTask(self.core.timers, check_ms, self._unload_idle_topics).start(now_ms())
+            self.core.sweep(check_ms, self._unload_idle_topics).start(now_ms())
         self.timer.start(loop)
+        self.long_lived.install()
         self.ready = True
 
     def _check_disk(self, now: int) -> None:
@@ -183,12 +200,13 @@ class BrokerService:
         if change is not None:
             (log.error if self.disk.refusing else log.warning)("%s: %s", self.data_dir, change)
 
-    def _unload_idle_topics(self, now: int) -> None:
-        for topic in self.core.idle_topics(now):
-            if str(topic.name) not in self.unloading:
-                self._background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
+    def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
+        for topic in self.core.idle_topics(now, topics):
+            # one the inactive-topic check will delete stays loaded for it: one notion of active
+            if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
+                self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
 
-    def _background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+    def background(self, work: Coroutine[Any, Any, None], what: str) -> None:
         def logged(task: asyncio.Task[None]) -> None:
             if not task.cancelled() and task.exception() is not None:
                 log.error("%s failed", what, exc_info=task.exception())
@@ -204,16 +222,25 @@ class BrokerService:
             topic.fenced = True
             topic.close_all_clients()
             self.topics.pop(key, None)
+            self.long_lived.released()
             await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
             if not delete_data:
                 await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
+            await self._finish_removal(topic, delete_data)
             if topic.delayed is not None:
                 topic.delayed.release(topic, delete_data)
             # closing syncs and deleting removes a directory: off the event loop
             release = topic.ledger.delete if delete_data else topic.ledger.close
             await asyncio.get_running_loop().run_in_executor(None, release)
+            self.compaction.release(topic)
+            if delete_data:
+                await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         finally:
             self.unloading.discard(key)
+
+    def loaded_objects(self) -> int:
+        """Topics (and, with connections, those) the broker holds: see LongLivedObjects."""
+        return len(self.topics)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -248,14 +275,28 @@ class BrokerService:
         """The namespace's policies as the typed model, None if it does not exist. Asked on
         hot paths (every delayed entry, every publish with a delay bound), so each is
         parsed once and read again only after a metadata write."""
-        changes = self.metadata.changes
-        if self._policies_at != changes:
-            self._policies.clear()
-            self._policies_at = changes
+        self._forget_stale_policies()
         if namespace not in self._policies:
             stored = self.metadata.get_namespace_policies(namespace)
             self._policies[namespace] = None if stored is None else policies.read_stored(stored)
         return self._policies[namespace]
+
+    def topic_policies(self, name: TopicName) -> TopicPolicies:
+        """The topic's own policies (all unset when none were set); a partition has its
+        partitioned topic's, as in Pulsar."""
+        self._forget_stale_policies()
+        key = str(name.partitioned_topic)
+        found = self._topic_policies.get(key)
+        if found is None:
+            found = self._topic_policies[key] = policies.read_stored_topic(self.metadata.get_topic_policies(key))
+        return found
+
+    def _forget_stale_policies(self) -> None:
+        changes = self.metadata.policy_changes
+        if self._policies_at != changes:
+            self._policies.clear()
+            self._topic_policies.clear()
+            self._policies_at = changes
 
     def access_context(self, namespace: str) -> AccessContext:
         """What an authorization decision on ``namespace`` (or a tenant alone) needs to know."""
@@ -364,6 +405,7 @@ class BrokerService:
             ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
+        topic_lifecycle.restore(self, topic)
         for cursor_name, record in self.metadata.list_cursors(str(name)).items():
             if cursor_name == DEDUP_CURSOR:
                 topic.dedup_snapshot_position = record.mark_delete
@@ -375,14 +417,32 @@ class BrokerService:
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.cursor.version = 0
             sub.persisted_version = 0
-        deduplication.refresh(self, topic, now_ms())
-        property_dedup.refresh(self, topic)
-        self.apply_publish_rate(topic)
-        self.apply_dispatch_rates(topic)
+        self.compaction.restore(topic)
+        self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
         delayed_index.recover(self, topic, now_ms())
         return topic
+
+    def apply_policies(self, topic: Topic, now: int) -> None:
+        """Bring a loaded topic in line with its policies (topic, namespace, broker)."""
+        deduplication.refresh(self, topic, now)
+        property_dedup.refresh(self, topic)
+        self.apply_publish_rate(topic)
+        self.apply_dispatch_rates(topic)
+        self.apply_delayed_tick(topic)
+        topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                     self.config), now)
+
+    def policies_changed(self, name: TopicName | str) -> None:
+        """A topic's (TopicName) or a namespace's (str) policies were written: the loaded
+        topics they cover follow at once, not at the next periodic refresh."""
+        now = now_ms()
+        for topic in list(self.topics.values()):
+            covered = topic.name.namespace_name == name if isinstance(name, str) \
+                else topic.name.partitioned_topic == name.partitioned_topic
+            if covered:
+                self.apply_policies(topic, now)
 
     def apply_publish_rate(self, topic: Topic) -> None:
         msgs, size = policies.publish_rate(self.policies_of(topic.name), self.config)
@@ -420,18 +480,15 @@ class BrokerService:
             pause = max(pause, limiter.take(messages, size, now))
         return pause
 
-    def refresh_deduplication(self) -> None:
+    def refresh_policies(self) -> None:
         """Apply run-time policy changes and store due dedup snapshots. Policies change only
         through the metadata store: while it has not changed, there is nothing to apply (and
         reading every loaded topic's policy each second would hold up the event loop)."""
         now = now_ms()
-        if self._dedup_policies_at != self.metadata.changes:
-            self._dedup_policies_at = self.metadata.changes
+        if self._dedup_policies_at != self.metadata.policy_changes:
+            self._dedup_policies_at = self.metadata.policy_changes
             for topic in list(self.topics.values()):
-                deduplication.refresh(self, topic, now)
-                property_dedup.refresh(self, topic)
-                self.apply_publish_rate(topic)
-                self.apply_dispatch_rates(topic)
+                self.apply_policies(topic, now)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 
@@ -439,9 +496,19 @@ class BrokerService:
         namespace = name.namespace_name
 
         def enabled() -> bool:
-            return policies.delayed_delivery_active(self.namespace_policies(namespace) or Policies(), self.config)
+            return policies.delayed_delivery_active(self.topic_policies(name),
+                                                    self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
-        return delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
+                                                              self.config)
+        return made
+
+    def apply_delayed_tick(self, topic: Topic) -> None:
+        if topic.delayed is not None:
+            tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
+                                                     self.config)
+            topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage:
@@ -461,7 +528,7 @@ class BrokerService:
 
     def max_delay_ms(self, name: TopicName) -> int:
         """The longest delivery delay a message may ask for (0: no limit)."""
-        return policies.max_delivery_delay_ms(self.policies_of(name), self.config)
+        return policies.max_delivery_delay_ms(self.topic_policies(name), self.policies_of(name), self.config)
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
@@ -521,7 +588,7 @@ class BrokerService:
         if topic.pending_receipts:
             topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
         if str(topic.name) not in self.unloading:
-            self._background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
+            self.background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
 
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
@@ -538,15 +605,53 @@ class BrokerService:
 
     # -- cursors ---------------------------------------------------------------------------
     def _persist_tick(self, now: int) -> None:
-        """The cursor-persist deadline: changed cursors, due dedup snapshots, trimming."""
+        """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes."""
         self.persist_cursors()
-        self.refresh_deduplication()
-        self.core.trim_consumed_ledgers()
+        self.refresh_policies()
+
+    # -- retention --------------------------------------------------------------------------
+    def _remove_detached(self, topic: Topic, detached: list[int]) -> None:
+        """Retention detached ledgers of ``topic``: their files are removed once the cursors
+        that moved past them are durable, so that after a crash no stored cursor stands in
+        a removed ledger; the removal (unlinks, a directory sync) runs on a worker thread."""
+        log.info("retention of %s deletes ledgers %s", topic.name, detached)
+        if self.loop is None:
+            topic.ledger.remove_detached()
+            return
+        key = str(topic.name)
+        written = asyncio.wrap_future(self.persist_topic_cursors(topic))
+        work = asyncio.ensure_future(self._remove_files(topic, written))
+        self._removals[key] = work
+        work.add_done_callback(lambda done: self._removal_done(key, done))
+
+    @staticmethod
+    async def _remove_files(topic: Topic, written: asyncio.Future[None]) -> None:
+        await written
+        await asyncio.get_running_loop().run_in_executor(None, topic.ledger.remove_detached)
+
+    def _removal_done(self, key: str, done: asyncio.Future[None]) -> None:
+        if self._removals.get(key) is done:
+            del self._removals[key]
+        if not done.cancelled() and done.exception() is not None:
+            log.error("removing the deleted ledgers of %s failed (they go at the next removal)", key,
+                      exc_info=done.exception())
+
+    async def _finish_removal(self, topic: Topic, delete_data: bool) -> None:
+        """Before a topic's files are closed, retention is applied once more (an unloaded
+        topic is not checked), and every removal of its files has finished."""
+        if topic.name.persistent and not delete_data:
+            detached = topic.apply_retention(now_ms())
+            if detached:
+                self._remove_detached(topic, detached)
+        pending = self._removals.get(str(topic.name))
+        if pending is not None:
+            await asyncio.wait([pending])
 
     def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
         """Write changed durable cursors (every one with ``force``) off the event loop."""
-        for topic in self.topics.values():
-            delayed_index.persist(self, topic, force)
+        if self.config.delayedDeliverySharedIndexEnabled:
+            for topic in self.topics.values():
+                delayed_index.persist(self, topic, force)
         return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
@@ -589,6 +694,7 @@ class BrokerService:
     async def close(self) -> None:
         self.ready = False
         self.timer.stop()
+        self.long_lived.uninstall()
         for topic in list(self.topics.values()):
             topic.close_all_clients()
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
@@ -596,10 +702,13 @@ class BrokerService:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
             self._on_synced(synced)
         await asyncio.wrap_future(self.persist_cursors(force=True))
+        if self._removals:
+            await asyncio.wait(list(self._removals.values()))
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
             topic.ledger.close()
+            self.compaction.release(topic)
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
 
@@ -628,6 +737,13 @@ class BrokerOperations(BrokerService):
         self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.started_at = now_ms()
 
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().start(loop)
+        topic_lifecycle.start(self, now_ms())
+
+    def loaded_objects(self) -> int:
+        return len(self.topics) + len(self.connections)
+
     def admit_connection(self, ip: str) -> str | None:
         """Count a new connection, or say why it is refused."""
         refusal = limits.connection_refusal(len(self.connections), self._connections_per_ip[ip], self.config)
@@ -636,6 +752,7 @@ class BrokerOperations(BrokerService):
         return refusal
 
     def connection_closed(self, ip: str) -> None:
+        self.long_lived.released()
         self._connections_per_ip[ip] -= 1
         if self._connections_per_ip[ip] <= 0:
             del self._connections_per_ip[ip]
@@ -669,14 +786,17 @@ class BrokerOperations(BrokerService):
         if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        limits.check_new_producer(topic, self.policies_of(topic.name), self.config)
+        limits.check_new_producer(topic, self.topic_policies(topic.name), self.policies_of(topic.name), self.config)
+        refusal = topic_lifecycle.producer_refusal(self, topic)
+        if refusal is not None:
+            raise refusal
 
     def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
         policies = self.policies_of(topic.name)
         enabled = policies.subscription_types_enabled
         if enabled and sub_type not in enabled:
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
-        limits.check_new_consumer(topic, subscription, policies, self.config)
+        limits.check_new_consumer(topic, subscription, self.topic_policies(topic.name), policies, self.config)
 
     def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
                 entry: bytes, info: EntryInfo) -> None:
@@ -718,32 +838,57 @@ class BrokerOperations(BrokerService):
         return cursor_moves.position_before_time(topic, timestamp_ms)
 
     @staticmethod
-    def last_message_id(topic: Topic) -> tuple[Position, int]:
+    def last_message_id(topic: EntrySource) -> tuple[Position, int]:
         return cursor_moves.last_message_id(topic)
 
-    def register_schema(self, topic: Topic, schema: object) -> bytes:
-        from magnetar.wire import pulsar_api_pb2 as pb
-        assert isinstance(schema, pb.Schema)
-        props = tuple((kv.key, kv.value) for kv in schema.properties)
-        version = self.schemas.register(str(topic.name), int(schema.type), schema.name, bytes(schema.schema_data),
-                                        props)
-        return version.version_bytes
+    # -- schemas ---------------------------------------------------------------------
+    def schema_strategy(self, name: TopicName) -> SchemaCompatibilityStrategy:
+        """The compatibility strategy that applies to the topic (topic, namespace, broker)."""
+        found = policies.schema_compatibility_strategy(self.topic_policies(name), self.policies_of(name), self.config)
+        return SchemaCompatibilityStrategy(found)
 
-    def get_schema_response(self, request_id: int, name: TopicName, version: bytes | None):  # type: ignore[no-untyped-def]
-        from magnetar.core.errors import ServerError
-        from magnetar.server.schemas import decode_version
-        from magnetar.wire import commands
-        from magnetar.wire import pulsar_api_pb2 as pb
-        versions = self.schemas.versions(str(name))
-        if not versions:
-            return commands.get_schema_error(request_id, ServerError.TopicNotFound, "Schema not found")
-        try:
-            chosen = versions[-1] if version is None else versions[decode_version(version)]
-        except (ValueError, IndexError):
-            return commands.get_schema_error(request_id, ServerError.IncompatibleSchema, "Unknown schema version")
-        schema = pb.Schema(name=chosen.name, schema_data=chosen.data, type=chosen.schema_type,  # type: ignore[arg-type]
-                           properties=[pb.KeyValue(key=k, value=v) for k, v in chosen.properties])
-        return commands.get_schema_response(request_id, schema, chosen.version_bytes)
+    def add_schema(self, name: TopicName, schema: SchemaData) -> int:
+        """The version of ``schema`` on the topic, stored as the next one if it is new and
+        may be added (Pulsar's ``AbstractTopic.addSchema``); raises IncompatibleSchema."""
+        history = self.schemas.history(name)
+        found = schema_versions.version_to_add(history, schema, self.schema_strategy(name),
+                                               policies.allow_auto_update_schema(self.policies_of(name), self.config))
+        if found is not None:
+            return found
+        return self.schemas.append(name, schema, now_ms()).version
+
+    def producer_schema_version(self, topic: Topic, schema: SchemaData | None) -> bytes | None:
+        """A new producer's schema version, or None when it sends none (then refused if
+        schema validation is enforced and the topic has a schema)."""
+        if schema is None:
+            schema_versions.check_producer_without_schema(
+                self.schemas.history(topic.name),
+                policies.schema_validation_enforced(self.policies_of(topic.name), self.config))
+            return None
+        return encode_version(self.add_schema(topic.name, schema))
+
+    def check_consumer_schema(self, topic: Topic, schema: SchemaData) -> None:
+        """A subscribing consumer's schema: added to an idle topic without one, else
+        checked for compatibility (Pulsar's ``addSchemaIfIdleOrCheckCompatible``)."""
+        if schema.schema_type == "AUTO_CONSUME":
+            return
+        in_use = bool(topic.producers) or topic.ledger.total_size_bytes() > 0 or any(
+            consumer.schema_type != "AUTO_CONSUME" for sub in topic.subscriptions.values()
+            for consumer in sub.consumers)
+        history = self.schemas.history(topic.name)
+        if schema_versions.consumer_adds_schema(history, schema, self.schema_strategy(topic.name), in_use):
+            self.add_schema(topic.name, schema)
+
+    def delete_schema(self, name: TopicName, force: bool) -> int | None:
+        """Pulsar's schema delete: a marker version (soft), or every version gone (force).
+        Returns the marker's version, None when forced or when there was nothing to delete."""
+        history = self.schemas.history(name)
+        if force:
+            self.schemas.delete_all(name)
+            return None
+        if schema_versions.latest(history) is None:
+            return None
+        return self.schemas.append(name, SchemaData("NONE", b""), now_ms(), deleted=True).version
 
     def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
         from magnetar.core.consumer import Consumer
@@ -769,12 +914,10 @@ class BrokerOperations(BrokerService):
         """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
         return cursor_moves.skip_messages(sub, count)
 
-    def expire_messages(self, sub: Subscription, expire_time_s: int) -> int:
+    @staticmethod
+    def expire_messages(sub: Subscription, expire_time_s: int) -> int:
         """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
-        now = now_ms()
-        expired = cursor_moves.expire_messages(sub, expire_time_s, now)
-        self.recorder.expired(str(sub.topic.name), sub.name, expired, now)
-        return expired
+        return message_expiry.expire(sub, expire_time_s, now_ms())
 
     async def unload_topic(self, name: TopicName) -> bool:
         """Close every client and release the topic; it is reopened on next use."""
@@ -783,6 +926,19 @@ class BrokerOperations(BrokerService):
             return False
         await self._release_topic(topic, delete_data=False)
         return True
+
+    async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None:
+        """Delete every partition, then the partitioned topic's metadata."""
+        for index in range(partitions):
+            await self.delete_topic(name.partition(index))
+        self.schemas.delete_all(name)  # partitions share their parent's schemas
+        self.metadata.delete_partitioned_topic(str(name))
+        self.metadata.delete_topic_policies(str(name))
+
+    async def unload_namespace(self, namespace: str) -> None:
+        """Unload every loaded topic of the namespace; clients reconnect and load them again."""
+        for topic in [t for t in self.topics.values() if t.name.namespace_name == namespace]:
+            await self.unload_topic(topic.name)
 
     async def delete_topic(self, name: TopicName) -> None:
         """Remove the topic, its data, cursors and schemas; clients are disconnected."""
@@ -793,8 +949,10 @@ class BrokerOperations(BrokerService):
         elif name.persistent and self.metadata.get_topic(key) is not None:
             unloaded = self.ledger_factory.open(key)
             await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
+            await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
         await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
-        self.metadata.delete_schemas(key)
+        if name.partition_index < 0:
+            self.schemas.delete_all(name)
+            self.metadata.delete_topic_policies(key)
         self.metadata.delete_topic(key)
-        self.schemas.forget(key)
         self.recorder.forget_topic(key)

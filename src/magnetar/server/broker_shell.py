@@ -1,5 +1,5 @@
 """What the broker's helper modules (deduplication, property dedup, the shared delayed
-index, the snapshot sweep) use of the broker service.
+index, the snapshot sweep, compaction) use of the broker service.
 
 A Protocol in a module of its own, so that those modules depend on this leaf and the
 service depends on them, with no import path leading back to the service.
@@ -12,9 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
+from magnetar.core.broker import BrokerCore
 from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
-from magnetar.core.policies import Policies
+from magnetar.core.policies import Policies, TopicPolicies
 from magnetar.core.topic import Topic
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -27,11 +28,16 @@ class BrokerShell(Protocol):
     metadata: MetadataStore
     writer: MetadataWriter
     topics: dict[str, Topic]
+    core: BrokerCore
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
     def policies_of(self, name: TopicName) -> Policies: ...
+
+    def topic_policies(self, name: TopicName) -> TopicPolicies: ...
+
+    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]: ...
 
     def on_loop(self, work: concurrent.futures.Future[Any],
                 callback: Callable[[BaseException | None], None]) -> None: ...

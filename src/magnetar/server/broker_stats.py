@@ -16,7 +16,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from magnetar.core.positions import Position
-from magnetar.core.stats import RateCounter
 
 #: Pulsar's ``ENTRY_LATENCY_BUCKETS_USEC`` boundaries, in milliseconds, as its
 #: ``pulsar_storage_write_latency_le_*`` series name them.
@@ -64,14 +63,6 @@ class LatencyQuantiles:
         return [(q, ordered[min(last, round(q * last))]) for q in QUANTILES]
 
 
-@dataclass
-class ExpiryStats:
-    """``msgRateExpired`` / ``totalMsgExpired`` / ``lastExpireTimestamp`` of a subscription."""
-
-    expired: RateCounter = field(default_factory=RateCounter)
-    last_expire_ms: int = 0
-
-
 class BrokerStatsRecorder:
     def __init__(self) -> None:
         self._appended: dict[str, deque[tuple[Position, float]]] = {}
@@ -79,7 +70,6 @@ class BrokerStatsRecorder:
         self.publish_latency = LatencyQuantiles()
         self._lock = threading.Lock()
         self._ledger_write_latency: dict[str, LatencyBuckets] = {}
-        self.expiry: dict[tuple[str, str], ExpiryStats] = {}
 
     # -- publish latency (event loop) ---------------------------------------------
     def appended(self, topic: str, pos: Position) -> None:
@@ -106,16 +96,8 @@ class BrokerStatsRecorder:
             return {name: LatencyBuckets(list(b.counts), b.count, b.sum_ms)
                     for name, b in self._ledger_write_latency.items()}
 
-    # -- expiry ------------------------------------------------------------------------
-    def expired(self, topic: str, subscription: str, messages: int, now_ms: int) -> None:
-        stats = self.expiry.setdefault((topic, subscription), ExpiryStats())
-        stats.expired.add(now_ms, messages)
-        stats.last_expire_ms = now_ms
-
     def forget_topic(self, topic: str) -> None:
         self._appended.pop(topic, None)
         self.write_latency.pop(topic, None)
         with self._lock:
             self._ledger_write_latency.pop(topic, None)
-        for key in [k for k in self.expiry if k[0] == topic]:
-            del self.expiry[key]

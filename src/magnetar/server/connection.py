@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-import ssl
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -32,6 +31,7 @@ from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic, topic_of
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
+from magnetar.security.peer_certificates import peer_common_name
 from magnetar.server import handlers
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
@@ -311,6 +311,10 @@ class ServerConnection(asyncio.Protocol):
         if self.protocol_version >= 12:
             self.write_command(commands.active_consumer_change(consumer_id, is_active))
 
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        if consumer_id in self.consumers:
+            self.write_command(commands.reached_end_of_topic(consumer_id))
+
     def close_consumer(self, consumer_id: int) -> None:
         entry = self.consumers.pop(consumer_id, None)
         if entry is not None:
@@ -367,6 +371,10 @@ class ServerConnection(asyncio.Protocol):
             self.write_command(commands.partitioned_metadata_error(request_id or 0, code, message))
         elif cmd.type == T.LOOKUP:
             self.write_command(commands.lookup_error(request_id or 0, code, message))
+        elif cmd.type == T.GET_SCHEMA:
+            self.write_command(commands.get_schema_error(request_id or 0, code, message))
+        elif cmd.type == T.GET_OR_CREATE_SCHEMA:
+            self.write_command(commands.get_or_create_schema_error(request_id or 0, code, message))
         elif cmd.type == T.ACK and cmd.ack.HasField("request_id"):
             self.write_command(commands.ack_response(cmd.ack.consumer_id, cmd.ack.request_id, code, message))
         elif request_id is not None:
@@ -497,18 +505,6 @@ def _auth_response(conn: ServerConnection, frame: Frame) -> None:
         raise NotAllowed("AUTH_RESPONSE without an authentication in progress")
     conn._auth_challenge_pending = False
     _authenticate(conn, service, response.auth_method_name or conn._auth_method, response.auth_data)
-
-
-def peer_common_name(ssl_object: ssl.SSLObject | None) -> str:
-    """The CN of a verified client certificate, "" without one."""
-    if ssl_object is None:
-        return ""
-    cert: dict[str, Any] = dict(ssl_object.getpeercert() or {})
-    for rdn in cert.get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return str(value)
-    return ""
 
 
 def _send(conn: ServerConnection, frame: Frame) -> None:

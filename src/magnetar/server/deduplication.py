@@ -41,9 +41,7 @@ def dedup_enabled(broker: BrokerShell, topic: Topic) -> bool:
     """Topic policy over namespace policy over ``brokerDeduplicationEnabled``."""
     if not topic.name.persistent:
         return False
-    topic_policy = (broker.metadata.get_topic(str(topic.name)) or {}).get("deduplicationEnabled")
-    return deduplication_enabled(topic_policy if isinstance(topic_policy, bool) else None,
-                                 broker.policies_of(topic.name), broker.config)
+    return deduplication_enabled(broker.topic_policies(topic.name), broker.policies_of(topic.name), broker.config)
 
 
 def refresh(broker: BrokerShell, topic: Topic, now_ms: int) -> None:
@@ -128,4 +126,4 @@ def _snapshot_written(topic: Topic, dedup: MessageDeduplication, snapshot: Dedup
 
 
 def snapshot_position(topic: Topic) -> Position | None:
-    return getattr(topic, "dedup_snapshot_position", None)
+    return topic.dedup_snapshot_position

@@ -45,11 +45,10 @@ def recover(broker: BrokerShell, topic: Topic, now: int) -> None:
 
 def persist(broker: BrokerShell, topic: Topic, force: bool = False) -> int:
     """Write the record if the index's bucket list changed; 1 if written or deleted."""
-    index = getattr(topic.delayed, "shared_index", None)
+    index = topic.delayed.shared_index if topic.delayed is not None else None
     if index is None or not topic.name.persistent:
         return 0
-    persisted = getattr(index, "persisted_version", None)
-    if persisted == index.version and not force:
+    if index.persisted_version == index.version and not force:
         return 0
     name = str(topic.name)
     if index.properties:
@@ -59,5 +58,5 @@ def persist(broker: BrokerShell, topic: Topic, force: bool = False) -> int:
             properties=dict(index.properties), last_active_ms=now_ms()))])
     else:
         broker.writer.delete_cursor(name, SHARED_INDEX_CURSOR)
-    index.persisted_version = index.version  # type: ignore[attr-defined]
+    index.persisted_version = index.version
     return 1

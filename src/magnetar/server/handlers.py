@@ -23,16 +23,19 @@ from magnetar.core.errors import (
     ProducerBusy,
     ServerError,
     ServiceNotReady,
+    TopicNotFound,
 )
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.producer import AccessMode, Producer
 from magnetar.core.publish import delay_problem
+from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.sinks import ConsumerSink, ProducerSink
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic, topic_of
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
+from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame, ProtocolError, peek_metadata, verify_entry_checksum
@@ -142,22 +145,32 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
         address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
+    initial_subscription = req.initial_subscription_name if req.HasField("initial_subscription_name") else ""
+    if initial_subscription and initial_subscription not in topic.subscriptions \
+            and not broker.config.allowAutoSubscriptionCreation:
+        raise NotAllowed("Could not create the initial subscription due to the auto subscription creation "
+                         "is not allowed.")
     _replace_stale_producer(topic, prod)
     if req.HasField("topic_epoch") and prod.exclusive and req.topic_epoch < topic.topic_epoch \
             and prod.access_mode != AccessMode.ExclusiveWithFencing:
         from magnetar.core.errors import ProducerFenced
         raise ProducerFenced(f"Topic epoch {req.topic_epoch} is older than the topic's {topic.topic_epoch}")
-    schema_version = broker.register_schema(topic, req.schema) if req.HasField("schema") else None
+    schema_version = broker.producer_schema_version(topic, schema_from_wire(req.schema)
+                                                    if req.HasField("schema") else None)
     ready = topic.add_producer(prod)
     conn.producers[req.producer_id] = prod
     conn.producer_topics[req.producer_id] = topic
     conn.producer_requests[req.producer_id] = req.request_id
-    if req.HasField("initial_subscription_name") and req.initial_subscription_name:
-        broker.ensure_subscription(topic, req.initial_subscription_name)
+    if initial_subscription:
+        broker.ensure_subscription(topic, initial_subscription)
     epoch = topic.topic_epoch if prod.exclusive else None
-    conn.write_command(commands.producer_success(
+    reply = commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
-        topic_epoch=epoch, producer_ready=ready if not ready else None))
+        topic_epoch=epoch, producer_ready=ready if not ready else None)
+    if schema_version is None:
+        conn.write_command(reply)
+    else:  # the version it names must be stored first
+        conn.reply_when_done(broker.schemas.written(), frame.command, reply)
 
 
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
@@ -236,21 +249,23 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     if sub_type is None:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
     broker.check_subscription_allowed(topic, req.subscription, sub_type)
+    schema = schema_from_wire(req.schema) if req.HasField("schema") else None
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
         priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,
         connected_since=broker.timestamp(), metadata={kv.key: kv.value for kv in req.metadata},
         key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
+        schema_type=schema.schema_type if schema is not None else "NONE",
     )
-    if req.HasField("schema"):
-        broker.register_schema(topic, req.schema)
+    if schema is not None:
+        broker.check_consumer_schema(topic, schema)
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(req) if not durable else None
     now = now_ms()
     sub = topic.subscribe(
         req.subscription, consumer, now, durable=durable,
         initial_earliest=req.initialPosition == pb.CommandSubscribe.Earliest, start=start,
-        create=broker.config.allowAutoSubscriptionCreation,
+        create=broker.config.allowAutoSubscriptionCreation, read_compacted=req.read_compacted,
     )
     conn.consumers[req.consumer_id] = (consumer, sub)
     broker.apply_dispatch_rates(topic)
@@ -258,8 +273,11 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
         broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
     if req.subscription_properties and not sub.properties:
         sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
-    if not durable:
+    if not durable and schema is None:
         conn.write_command(commands.success(req.request_id))
+        return
+    if not durable:  # a schema it gave the topic is stored first
+        conn.reply_when_done(broker.schemas.written(), frame.command, commands.success(req.request_id))
         return
     # A new subscription is stored before SUCCESS: one a crash could forget would come
     # back at Latest and skip every message published in between. The write is a
@@ -287,6 +305,7 @@ def flow(conn: ClientConnection, frame: Frame) -> None:
     if found is not None:
         consumer, sub = found
         sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
+        topic_of(sub).tell_end_of_topic()
 
 
 def ack(conn: ClientConnection, frame: Frame) -> None:
@@ -301,6 +320,7 @@ def ack(conn: ClientConnection, frame: Frame) -> None:
             for m in req.message_id]
     if acks:
         sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, now_ms())
+        topic_of(sub).tell_end_of_topic()
     if req.HasField("request_id"):
         conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
 
@@ -344,7 +364,8 @@ def get_last_message_id(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getLastMessageId
     _, sub = _consumer(conn, req.consumer_id)
     topic = topic_of(sub)
-    last, batch_index = conn.broker.last_message_id(topic)
+    # a readCompacted consumer reads through the compacted view: its last entry counts
+    last, batch_index = conn.broker.last_message_id(sub.source)
     mark = sub.cursor.mark_delete
     conn.write_command(commands.get_last_message_id_response(
         req.request_id, last.ledger_id, last.entry_id, topic.partition_index, batch_index,
@@ -374,20 +395,41 @@ def consumer_stats(conn: ClientConnection, frame: Frame) -> None:
 
 # -- schemas --------------------------------------------------------------------------------
 def get_schema(conn: ClientConnection, frame: Frame) -> None:
+    """Pulsar's ``handleGetSchema``: the latest (or the asked) live version, else
+    TopicNotFound "Topic not found or no-schema"."""
     req = frame.command.getSchema
-    version = req.schema_version if req.HasField("schema_version") else None
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.LOOKUP, "get schema")
-    conn.write_command(conn.broker.get_schema_response(req.request_id, name, version))
+    history = conn.broker.schemas.history(name)
+    try:
+        found = (schema_versions.latest(history) if not req.HasField("schema_version")
+                 else schema_versions.version_of(history, decode_version(req.schema_version)))
+    except ValueError as exc:
+        conn.write_command(commands.get_schema_error(req.request_id, ServerError.UnknownError, str(exc)))
+        return
+    if found is None:
+        conn.write_command(commands.get_schema_error(req.request_id, ServerError.TopicNotFound,
+                                                     "Topic not found or no-schema"))
+        return
+    conn.write_command(commands.get_schema_response(req.request_id, schema_to_wire(name, found.schema),
+                                                    encode_version(found.version)))
 
 
 def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
+    """Pulsar's ``handleGetOrCreateSchema``: on an existing topic, the version of the
+    schema, added if new and allowed (a NONE schema asks only whether schema-less
+    producers may write); errors are answered in GET_OR_CREATE_SCHEMA_RESPONSE."""
     req = frame.command.getOrCreateSchema
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.PRODUCE, "Produce")
-    topic = conn.broker.get_topic(name, create=True)
-    version = conn.broker.register_schema(topic, req.schema)
-    conn.write_command(commands.get_or_create_schema_response(req.request_id, version))
+    try:
+        topic = conn.broker.get_topic(name, create=False)
+    except TopicNotFound:
+        raise TopicNotFound(f"Topic not found {req.topic}") from None
+    schema = schema_from_wire(req.schema)
+    version = conn.broker.producer_schema_version(topic, None if schema.schema_type == "NONE" else schema)
+    conn.reply_when_done(conn.broker.schemas.written(), frame.command,
+                         commands.get_or_create_schema_response(req.request_id, version or b""))
 
 
 HANDLERS: dict[int, Handler] = {

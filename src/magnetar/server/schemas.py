@@ -1,28 +1,31 @@
-"""A minimal schema registry: versions per topic, an 8-byte big-endian version id.
+"""The schema registry's storage side: versions per topic in the metadata store, an
+8-byte big-endian version id on the wire (Pulsar's ``LongSchemaVersion``).
 
-Full compatibility checks come later; the same schema gets its existing version,
-a different one becomes the next version. Versions live in the metadata store.
+Partitions share their partitioned topic's schemas, and a persistent and a
+non-persistent topic of one name share theirs (Pulsar's schema id is the partitioned
+topic's ``tenant/namespace/topic``). Which version a schema gets, and whether it may be added,
+is decided in :mod:`magnetar.core.schemas.versions`; this module reads and appends.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import struct
-from dataclasses import dataclass
+from typing import Any
 
+from magnetar.core.names import TopicName
+from magnetar.core.schemas.schema_data import SCHEMA_TYPE_NAMES, SCHEMA_TYPE_NUMBERS, SchemaData
+from magnetar.core.schemas.versions import StoredVersion
+from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.metadata_store import MetadataStore, SchemaRecord
+from magnetar.wire import pulsar_api_pb2 as pb
+
+log = logging.getLogger("magnetar.schemas")
 
 
-@dataclass(frozen=True)
-class SchemaVersion:
-    version: int
-    schema_type: int
-    name: str
-    data: bytes
-    properties: tuple[tuple[str, str], ...]
-
-    @property
-    def version_bytes(self) -> bytes:
-        return struct.pack(">q", self.version)
+def encode_version(version: int) -> bytes:
+    return struct.pack(">q", version)
 
 
 def decode_version(raw: bytes) -> int:
@@ -31,49 +34,73 @@ def decode_version(raw: bytes) -> int:
     return int(struct.unpack(">q", raw)[0])
 
 
-#: Pulsar's SchemaType names, as the metadata store keeps them, by wire ``Schema.Type``.
-PULSAR_TYPE_NAMES = {
-    0: "NONE", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "BOOLEAN", 6: "INT8", 7: "INT16",
-    8: "INT32", 9: "INT64", 10: "FLOAT", 11: "DOUBLE", 12: "DATE", 13: "TIME", 14: "TIMESTAMP",
-    15: "KEY_VALUE", 16: "INSTANT", 17: "LOCAL_DATE", 18: "LOCAL_TIME", 19: "LOCAL_DATE_TIME",
-    20: "PROTOBUF_NATIVE", 21: "AUTO_CONSUME",
-}
-_WIRE_TYPES = {name: number for number, name in PULSAR_TYPE_NAMES.items()}
+def schema_id(name: TopicName) -> str:
+    """The key a topic's schemas are stored under: its partitioned topic's name in the
+    persistent domain, since Pulsar's schema id (``tenant/namespace/topic``) has no domain."""
+    parent = name.partitioned_topic
+    return f"persistent://{parent.tenant}/{parent.namespace}/{parent.local_name}"
 
 
 class SchemaRegistry:
     """Schema versions per topic, kept in the metadata store so they outlive a restart.
 
     A version number names one schema for good: messages carry it, and a consumer asks
-    for it later, so numbering must never start again from 0 after a restart.
+    for it later, so numbering must never start again from 0 after a restart. The
+    history in memory is the truth once read; writes go to the metadata writer's thread
+    in order, and whoever promises a version waits for :meth:`written`.
     """
 
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, writer: MetadataWriter) -> None:
         self._store = store
-        self._cache: dict[str, list[SchemaVersion]] = {}
+        self._writer = writer
+        self._cache: dict[str, list[StoredVersion]] = {}
 
-    def versions(self, topic: str) -> list[SchemaVersion]:
-        cached = self._cache.get(topic)
+    def history(self, name: TopicName) -> list[StoredVersion]:
+        """Every stored version of the topic's schemas, delete markers included, oldest first."""
+        key = schema_id(name)
+        cached = self._cache.get(key)
         if cached is None:
-            local_name = topic.rsplit("/", 1)[-1]
-            cached = [SchemaVersion(number, _WIRE_TYPES.get(record.schema_type, 0), local_name, record.data,
-                                    tuple(record.properties.items()))
-                      for number, record in enumerate(self._store.get_schemas(topic))]
-            self._cache[topic] = cached
+            cached = [StoredVersion(number, SchemaData(r.schema_type, r.data, dict(r.properties)), r.timestamp_ms,
+                                    r.deleted)
+                      for number, r in enumerate(self._store.get_schemas(key))]
+            self._cache[key] = cached
         return cached
 
-    def register(self, topic: str, schema_type: int, name: str, data: bytes,
-                 properties: tuple[tuple[str, str], ...]) -> SchemaVersion:
-        """The version of this schema, stored as the next version if it is new."""
-        versions = self.versions(topic)
-        for existing in versions:
-            if (existing.schema_type, existing.data, existing.properties) == (schema_type, data, properties):
-                return existing
-        record = SchemaRecord(PULSAR_TYPE_NAMES.get(schema_type, "NONE"), data, dict(properties))
-        version = SchemaVersion(self._store.add_schema(topic, record), schema_type, name, data, properties)
-        versions.append(version)
-        return version
+    def append(self, name: TopicName, schema: SchemaData, now_ms: int, *, deleted: bool = False) -> StoredVersion:
+        """Add ``schema`` (or a delete marker) as the next version; stored off the event loop."""
+        history = self.history(name)
+        stored = StoredVersion(history[-1].version + 1 if history else 0, schema, now_ms, deleted)
+        history.append(stored)
+        key, record = schema_id(name), SchemaRecord(schema.schema_type, schema.data, dict(schema.properties),
+                                                    now_ms, deleted)
+        self._writer.submit(lambda store: store.put_schema(key, stored.version, record)).add_done_callback(
+            _log_failure)
+        return stored
 
-    def forget(self, topic: str) -> None:
-        """Drop the cached versions (the topic and its stored schemas were deleted)."""
-        self._cache.pop(topic, None)
+    def delete_all(self, name: TopicName) -> None:
+        """Remove every version for good (Pulsar's forced delete): numbering starts again."""
+        key = schema_id(name)
+        self._cache[key] = []
+        self._writer.submit(lambda store: store.delete_schemas(key)).add_done_callback(_log_failure)
+
+    def written(self) -> concurrent.futures.Future[None]:
+        """Done once every schema change made so far is in the store."""
+        return self._writer.barrier()
+
+
+def schema_from_wire(schema: pb.Schema) -> SchemaData:
+    return SchemaData(SCHEMA_TYPE_NAMES.get(int(schema.type), "NONE"), bytes(schema.schema_data),
+                      {kv.key: kv.value for kv in schema.properties})
+
+
+def schema_to_wire(name: TopicName, schema: SchemaData) -> pb.Schema:
+    """Pulsar names the schema by its id, ``tenant/namespace/topic``."""
+    parent = name.partitioned_topic
+    return pb.Schema(name=f"{parent.namespace_name}/{parent.local_name}", schema_data=schema.data,
+                     type=SCHEMA_TYPE_NUMBERS.get(schema.schema_type, 0),  # type: ignore[arg-type]
+                     properties=[pb.KeyValue(key=k, value=v) for k, v in sorted(schema.properties.items())])
+
+
+def _log_failure(write: concurrent.futures.Future[Any]) -> None:
+    if write.exception() is not None:
+        log.error("storing a schema change failed", exc_info=write.exception())

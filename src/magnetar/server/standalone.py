@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import signal
 import ssl
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.security.peer_certificates import PeerCertificates, remembering
 from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.connection import ServerConnection
@@ -25,6 +27,7 @@ class Standalone:
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._app: Any = None
+        self._peers = PeerCertificates()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -38,6 +41,9 @@ class Standalone:
             loop.add_signal_handler(sig, self.stopping.set)
         log.info("Magnetar standalone: %s  %s  data in %s", " ".join(self._broker_urls()),
                  " ".join(self._web_urls()), self.broker.data_dir)
+        exposed = exposure_warning(self.config)
+        if exposed is not None:
+            log.warning("%s", exposed)
         print(f"magnetar standalone ready: {self.broker.broker_url} {self.broker.web_url}", flush=True)
         await self.stopping.wait()
         await self._shutdown(servers, http)
@@ -82,13 +88,17 @@ class Standalone:
     async def _start_http(self, port: int, tls: ssl.SSLContext | None):  # type: ignore[no-untyped-def]
         import uvicorn
 
+        from magnetar.admin import warm_up
         from magnetar.admin.app import create_app
         if self._app is None:
-            self._app = create_app(self.broker)
+            self._app = create_app(self.broker, self._peers)
+            warm_up.start(self._app)
         config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port,
                                 log_level="warning", lifespan="off", access_log=False)
         config.load()
-        config.ssl = tls  # the context the binary TLS port uses, built from the same keys
+        if tls is not None:
+            config.ssl = tls  # the context the binary TLS port uses, built from the same keys
+            config.http_protocol_class = remembering(config.http_protocol_class, self._peers)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
         task = asyncio.create_task(server.serve())
@@ -120,6 +130,22 @@ class Standalone:
         for task in http_tasks:
             with contextlib.suppress(Exception):
                 await task
+
+
+def exposure_warning(config: BrokerConfig) -> str | None:
+    """One warning for a broker that anyone on the network may use: listening beyond
+    loopback with authentication off (Pulsar standalone's default, kept as it is)."""
+    if config.authenticationEnabled:
+        return None
+    address = config.bindAddress
+    try:
+        loopback = ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        loopback = address == "localhost"
+    if loopback:
+        return None
+    return (f"listening on {address} without authentication: anyone who reaches these ports can publish, "
+            "consume and administer; set authenticationEnabled (README, Security) or bindAddress=127.0.0.1")
 
 
 def run_standalone(config: BrokerConfig, data_dir: Path) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import resource
 import threading
 from collections import OrderedDict
+from itertools import islice
 from typing import Protocol
 
 
@@ -57,7 +58,8 @@ class DescriptorBudget:
             if threading.get_ident() != self._owner:
                 return
             over = len(self._holders) - self.max_holders
-            candidates = list(self._holders.items())[:max(over, 0) + 8] if over > 0 else []
+            # the least recently used few, not a copy of every holder (this runs per new file)
+            candidates = list(islice(self._holders.items(), over + 8)) if over > 0 else []
         for other_key, other in candidates:
             if over <= 0:
                 break

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from magnetar.core.positions import Position
@@ -62,6 +62,8 @@ class MemoryLedger:
             size = sum(len(entry) for entry in ledger.entries)
             self._index.add_ledger(ledger_id, ledger.timestamp_ms, len(ledger.entries), size)
         self._lock = threading.Lock()
+        #: ledgers detached and not yet removed, oldest first
+        self._detached: list[int] = []
         self._last_appended = self._index.last_position()
         self._synced = self._last_appended
         self._closed = False
@@ -129,6 +131,9 @@ class MemoryLedger:
                 yield Position(info.ledger_id, entry_id), self._stored[info.ledger_id].entries[entry_id]
                 entry_id += 1
 
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        return [entry for entry in self.iter_entries(after) if entry[0] <= upto] if upto > after else []
+
     def first_position(self) -> Position | None:
         return self._index.first_position()
 
@@ -148,12 +153,26 @@ class MemoryLedger:
         return self._index.total_size_bytes()
 
     def trim_before(self, pos: Position) -> list[int]:
+        ids = self.detach_before(pos)
+        self.remove_detached()
+        return ids
+
+    def detach_before(self, pos: Position) -> list[int]:
+        """As with segment files, detached entries stay stored until :meth:`remove_detached`:
+        a crash (or a reopen) in between finds them again."""
         self._check_open()
         ids = self._index.trimmable_before(pos)
         self._index.remove_oldest(len(ids))
-        for ledger_id in ids:
-            del self._stored[ledger_id]
+        with self._lock:
+            self._detached.extend(ids)
         return ids
+
+    def remove_detached(self) -> int:
+        with self._lock:
+            ids, self._detached = self._detached, []
+        for ledger_id in ids:
+            self._stored.pop(ledger_id, None)
+        return len(ids)
 
     def roll_over(self) -> None:
         self._check_open()

@@ -31,7 +31,7 @@ from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.positions import Position
 
 #: Version of the tables below, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 #: The first ledger id a new store hands out.
 FIRST_LEDGER_ID = 1
 
@@ -49,10 +49,16 @@ _TABLES = (
     " deleted_ranges BLOB NOT NULL, properties TEXT NOT NULL, last_active_ms INTEGER NOT NULL,"
     " PRIMARY KEY (topic, name))",
     "CREATE TABLE schemas (topic TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,"
-    " data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version))",
+    " data BLOB NOT NULL, properties TEXT NOT NULL, timestamp_ms INTEGER NOT NULL DEFAULT 0,"
+    " deleted INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (topic, version))",
     "CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
     "CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
+#: what brings a store of an older version to the next one, by the version it has
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE schemas ADD COLUMN timestamp_ms INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE schemas ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0"),
+}
 
 # Pulsar's rule for tenant, namespace and cluster names (NamedEntity.checkName).
 _NAME = re.compile(r"[-=:.\w]+", re.ASCII)
@@ -86,6 +92,10 @@ class SchemaRecord:
     schema_type: str
     data: bytes
     properties: dict[str, str] = field(default_factory=dict)
+    #: when the version was stored (ms since the epoch), as Pulsar's ``timestamp``
+    timestamp_ms: int = 0
+    #: a soft delete: the marker version Pulsar writes, after which older versions are gone
+    deleted: bool = False
 
 
 # -- persisted form of individually deleted ranges --------------------------------------
@@ -214,6 +224,11 @@ def _cursor_record(row: tuple[Any, ...]) -> CursorRecord:
     return CursorRecord(mark_delete, decode_ranges(ranges), json.loads(properties), last_active_ms)
 
 
+#: key prefix of topic policies in the key-value table
+TOPIC_POLICIES_PREFIX = "topic-policies/"
+_PARTITION_SUFFIX = re.compile(r"-partition-\d+$")
+
+
 class MetadataStore:
     """Broker metadata in a SQLite file; see the module docstring for the guarantees."""
 
@@ -226,6 +241,7 @@ class MetadataStore:
         self.path = str(path)
         self._ledger_id_block = _check_int("ledger_id_block", ledger_id_block, 1)
         self._next_ledger_id = self._reserved_until = 0
+        self._policy_changes = 0
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -253,9 +269,23 @@ class MetadataStore:
                 for statement in _TABLES:
                     db.execute(statement)
                 db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            return
+        while version < SCHEMA_VERSION:
+            with self._transaction() as db:
+                for statement in _MIGRATIONS[version]:
+                    db.execute(statement)
+                version += 1
+                db.execute(f"PRAGMA user_version = {version}")
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def policy_changes(self) -> int:
+        """Namespace and topic policy writes (namespaces created and deleted included) through
+        this store so far: values derived from policies stay valid while this does not move,
+        whatever else is written (topic records and cursors are written all the time)."""
+        return self._policy_changes
 
     @property
     def changes(self) -> int:
@@ -365,6 +395,7 @@ class MetadataStore:
         """Create ``tenant/namespace``; the caller checks that the tenant exists."""
         row = (name, _namespace_tenant(name), _dump_json("namespace policies", policies or {}))
         self._insert(f"namespace {name!r}", "INSERT INTO namespaces (name, tenant, policies) VALUES (?, ?, ?)", row)
+        self._policy_changes += 1
 
     def get_namespace_policies(self, name: str) -> dict[str, Any] | None:
         policies = self._value("SELECT policies FROM namespaces WHERE name = ?", (name,))
@@ -374,11 +405,13 @@ class MetadataStore:
         """Replace an existing namespace's policies; :class:`NotFound` if it was never created."""
         params = (_dump_json("namespace policies", policies), name)
         self._update(f"namespace {name!r}", "UPDATE namespaces SET policies = ? WHERE name = ?", params)
+        self._policy_changes += 1
 
     def list_namespaces(self, tenant: str) -> list[str]:
         return self._column("SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))
 
     def delete_namespace(self, name: str) -> bool:
+        self._policy_changes += 1
         return self._delete("DELETE FROM namespaces WHERE name = ?", (name,)) > 0
 
     # -- partitioned topics --------------------------------------------------------------
@@ -476,6 +509,15 @@ class MetadataStore:
 
     def add_schema(self, topic: str, schema: SchemaRecord) -> int:
         """Store the next version of the topic's schema and return its number (from 0)."""
+        with self._transaction():
+            last = self._value("SELECT MAX(version) FROM schemas WHERE topic = ?", (topic,))
+            version = 0 if last is None else last + 1
+            self.put_schema(topic, version, schema)
+        return version
+
+    def put_schema(self, topic: str, version: int, schema: SchemaRecord) -> None:
+        """Store version ``version`` of the topic's schema (the caller numbers them);
+        storing a number twice is refused (AlreadyExists)."""
         _topic_namespace(topic)
         _check_text("schema type", schema.schema_type)
         if not isinstance(schema.data, bytes):
@@ -483,29 +525,72 @@ class MetadataStore:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in schema.properties.items()):
             raise InvalidMetadata("schema properties must map str to str")
         properties = _dump_json("schema properties", schema.properties)
-        with self._transaction() as db:
-            last = self._value("SELECT MAX(version) FROM schemas WHERE topic = ?", (topic,))
-            version = 0 if last is None else last + 1
-            db.execute(
-                "INSERT INTO schemas (topic, version, type, data, properties) VALUES (?, ?, ?, ?, ?)",
-                (topic, version, schema.schema_type, schema.data, properties),
+        try:
+            self._db.execute(
+                "INSERT INTO schemas (topic, version, type, data, properties, timestamp_ms, deleted)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (topic, version, schema.schema_type, schema.data, properties, schema.timestamp_ms,
+                 int(schema.deleted)),
             )
-        return version
+        except sqlite3.IntegrityError:
+            raise AlreadyExists(f"schema version {version} of {topic} already exists") from None
 
     def get_schemas(self, topic: str) -> list[SchemaRecord]:
         """Every version of the topic's schema; the list index is the version."""
-        rows = self._db.execute("SELECT type, data, properties FROM schemas WHERE topic = ? ORDER BY version", (topic,))
-        return [SchemaRecord(kind, data, json.loads(properties)) for kind, data, properties in rows]
+        rows = self._db.execute(f"SELECT {_SCHEMA_COLUMNS} FROM schemas WHERE topic = ? ORDER BY version", (topic,))
+        return [_schema_record(row) for row in rows]
 
     def get_schema(self, topic: str, version: int) -> SchemaRecord | None:
         row = self._db.execute(
-            "SELECT type, data, properties FROM schemas WHERE topic = ? AND version = ?", (topic, version)
+            f"SELECT {_SCHEMA_COLUMNS} FROM schemas WHERE topic = ? AND version = ?", (topic, version)
         ).fetchone()
-        return None if row is None else SchemaRecord(row[0], row[1], json.loads(row[2]))
+        return None if row is None else _schema_record(row)
 
     def delete_schemas(self, topic: str) -> int:
         """Delete every version of the topic's schema; returns how many there were."""
         return self._delete("DELETE FROM schemas WHERE topic = ?", (topic,))
+
+    # -- topic policies ------------------------------------------------------------------
+
+    def get_topic_policies(self, topic: str) -> dict[str, Any] | None:
+        """A topic's own policies (Pulsar's ``TopicPolicies`` JSON), None when none is set.
+        A partitioned topic's are kept under its own name, not its partitions'."""
+        stored: dict[str, Any] | None = self.get_json(TOPIC_POLICIES_PREFIX + topic)
+        return stored
+
+    def put_topic_policies(self, topic: str, policies: dict[str, Any]) -> None:
+        """Replace a topic's policies; an empty dict removes them."""
+        self._policy_changes += 1
+        if policies:
+            self.put_json(TOPIC_POLICIES_PREFIX + topic, policies)
+        else:
+            self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def delete_topic_policies(self, topic: str) -> bool:
+        self._policy_changes += 1
+        return self.delete(TOPIC_POLICIES_PREFIX + topic)
+
+    def move_legacy_topic_policies(self) -> int:
+        """Before topic policies had their own record, a topic's ``deduplicationEnabled`` was
+        kept in its properties (each partition's, for a partitioned topic). Move any such
+        value to the topic policies of the topic (the partitioned topic), keeping a policy
+        set since, in one transaction; how many topic records were changed."""
+        self._policy_changes += 1
+        rows = self._db.execute("SELECT topic, properties FROM topics"
+                                " WHERE json_type(properties, '$.deduplicationEnabled') IN ('true', 'false')"
+                                ).fetchall()
+        with self._transaction() as db:
+            for topic, text in rows:
+                properties = json.loads(text)
+                value = properties.pop("deduplicationEnabled")
+                key = TOPIC_POLICIES_PREFIX + _PARTITION_SUFFIX.sub("", topic)
+                stored = db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+                policies = {"deduplicationEnabled": value, **(json.loads(stored[0]) if stored else {})}
+                db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                           (key, _dump_json("topic policies", policies)))
+                db.execute("UPDATE topics SET properties = ? WHERE topic = ?",
+                           (_dump_json("topic properties", properties), topic))
+        return len(rows)
 
     # -- generic JSON key-value ----------------------------------------------------------
 
@@ -525,6 +610,14 @@ class MetadataStore:
         """Keys starting with ``prefix``, sorted."""
         sql = "SELECT key FROM kv WHERE substr(key, 1, ?) = ? ORDER BY key"
         return self._column(sql, (len(prefix), prefix))
+
+
+_SCHEMA_COLUMNS = "type, data, properties, timestamp_ms, deleted"
+
+
+def _schema_record(row: tuple[Any, ...]) -> SchemaRecord:
+    kind, data, properties, timestamp_ms, deleted = row
+    return SchemaRecord(kind, data, json.loads(properties), timestamp_ms, bool(deleted))
 
 
 class MemoryMetadataStore(MetadataStore):

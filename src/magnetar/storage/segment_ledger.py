@@ -50,7 +50,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -340,6 +340,45 @@ class _Segment:
         return start, stop - start
 
 
+@dataclass(frozen=True)
+class _SegmentSpan:
+    """Consecutive records of one segment file: where the first starts, how many."""
+
+    path: Path
+    ledger_id: int
+    first_entry: int
+    offset: int
+    count: int
+
+    def __iter__(self) -> Iterator[tuple[Position, bytes]]:
+        try:
+            file = open(self.path, "rb", buffering=_SCAN_BLOCK_BYTES)
+        except FileNotFoundError:
+            raise StorageError(f"ledger {self.ledger_id} ({self.path}) was deleted while being read") from None
+        with file:
+            file.seek(self.offset)
+            for entry_id in range(self.first_entry, self.first_entry + self.count):
+                head = file.read(RECORD.size)
+                if len(head) != RECORD.size:
+                    raise LedgerCorruption(f"{self.path} ends before entry {entry_id}")
+                length, crc = RECORD.unpack(head)
+                data = file.read(length)
+                if len(data) != length or google_crc32c.value(data) != crc:
+                    raise LedgerCorruption(f"entry {self.ledger_id}:{entry_id} in {self.path} fails its checksum")
+                yield Position(self.ledger_id, entry_id), data
+
+
+@dataclass(frozen=True)
+class _DetachedScan:
+    """Spans of segment files read through descriptors of their own (any thread)."""
+
+    spans: list[_SegmentSpan]
+
+    def __iter__(self) -> Iterator[tuple[Position, bytes]]:
+        for span in self.spans:
+            yield from span
+
+
 class _TailCache:
     """The most recently appended entries, so tailing consumers never touch the disk."""
 
@@ -419,6 +458,8 @@ class SegmentLedger:
         self._dirty: dict[int, int] = {}  # ledger id -> private dup of its descriptor
         #: ledgers rolled over since the last sync: that sync writes their index files
         self._sealed: list[_Segment] = []
+        #: segment files of detached ledgers, oldest first, waiting for remove_detached()
+        self._detached: list[Path] = []
         #: a descriptor of the directory, taken when an entry in it was created or removed;
         #: the sync fsyncs it, so syncing never needs a new descriptor
         self._dir_fd = -1
@@ -799,6 +840,20 @@ class SegmentLedger:
         self._cache_read_fd(ledger_id, fd)
         return fd
 
+    def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
+        self._check_open()
+        spans: list[_SegmentSpan] = []
+        for info in self._index.ledgers():
+            if not after.ledger_id <= info.ledger_id <= upto.ledger_id:
+                continue
+            segment = self._segments[info.ledger_id]
+            first = max(after.entry_id + 1, 0) if info.ledger_id == after.ledger_id else 0
+            stop = min(upto.entry_id + 1, len(segment.offsets)) if info.ledger_id == upto.ledger_id \
+                else len(segment.offsets)
+            if first < stop:
+                spans.append(_SegmentSpan(segment.path, info.ledger_id, first, segment.offsets[first], stop - first))
+        return _DetachedScan(spans)
+
     def first_position(self) -> Position | None:
         return self._index.first_position()
 
@@ -820,24 +875,42 @@ class SegmentLedger:
     # -- trimming and lifecycle -------------------------------------------------------
 
     def trim_before(self, pos: Position) -> list[int]:
+        ids = self.detach_before(pos)
+        self.remove_detached()
+        return ids
+
+    def detach_before(self, pos: Position) -> list[int]:
         self._check_open()
         ids = self._index.trimmable_before(pos)
         if not ids:
             return []
         self._index.remove_oldest(len(ids))
+        paths = []
         for ledger_id in ids:
             fd = self._read_fds.pop(ledger_id, None)
             if fd is not None:
                 os.close(fd)
-            path = self._segments.pop(ledger_id).path
-            path.unlink(missing_ok=True)
-            path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
+            paths.append(self._segments.pop(ledger_id).path)
         self._cache.drop_ledgers(set(ids))
-        try:
-            self._hold_dir_fd()
-        except OSError as exc:  # the removal is made durable by the next sync that can
-            log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
+        with self._lock:
+            self._detached.extend(paths)
         return ids
+
+    def remove_detached(self) -> int:
+        """The segment file goes before its index (an index without its segment is dropped
+        at open); the directory is synced once at the end, and ledgers reopened before that
+        sync are merely deleted again."""
+        with self._lock:
+            paths, self._detached = self._detached, []
+        for path in paths:
+            path.unlink(missing_ok=True)
+            path.with_name(index_file_name(int(path.name[:-4]))).unlink(missing_ok=True)
+        if paths and self.directory.exists():
+            try:
+                fsync_dir(self.directory)
+            except OSError as exc:  # the removal is made durable by a later sync of the directory
+                log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
+        return len(paths)
 
     def roll_over(self) -> None:
         self._check_writable()

@@ -244,6 +244,12 @@ def close_consumer(consumer_id: int) -> pb.BaseCommand:
     return pb.BaseCommand(type=_T.CLOSE_CONSUMER, close_consumer=body)
 
 
+def reached_end_of_topic(consumer_id: int) -> pb.BaseCommand:
+    """The consumer's topic was terminated and it has received every message."""
+    body = pb.CommandReachedEndOfTopic(consumer_id=to_uint64(consumer_id))
+    return pb.BaseCommand(type=_T.REACHED_END_OF_TOPIC, reachedEndOfTopic=body)
+
+
 def active_consumer_change(consumer_id: int, is_active: bool) -> pb.BaseCommand:
     body = pb.CommandActiveConsumerChange(consumer_id=to_uint64(consumer_id), is_active=is_active)
     return pb.BaseCommand(type=_T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=body)

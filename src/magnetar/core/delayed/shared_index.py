@@ -37,6 +37,7 @@ import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.positions import Position
 
@@ -56,25 +57,26 @@ class SharedDelayedDeliveryIndex:
         self.properties: dict[str, int] = {}
         #: bumped whenever ``properties`` changes, so the shell writes only what moved
         self.version = 0
-        self._take_changes = getattr(tracker, "take_property_changes", None)
+        #: the version the shell last wrote (-1: never)
+        self.persisted_version = -1
+        #: the tracker when it keeps bucket snapshots (whose names the topic record lists)
+        self._buckets = tracker if isinstance(tracker, BucketDelayedDeliveryTracker) else None
 
     def recover(self, properties: Mapping[str, int | str], now_ms: int,
                 mark_delete_position: Position | None) -> int:
         """Rebuild a bucket tracker from the topic-level record; how many messages came back."""
-        recover = getattr(self.tracker, "recover", None)
-        if recover is None:
+        if self._buckets is None:
             return 0
-        count = int(recover(properties, now_ms, mark_delete_position))
-        if self._take_changes is not None:
-            self._take_changes()
-            self.properties = dict(self.tracker.bucket_properties())  # type: ignore[attr-defined]
-            self.version += 1
+        count = self._buckets.recover(properties, now_ms, mark_delete_position)
+        self._buckets.take_property_changes()
+        self.properties = dict(self._buckets.bucket_properties())
+        self.version += 1
         return count
 
     def _collect_property_changes(self) -> None:
-        if self._take_changes is None:
+        if self._buckets is None:
             return
-        changes = self._take_changes()
+        changes = self._buckets.take_property_changes()
         if not changes:
             return
         for key, value in changes:
@@ -235,6 +237,10 @@ class SubscriptionDelayedDeliveryView:
 
     def on_mark_delete(self, position: Position) -> None:
         self._index._trim()
+
+    @property
+    def tick_time_ms(self) -> int:
+        return self._index.tracker.tick_time_ms
 
     def reset_tick_time(self, tick_time_ms: int) -> None:
         self._index.tracker.reset_tick_time(tick_time_ms)

@@ -78,6 +78,11 @@ class DelayedDeliveryTracker(Protocol):
         ...
 
     @property
+    def tick_time_ms(self) -> int:
+        """The ``delayedDeliveryTickTimeMillis`` in use."""
+        ...
+
+    @property
     def number_of_delayed_messages(self) -> int:
         """How many delayed messages are tracked (the subscription stat ``msgDelayed``)."""
         ...

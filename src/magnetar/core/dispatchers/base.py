@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from magnetar.core.consumer import Consumer
+from magnetar.core.cursor import and_words
 from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
@@ -42,6 +43,8 @@ class Dispatcher(ABC):
         self._last_info: tuple[Position, bytes, EntryInfo] | None = None
         #: dispatch rate limits (None: none apply)
         self.throttle: DispatchThrottle | None = None
+        #: the subscription's unacked-message limit holds every consumer
+        self.blocked_on_unacked = False
 
     # -- consumers -------------------------------------------------------
     @abstractmethod
@@ -75,12 +78,31 @@ class Dispatcher(ABC):
         self.begin_round()
         self.dispatch(now_ms)
 
+    def on_limits_changed(self, now_ms: int) -> None:
+        """The subscription's unacked limits changed (a policy): a consumer held by the old
+        ones may take messages again."""
+        self.begin_round()
+        self.dispatch(now_ms)
+
     def rewind(self) -> None:
         """Read again from the first unacknowledged entry."""
         self.last_read = self.sub.cursor.mark_delete
 
     def seek(self, last_read: Position) -> None:
         self.last_read = last_read
+
+    # -- stats -----------------------------------------------------------
+    def active_consumer(self) -> Consumer | None:
+        """The consumer messages go to when the type has one (Exclusive, Failover)."""
+        return None
+
+    def subscription_stats(self) -> dict[str, object]:
+        """Fields the subscription's type adds to its stats (Key_Shared's)."""
+        return {}
+
+    def consumer_stats(self, consumer: Consumer) -> dict[str, object]:
+        """Fields the subscription's type adds to a consumer's stats."""
+        return {}
 
     # -- reading ---------------------------------------------------------
     def next_unread(self) -> Position | None:
@@ -126,6 +148,9 @@ class Dispatcher(ABC):
             self.sub.cursor.ack(pos)
             return None
         ack_set = self.sub.cursor.remaining_ack_set(pos)
+        retained = self.source.retained_ack_set(pos)
+        if retained is not None:
+            ack_set = retained if ack_set is None else and_words(ack_set, retained)
         return entry, info, ack_set, unacked_in_ack_set(ack_set, info.num_messages)
 
     def send(self, consumer: Consumer, pos: Position, loaded: tuple[bytes, EntryInfo, list[int] | None, int],

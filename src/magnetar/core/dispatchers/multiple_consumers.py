@@ -73,7 +73,6 @@ class MultipleConsumersDispatcher(Dispatcher):
         super().__init__(sub)
         self.replay = ReplayQueue()
         self._next_index = 0
-        self.blocked_on_unacked = False
         #: entries up to here may have been read before (by an earlier dispatcher, or
         #: before a rewind); None once reads are past it
         self._reread_until: Position | None = self.source.last_readable()
@@ -104,6 +103,11 @@ class MultipleConsumersDispatcher(Dispatcher):
     def on_acked(self, consumer: Consumer, now_ms: int) -> None:
         self._update_blocking(consumer)
         self.dispatch(now_ms)
+
+    def on_limits_changed(self, now_ms: int) -> None:
+        for consumer in self.consumers:
+            self._update_blocking(consumer)
+        super().on_limits_changed(now_ms)
 
     def rewind(self) -> None:
         super().rewind()
@@ -211,15 +215,17 @@ class MultipleConsumersDispatcher(Dispatcher):
     # -- unacked limits --------------------------------------------------
     def _update_blocking(self, consumer: Consumer) -> None:
         limit = self.sub.max_unacked_per_consumer
-        if limit > 0:
-            if consumer.unacked_messages >= limit:
-                consumer.blocked_on_unacked = True
-            elif consumer.blocked_on_unacked and consumer.unacked_messages <= limit // 2:
-                consumer.blocked_on_unacked = False
+        if limit <= 0:
+            consumer.blocked_on_unacked = False
+        elif consumer.unacked_messages >= limit:
+            consumer.blocked_on_unacked = True
+        elif consumer.blocked_on_unacked and consumer.unacked_messages <= limit // 2:
+            consumer.blocked_on_unacked = False
 
     def _subscription_blocked(self) -> bool:
         limit = self.sub.max_unacked_per_subscription
         if limit <= 0:
+            self.blocked_on_unacked = False
             return False
         unacked = sum(c.unacked_messages for c in self.consumers)
         if unacked >= limit:

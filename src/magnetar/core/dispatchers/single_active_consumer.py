@@ -26,6 +26,9 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.failover = failover
         self.active: Consumer | None = None
 
+    def active_consumer(self) -> Consumer | None:
+        return self.active
+
     def add_consumer(self, consumer: Consumer, now_ms: int) -> None:
         if not self.failover and self.consumers:
             raise ConsumerBusy(f"Exclusive consumer is already connected on subscription {self.sub.name}")

@@ -1,6 +1,7 @@
-"""Deterministic simulation of Key_Shared: the real core driven through random schedules.
+"""Deterministic simulation of the subscription types: the real core driven through random schedules.
 
-In the manner of TigerBeetle's VOPR: one seed derives every option (mode, selector,
+In the manner of TigerBeetle's VOPR: one seed derives every option (subscription type,
+Key_Shared mode and selector,
 broker limits, traffic shape, fault weights) and the whole schedule; a run prints its
 seed first; a safety phase runs with faults on and checks invariants after every step,
 then a liveness phase turns faults off and requires everything to drain. Checkers
@@ -8,6 +9,7 @@ then a liveness phase turns faults off and requires everything to drain. Checker
 
     python -m magnetar.testing.sim --seed 42            # one schedule
     python -m magnetar.testing.sim --seed 1 --schedules 10000 --jobs 2
+    python -m magnetar.testing.sim --seed 1 --schedules 1000 --types Exclusive,Failover
     python -m magnetar.testing.sim --seed 42 --schedule failing.txt   # replay a printed schedule
 """
 

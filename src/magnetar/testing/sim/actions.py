@@ -16,19 +16,27 @@ VERBS = {
                "COUNT>1 is a batch; DELAY_MS delays its delivery",
     "persist": "storage makes every appended entry durable; durable entries are dispatched",
     "join": "NAME QUEUE [RANGES]: a consumer subscribes with a receiver queue; STICKY ranges as a:b,c:d",
-    "join-bad": "NAME QUEUE KIND [RANGES]: a subscribe the broker must refuse (KIND: conflict, invalid, mode)",
+    "join-bad": "NAME QUEUE KIND [RANGES]: a subscribe the broker must refuse "
+                "(KIND: conflict, invalid, mode, ooo, exclusive, type)",
     "leave": "NAME: the application acknowledges what it received, then closes the consumer",
     "crash": "NAME: the consumer's connection drops",
     "reconnect": "NAME: the consumer's connection drops and it subscribes again under the same name",
     "receive": "NAME COUNT: the application takes entries from its receiver queue (FLOW as the client does)",
     "ack": "NAME I,J,...: acknowledge received entries by their place in the received list",
+    "ack-cum": "NAME I: acknowledge cumulatively up to the I-th received entry (Exclusive, Failover)",
     "ack-part": "NAME I INDEX: acknowledge one message of a received batch",
-    "nack": "NAME I,J,...: ask for redelivery of received entries",
+    "nack": "NAME I,J,...: ask for redelivery of received entries (on Exclusive and Failover the client "
+            "asks for all, as the official client does)",
     "nack-all": "NAME: redeliverUnacknowledgedMessages; the client drops its receiver queue",
     "flow": "NAME COUNT: extra permits",
     "behave": "NAME normal|slow|stalled: how the application acts from now on",
     "tick": "MS: time passes; due timers fire",
     "expire": "LEDGER:ENTRY: message TTL moves the mark-delete position there (entries consumed unseen)",
+    "seek": "earliest|LEDGER:ENTRY: reset the subscription's cursor; consumers are closed and subscribe "
+            "again; everything from there on is delivered again",
+    "reader-open": "NAME earliest|LEDGER:ENTRY QUEUE: a reader (non-durable subscription) from there on",
+    "reader-receive": "NAME COUNT: the reader's application takes entries from its queue",
+    "reader-close": "NAME: the reader closes; its subscription goes with it",
 }
 
 

@@ -9,9 +9,14 @@ its snapshot plus a replay of the newer entries. Clients behave as the official 
 a producer resends every send not yet receipted after a reconnect, in order; a consumer
 loses what it had not acknowledged.
 
+Retention runs too (the broker's default: consumed ledgers go at the next check); as in the
+broker, the detached ledgers' data is removed only once the cursors that moved past them
+are written, so a crash in between finds it again.
+
 Checked at every step and at the end: a receipted message is never lost, even by a
-crash; no sequence id of a producer is stored twice; a cursor never runs ahead of what
-consumers acknowledged; once faults stop, everything is stored once and consumed.
+crash, unless retention deleted it after the subscription and deduplication's snapshot
+had passed it; no sequence id of a producer is stored twice; a cursor never runs ahead of
+what consumers acknowledged; once faults stop, everything is stored once and consumed.
 One seed reproduces a run: ``python -m magnetar.testing.sim.crash_restart --seed 7``.
 """
 
@@ -96,6 +101,8 @@ class SimConsumer:
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
 
+    def reached_end_of_topic(self, consumer_id: int) -> None: ...
+
     def close_consumer(self, consumer_id: int) -> None: ...
 
 
@@ -117,6 +124,11 @@ class CrashWorld:
     acked: set[Position] = field(default_factory=set)
     crashes: int = 0
     steps: int = 0
+    #: per producer, the sequence ids retention deleted (consumed, and behind the snapshot)
+    retired: dict[str, set[int]] = field(default_factory=dict)
+    #: the last entry retention detached, and the last one whose data is removed
+    detached_upto: Position = BEFORE_START
+    removed_upto: Position = BEFORE_START
     dedup_config: DeduplicationConfig = field(default_factory=DeduplicationConfig)
 
     # -- the broker's life ----------------------------------------------------------------
@@ -168,6 +180,11 @@ class CrashWorld:
             producer.in_flight.clear()  # the connection died with them
         self.open_broker()
         self.check_cursor_not_ahead()
+        self.detached_upto = self.removed_upto  # what was detached and not removed is back
+        stored = self.cursors.get(SUB)
+        if stored is not None and stored.mark_delete < self.removed_upto:
+            raise Violation(f"the stored cursor stands at {stored.mark_delete}, in data removed up to "
+                            f"{self.removed_upto}")
 
     # -- clients ----------------------------------------------------------------------------
     def send(self, producer: SimProducer, first: int, count: int) -> None:
@@ -219,6 +236,7 @@ class CrashWorld:
         sub.dispatcher.on_flow(consumer.core, len(taken), self.now_ms)
 
     def persist_cursors(self) -> None:
+        """Write what changed, then remove what retention detached (the shell's order)."""
         assert self.core is not None and self.topic is not None
         for write in self.core.cursor_writes(now_ms=self.now_ms):
             self.cursors[write.name] = write.record
@@ -228,6 +246,22 @@ class CrashWorld:
             self.dedup_snapshot = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties))
             dedup.on_snapshot_stored(snapshot, self.now_ms)
             self.topic.dedup_snapshot_position = snapshot.position
+        if self.topic.ledger.remove_detached():
+            self.removed_upto = self.detached_upto
+
+    def retention(self) -> None:
+        """The retention check; what it detaches must be consumed and behind the snapshot."""
+        assert self.topic is not None
+        before = self.entries()
+        if not self.topic.apply_retention(self.now_ms):
+            return
+        sub = self.topic.subscriptions[SUB]
+        snapshot = self.topic.dedup_snapshot_position or BEFORE_START
+        for pos, (producer, ids) in before.items() - self.entries().items():
+            if not sub.cursor.is_acked(pos) or pos > snapshot:
+                raise Violation(f"retention deleted {pos}, which the subscription or the snapshot still needs")
+            self.retired.setdefault(producer, set()).update(ids)
+            self.detached_upto = max(self.detached_upto, pos)
 
     def tick(self, ms: int) -> None:
         assert self.core is not None
@@ -235,15 +269,21 @@ class CrashWorld:
         self.core.on_timer(self.now_ms)
 
     # -- checks -----------------------------------------------------------------------------
-    def stored(self) -> dict[str, list[int]]:
-        """Every sequence id in the ledger, per producer."""
+    def entries(self) -> dict[Position, tuple[str, tuple[int, ...]]]:
+        """Every entry in the ledger: its producer and sequence ids."""
         assert self.topic is not None
-        ids: dict[str, list[int]] = {}
-        for _, entry in self.topic.ledger.iter_entries(BEFORE_START):
+        found = {}
+        for pos, entry in self.topic.ledger.iter_entries(BEFORE_START):
             metadata = peek_metadata(entry)
             count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-            ids.setdefault(metadata.producer_name, []).extend(range(metadata.sequence_id,
-                                                                    metadata.sequence_id + count))
+            found[pos] = (metadata.producer_name, tuple(range(metadata.sequence_id, metadata.sequence_id + count)))
+        return found
+
+    def stored(self) -> dict[str, list[int]]:
+        """Every sequence id in the ledger, per producer."""
+        ids: dict[str, list[int]] = {}
+        for producer, sequence_ids in self.entries().values():
+            ids.setdefault(producer, []).extend(sequence_ids)
         return ids
 
     def check_stored(self) -> None:
@@ -253,7 +293,7 @@ class CrashWorld:
             if len(ids) != len(set(ids)):
                 twice = sorted({i for i in ids if ids.count(i) > 1})
                 raise Violation(f"{producer.name}: sequence ids stored twice: {twice[:5]}")
-            lost = sorted(set(producer.receipted) - set(ids))
+            lost = sorted(set(producer.receipted) - set(ids) - self.retired.get(producer.name, set()))
             if lost:
                 raise Violation(f"{producer.name}: receipted and lost: {lost[:5]}")
 
@@ -286,7 +326,8 @@ class CrashWorld:
         self.check_stored()
         stored = self.stored()
         for producer in self.producers:
-            missing = sorted(set(range(producer.next_sequence_id)) - set(stored.get(producer.name, [])))
+            missing = sorted(set(range(producer.next_sequence_id)) - set(stored.get(producer.name, []))
+                             - self.retired.get(producer.name, set()))
             if missing or producer.outstanding:
                 raise Violation(f"{producer.name}: never stored {missing[:5]}, "
                                 f"still waiting {producer.outstanding[:3]}")
@@ -301,7 +342,7 @@ def run(seed: int, steps: int = 200) -> CrashWorld:
     world = CrashWorld(seed, random.Random(seed))
     world.start()
     actions = [("publish", 30), ("resend", 5), ("persist", 20), ("receipts", 15), ("consume", 15),
-               ("cursors", 8), ("tick", 8), ("crash", 3)]
+               ("cursors", 8), ("tick", 8), ("crash", 3), ("retention", 4)]
     names, weights = zip(*actions, strict=True)
     try:
         for _ in range(steps):
@@ -322,6 +363,8 @@ def run(seed: int, steps: int = 200) -> CrashWorld:
                 world.persist_cursors()
             elif action == "tick":
                 world.tick(world.rng.randint(1, 2000))
+            elif action == "retention":
+                world.retention()
             else:
                 world.crash()
             world.check_stored()

@@ -12,7 +12,7 @@ from bisect import bisect_left
 from itertools import accumulate
 
 from magnetar.testing.sim.actions import Action, act, format_indexes, format_ranges
-from magnetar.testing.sim.options import STICKY, SimOptions
+from magnetar.testing.sim.options import EXCLUSIVE, SimOptions
 from magnetar.testing.sim.world import SimClient, World
 
 BEHAVIORS = ("normal", "normal", "slow", "stalled")
@@ -66,7 +66,8 @@ class ScheduleGenerator:
     # -- consumers ------------------------------------------------------------------
     def _join(self, world: World) -> Action | None:
         o, rng = self.options, self.rng
-        if len(world.connected()) >= o.max_consumers:
+        limit = 1 if o.sub_type == EXCLUSIVE else o.max_consumers
+        if len(world.connected()) >= limit:
             return None
         gone = [c.name for c in world.clients.values() if c.core is None]
         if gone and rng.random() < 0.4:
@@ -75,7 +76,7 @@ class ScheduleGenerator:
             self.names += 1
             name = f"c{self.names}"
         queue = rng.choice(o.queue_sizes)
-        if o.selector != STICKY:
+        if not o.sticky:
             return act("join", name, queue)
         free = free_slots(world)
         if not free:
@@ -87,7 +88,12 @@ class ScheduleGenerator:
         o, rng = self.options, self.rng
         self.names += 1
         name = f"c{self.names}"
-        if o.selector == STICKY and rng.random() < 0.7:
+        if not world.key_shared:
+            if not world.connected():
+                return None
+            kind = "exclusive" if o.sub_type == EXCLUSIVE and rng.random() < 0.5 else "type"
+            return act("join-bad", name, 10, kind)
+        if o.sticky and rng.random() < 0.7:
             taken = [s for s in o.sticky_slots if s not in free_slots(world)]
             if taken and rng.random() < 0.5:
                 start, end = rng.choice(taken)
@@ -96,8 +102,8 @@ class ScheduleGenerator:
             return act("join-bad", name, 10, "invalid", format_ranges([bad]))
         if not world.connected():
             return None
-        kind = rng.choice(("mode", "ooo"))
-        ranges = format_ranges([o.sticky_slots[0]]) if o.selector == STICKY else None
+        kind = rng.choice(("mode", "ooo", "type"))
+        ranges = format_ranges([o.sticky_slots[0]]) if o.sticky else None
         return act("join-bad", name, 10, kind, *([ranges] if ranges else []))
 
     def _some_connected(self, world: World) -> SimClient | None:
@@ -154,6 +160,12 @@ class ScheduleGenerator:
         c = self._active(world, "received")
         return act("nack-all", c.name) if c else None
 
+    def _ack_cum(self, world: World) -> Action | None:
+        if not self.options.single_active:
+            return None
+        c = self._active(world, "received")
+        return act("ack-cum", c.name, self.rng.randrange(len(c.received))) if c else None
+
     def _ack_part(self, world: World) -> Action | None:
         c = self._active(world, "received")
         if c is None:
@@ -163,6 +175,34 @@ class ScheduleGenerator:
             return None
         i = self.rng.choice(batches)
         return act("ack-part", c.name, i, self.rng.randrange(world.messages[c.received[i].pos]))
+
+
+    # -- cursor moves and readers --------------------------------------------------
+    def _seek(self, world: World) -> Action | None:
+        if world.sub is None:
+            return None
+        if not world.order or self.rng.random() < 0.3:
+            return act("seek", "earliest")
+        return act("seek", self.rng.choice(world.order))
+
+    def _reader_open(self, world: World) -> Action | None:
+        if len(world.readers) >= 2:
+            return None
+        self.names += 1
+        start = "earliest" if not world.order or self.rng.random() < 0.4 else self.rng.choice(world.order)
+        return act("reader-open", f"r{self.names}", start, self.rng.choice(self.options.queue_sizes))
+
+    def _reader_receive(self, world: World) -> Action | None:
+        ready = [r for r in world.readers.values() if r.inbox]
+        if not ready:
+            return None
+        r = self.rng.choice(ready)
+        return act("reader-receive", r.name, self.rng.randint(1, len(r.inbox)))
+
+    def _reader_close(self, world: World) -> Action | None:
+        if not world.readers:
+            return None
+        return act("reader-close", self.rng.choice(sorted(world.readers)))
 
 
 def free_slots(world: World) -> list[tuple[int, int]]:

@@ -1,6 +1,7 @@
 """Everything a schedule varies, derived from one seed (as TigerBeetle's VOPR does).
 
-The seed picks the subscription's mode and broker settings, the shape of the traffic
+The seed picks the subscription type (from a mix the command line may narrow), the
+Key_Shared mode and broker settings, the shape of the traffic
 (how many keys, how skewed, how often batched) and the weight of every kind of step.
 Printing the options with the seed tells a reader what kind of world failed.
 """
@@ -15,10 +16,32 @@ AUTO_SPLIT_CONSISTENT = "consistent-hashing"
 AUTO_SPLIT_RANGES = "auto-split"
 STICKY = "sticky"
 
+EXCLUSIVE, FAILOVER, SHARED, KEY_SHARED = "Exclusive", "Failover", "Shared", "Key_Shared"
+SUB_TYPES = (EXCLUSIVE, FAILOVER, SHARED, KEY_SHARED)
+#: types that deliver to one active consumer, in order
+SINGLE_ACTIVE = (EXCLUSIVE, FAILOVER)
+#: every type, equally often
+ALL_TYPES: tuple[tuple[str, float], ...] = tuple((t, 1.0) for t in SUB_TYPES)
+
+
+def parse_type_mix(text: str) -> tuple[tuple[str, float], ...]:
+    """``Shared,Key_Shared=2``: the types a campaign draws from and how often (case-insensitive)."""
+    by_name = {t.lower().replace("_", ""): t for t in SUB_TYPES}
+    mix = []
+    for part in text.split(","):
+        name, _, weight = part.strip().partition("=")
+        sub_type = by_name.get(name.lower().replace("_", "").replace("-", ""))
+        if sub_type is None:
+            raise ValueError(f"unknown subscription type {name!r} (types: {', '.join(SUB_TYPES)})")
+        mix.append((sub_type, float(weight) if weight else 1.0))
+    return tuple(mix)
+
 
 @dataclass(frozen=True)
 class SimOptions:
     seed: int
+    #: the subscription's type: Exclusive, Failover, Shared or Key_Shared
+    sub_type: str
     selector: str
     classic: bool
     allow_out_of_order: bool
@@ -48,7 +71,10 @@ class SimOptions:
     weights: tuple[tuple[str, float], ...]
 
     @classmethod
-    def from_seed(cls, seed: int, steps: int | None = None) -> SimOptions:
+    def from_seed(cls, seed: int, steps: int | None = None,
+                  types: tuple[tuple[str, float], ...] = ALL_TYPES) -> SimOptions:
+        """The seed's options; the type is drawn apart so each type's other options do not
+        depend on the mix a campaign runs with."""
         rng = random.Random(seed)
         roll = rng.random()
         selector = AUTO_SPLIT_CONSISTENT if roll < 0.45 else AUTO_SPLIT_RANGES if roll < 0.85 else STICKY
@@ -57,6 +83,7 @@ class SimOptions:
         steps_total = steps if steps is not None else rng.choice((60, 120, 200, 300))
         return cls(
             seed=seed,
+            sub_type=_pick_type(seed, types),
             selector=selector,
             classic=classic,
             allow_out_of_order=allow_out_of_order,
@@ -85,7 +112,7 @@ class SimOptions:
     def scenario(cls, selector: str = AUTO_SPLIT_CONSISTENT, classic: bool = False, **values: object) -> SimOptions:
         """Fixed options for a hand-written scenario: Pulsar's defaults, no faults of its own."""
         defaults: dict[str, object] = dict(
-            seed=0, selector=selector, classic=classic, allow_out_of_order=False,
+            seed=0, sub_type=KEY_SHARED, selector=selector, classic=classic, allow_out_of_order=False,
             unblocking_interval_ms=0, look_ahead_per_consumer=2000, look_ahead_per_subscription=20000,
             max_unacked_per_consumer=0, max_unacked_per_subscription=0, replica_points=100,
             entries_per_ledger=50000, keys=1, key_skew=0.0, batch_probability=0.0,
@@ -94,6 +121,15 @@ class SimOptions:
             queue_sizes=(1000,), sticky_slots=((1, 65535),), steps=0, weights=(("publish", 1.0),))
         defaults.update(values)
         return cls(**defaults)  # type: ignore[arg-type]
+
+    @property
+    def sticky(self) -> bool:
+        """Key_Shared consumers claim hash ranges of their own (STICKY mode)."""
+        return self.sub_type == KEY_SHARED and self.selector == STICKY
+
+    @property
+    def single_active(self) -> bool:
+        return self.sub_type in SINGLE_ACTIVE
 
     def with_overrides(self, overrides: dict[str, str]) -> SimOptions:
         """A copy with some options forced (``--set classic=true``), to explore one kind of world."""
@@ -116,6 +152,7 @@ class SimOptions:
     @classmethod
     def from_json(cls, text: str) -> SimOptions:
         values = json.loads(text)
+        values.setdefault("sub_type", KEY_SHARED)  # schedules recorded before other types were simulated
         values["queue_sizes"] = tuple(values["queue_sizes"])
         values["sticky_slots"] = tuple(tuple(s) for s in values["sticky_slots"])
         values["weights"] = tuple(tuple(w) for w in values["weights"])
@@ -126,6 +163,13 @@ class SimOptions:
         fields.pop("weights")
         fields.pop("sticky_slots")
         return " ".join(f"{k}={v}" for k, v in fields.items())
+
+
+def _pick_type(seed: int, types: tuple[tuple[str, float], ...]) -> str:
+    if len(types) == 1:
+        return types[0][0]
+    rng = random.Random(f"type-{seed}")
+    return rng.choices([t for t, _ in types], weights=[w for _, w in types])[0]
 
 
 def _sticky_slots(rng: random.Random) -> tuple[tuple[int, int], ...]:
@@ -157,4 +201,10 @@ def _weights(rng: random.Random) -> tuple[tuple[str, float], ...]:
         ("behave", rng.choice((0.3, 1.0))),
         ("tick", 2.0),
         ("expire", rng.choice((0.0, 0.0, 0.2))),
+        # drawn after the Key_Shared-era weights so those keep their values for a seed
+        ("ack-cum", rng.choice((0.0, 2.0))),
+        ("seek", rng.choice((0.0, 0.1, 0.4))),
+        ("reader-open", rng.choice((0.0, 0.3))),
+        ("reader-receive", 3.0),
+        ("reader-close", 0.1),
     )

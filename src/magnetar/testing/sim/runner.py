@@ -19,12 +19,14 @@ from magnetar.testing.sim.checkers import (
     CLASSIC_CONTRACT,
     OUT_OF_ORDER_CONTRACT,
     PIP_379_CONTRACT,
+    SHARED_CONTRACT,
+    SINGLE_ACTIVE_CONTRACT,
     Contract,
     ContractChecker,
     Violation,
 )
 from magnetar.testing.sim.generator import ScheduleGenerator, free_slots
-from magnetar.testing.sim.options import STICKY, SimOptions
+from magnetar.testing.sim.options import ALL_TYPES, SHARED, SimOptions
 from magnetar.testing.sim.world import World
 
 LIVENESS_ROUNDS_MAX = 2_000
@@ -77,6 +79,10 @@ class RunResult:
 
 
 def contract_of(options: SimOptions) -> Contract:
+    if options.single_active:
+        return SINGLE_ACTIVE_CONTRACT
+    if options.sub_type == SHARED:
+        return SHARED_CONTRACT
     if options.allow_out_of_order:
         return OUT_OF_ORDER_CONTRACT
     return CLASSIC_CONTRACT if options.classic else PIP_379_CONTRACT
@@ -84,9 +90,10 @@ def contract_of(options: SimOptions) -> Contract:
 
 def run(seed: int, steps: int | None = None, schedule: list[Action] | None = None,
         trace_events: bool = False, overrides: dict[str, str] | None = None,
-        options: SimOptions | None = None) -> RunResult:
-    """Run the seed's schedule (or ``schedule``, under the seed's options or ``options``) and both phases."""
-    options = options or SimOptions.from_seed(seed, steps)
+        options: SimOptions | None = None, types: tuple[tuple[str, float], ...] = ALL_TYPES) -> RunResult:
+    """Run the seed's schedule (or ``schedule``, under the seed's options or ``options``) and both
+    phases; ``types`` is the mix the seed draws its subscription type from."""
+    options = options or SimOptions.from_seed(seed, steps, types)
     if overrides:
         options = options.with_overrides(overrides)
     result = RunResult(options)
@@ -113,6 +120,9 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
     result.refused = world.refused
     result.coverage["redeliveries"] = world.checker.redeliveries
     result.coverage["refused_subscribes"] = world.refused
+    result.coverage["seeks"] = world.checker.seeks
+    result.coverage["reader_deliveries"] = sum(r.received for r in world.readers_seen)
+    result.coverage[f"runs_{options.sub_type}"] = 1
     return result
 
 
@@ -171,27 +181,31 @@ def _liveness(world: World, result: RunResult, trace: Any) -> None:
     _ensure_consumers(world, result, trace)
     _step(world, result, act("persist"), trace)
     for _ in range(LIVENESS_ROUNDS_MAX):
-        before = (world.checker.deliveries, len(world.checker.unacked()))
+        before = world.progress()
         for client in world.connected():
             if client.inbox:
                 _step(world, result, act("receive", client.name, len(client.inbox)), trace)
             if client.received:
                 _step(world, result, act("ack", client.name, ",".join(map(str, range(len(client.received))))), trace)
+        for reader in list(world.readers.values()):
+            if reader.inbox:
+                _step(world, result, act("reader-receive", reader.name, len(reader.inbox)), trace)
         if world.drained():
             break
         deadline = world.next_deadline_ms()
         if deadline is not None:
             _step(world, result, act("tick", max(1, deadline - world.now_ms)), trace)
             continue
-        if (world.checker.deliveries, len(world.checker.unacked())) == before:
+        if world.progress() == before:
             break
     world.checker.check_drained()
     check_drained_system(world)
+    check_readers_caught_up(world)
 
 
 def _ensure_consumers(world: World, result: RunResult, trace: Any) -> None:
     queue = max(world.options.queue_sizes)
-    if world.options.selector == STICKY:
+    if world.options.sticky:
         for i, slot in enumerate(free_slots(world)):
             _step(world, result, act("join", f"live{i}", queue, format_ranges([slot])), trace)
     elif not world.connected():
@@ -224,6 +238,16 @@ def check_agreement(world: World) -> None:
             if draining.unack_msgs != counts.get(draining.hash, 0):
                 raise Violation(f"hash {draining.hash} draining at {client.name} counts {draining.unack_msgs} "
                                 f"pending entries; {counts.get(draining.hash, 0)} are pending there")
+
+
+def check_readers_caught_up(world: World) -> None:
+    """Every reader still open was sent every entry from its start (the checks on arrival
+    already hold them to order and to once each)."""
+    last = world.topic.last_readable()
+    for reader in world.readers.values():
+        missing = reader.missing(last)
+        if missing:
+            raise Violation(f"reader {reader.name} was never sent {len(missing)} entries, first {missing[0]}")
 
 
 def check_drained_system(world: World) -> None:

@@ -1,11 +1,12 @@
-"""The simulated world: the real core (Topic, Subscription, Key_Shared dispatcher,
-in-memory ledger) and a model of the clients around it.
+"""The simulated world: the real core (Topic, Subscription, the dispatcher of the
+subscription's type, in-memory ledger) and a model of the clients around it.
 
 Each simulated consumer is what the official client does, reduced to its effect on the
 broker: a receiver queue filled by the broker, an application that takes entries from
 it and hands permits back as it goes (half a queue at a time), acknowledges, nacks or
 asks for everything again. ``apply`` executes one schedule step; every delivery and
-every acknowledgement is reported to the checker as it happens.
+every acknowledgement is reported to the checker as it happens. Readers (``readers``)
+take their own non-durable subscriptions on the same topic.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.testing.sim.actions import Action, parse_indexes, parse_ranges
 from magnetar.testing.sim.checkers import ContractChecker, Violation
-from magnetar.testing.sim.options import STICKY, SimOptions
+from magnetar.testing.sim.options import EXCLUSIVE, KEY_SHARED, SUB_TYPES, SimOptions
+from magnetar.testing.sim.readers import ReaderSink, SimReader, start_after
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -62,6 +64,8 @@ class SimClient:
 
     def sink_send(self, world: World, pos: Position, entry: bytes, redelivery_count: int,
                   ack_set: list[int] | None) -> None:
+        if self.core is None:
+            raise Violation(f"{pos} sent to {self.name} after the broker closed it")
         messages = world.published_messages(pos, ack_set)
         if world.events is not None:
             key = world.checker.entries[pos].key if pos in world.checker.entries else "?"
@@ -84,10 +88,18 @@ class _Sink:
         self.client.sink_send(self.world, pos, entry, redelivery_count, ack_set)
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        pass
+        self.world.checker.active_changed(self.client.name, is_active)
+        if self.world.events is not None:
+            self.world.events.append(f"    {self.client.name} {'active' if is_active else 'inactive'}")
+
+    def reached_end_of_topic(self, consumer_id: int) -> None:
+        raise Violation(f"{self.client.name} told of the end of a topic nobody terminated")
 
     def close_consumer(self, consumer_id: int) -> None:
-        raise Violation(f"the broker closed {self.client.name} unasked")
+        if self.world.closed_by_broker is None:
+            raise Violation(f"the broker closed {self.client.name} unasked")
+        self.world.closed_by_broker.append(self.client)
+        self.world.forget_consumer(self.client)
 
 
 class _ProducerSink:
@@ -138,6 +150,13 @@ class World:
         self.topic.add_producer(self.producer)
         self.sequence_id = 0
         self.entries: dict[Position, bytes] = {}
+        #: every published position, in publish order
+        self.order: list[Position] = []
+        self.readers: dict[str, SimReader] = {}
+        #: every reader opened, closed or not (for the figures)
+        self.readers_seen: list[SimReader] = []
+        #: consumers the broker closed while the world expected it (a seek), else None
+        self.closed_by_broker: list[SimClient] | None = None
         self.messages: dict[Position, int] = {}
         self.clients: dict[str, SimClient] = {}
         self.next_consumer_id = 1
@@ -202,6 +221,7 @@ class World:
         entry = make_entry(metadata, b"x" * 8)
         pos = self.topic.publish(self.producer, self.sequence_id, self.sequence_id, n, entry, self.now_ms)
         self.entries[pos] = entry
+        self.order.append(pos)
         self.messages[pos] = n
         self.last_published = pos
         self.published_total += 1
@@ -219,18 +239,24 @@ class World:
         old = self.clients.get(name)
         if old is not None and old.core is not None:
             return False
+        if self.options.sub_type == EXCLUSIVE and self.connected():
+            return False
         client = SimClient(name, int(queue), parse_ranges(ranges) if ranges else None)
-        core = self._new_consumer(client, self._meta(client.ranges))
-        self.checker.consumer_joined(name)
+        core = self._new_consumer(client, self._meta(client.ranges) if self.key_shared else None)
+        self.checker.consumer_joined(name, core.consumer_name)
         self.clients[name] = client
         client.core = core
         self.topic.subscribe(SUBSCRIPTION, core, self.now_ms, initial_earliest=True)
         self._flow(name, str(client.queue_size))
         return True
 
-    def _new_consumer(self, client: SimClient, meta: pb.KeySharedMeta) -> Consumer:
+    @property
+    def key_shared(self) -> bool:
+        return self.options.sub_type == KEY_SHARED
+
+    def _new_consumer(self, client: SimClient, meta: pb.KeySharedMeta | None, sub_type: str | None = None) -> Consumer:
         core = Consumer(self.next_consumer_id, self.consumer_names.get(client.name, client.name),
-                        _Sink(self, client), sub_type="Key_Shared", key_shared_meta=meta)
+                        _Sink(self, client), sub_type=sub_type or self.options.sub_type, key_shared_meta=meta)
         self.next_consumer_id += 1
         return core
 
@@ -248,10 +274,21 @@ class World:
         """A subscribe that must be refused and must change nothing."""
         if name in self.clients and self.clients[name].core is not None:
             return False
-        sticky = self.options.selector == STICKY
-        if kind in ("mode", "ooo") and not self.connected():
+        sticky = self.options.sticky
+        if kind in ("mode", "ooo", "exclusive", "type") and not self.connected():
             return False
-        if kind == "mode":
+        if kind in ("mode", "ooo", "conflict", "invalid") and not self.key_shared:
+            return False
+        sub_type = None
+        meta: pb.KeySharedMeta | None
+        if kind == "exclusive":
+            if self.options.sub_type != EXCLUSIVE:
+                return False
+            meta = None
+        elif kind == "type":
+            sub_type = _another_type(self.options.sub_type)
+            meta = self._meta(None) if sub_type == KEY_SHARED else None
+        elif kind == "mode":
             other_mode = KEY_SHARED_AUTO_SPLIT if sticky else KEY_SHARED_STICKY
             meta = self._meta(None if sticky else [(1, 10)], mode=other_mode)
         elif kind == "ooo":
@@ -259,7 +296,7 @@ class World:
             meta = self._meta(parse_ranges(ranges) if ranges else None, out_of_order=flipped)
         else:
             meta = self._meta(parse_ranges(ranges) if ranges else [])
-        core = self._new_consumer(SimClient(name, int(queue), None), meta)
+        core = self._new_consumer(SimClient(name, int(queue), None), meta, sub_type)
         before = self._state_fingerprint()
         try:
             self.topic.subscribe(SUBSCRIPTION, core, self.now_ms, initial_earliest=True)
@@ -279,12 +316,17 @@ class World:
     def _close(self, client: SimClient) -> None:
         core = client.core
         assert core is not None and self.sub is not None
+        self.forget_consumer(client)
+        self.topic.remove_consumer(self.sub, core, self.now_ms)
+
+    def forget_consumer(self, client: SimClient) -> None:
+        """The client's consumer is gone (it closed, or the broker closed it): what it held
+        and had queued goes back."""
         client.core = None
         self.checker.consumer_left(client.name)
         client.inbox.clear()
         client.received.clear()
         client.consumed = 0
-        self.topic.remove_consumer(self.sub, core, self.now_ms)
 
     def _leave(self, name: str) -> bool:
         client = self._client(name)
@@ -368,10 +410,25 @@ class World:
         self.sub.acknowledge(client.core, False, [(d.pos, words if left else None)], self.now_ms)
         return True
 
+    def _ack_cum(self, name: str, index: str) -> bool:
+        """Cumulative: every entry up to the received one, wherever it is outstanding."""
+        client = self._client(name)
+        if client is None or self.sub is None or not self.options.single_active or int(index) >= len(client.received):
+            return False
+        upto = client.received[int(index)].pos
+        client.received[:] = [d for d in client.received if d.pos > upto]
+        self.checker.acked_up_to(name, upto)
+        assert client.core is not None
+        self.sub.acknowledge(client.core, True, [(upto, None)], self.now_ms)
+        return True
+
     def _nack(self, name: str, indexes: str) -> bool:
         client = self._client(name)
         if client is None or self.sub is None:
             return False
+        if self.options.single_active:
+            # the official client cannot send single messages back on these types: it asks for all
+            return self._nack_all(name)
         picked = self._picked(client, indexes)
         if not picked:
             return False
@@ -424,6 +481,78 @@ class World:
         sub.cursor.ack_cumulative(target)
         return True
 
+    def _seek(self, target: str) -> bool:
+        """CommandSeek (or the admin's reset-cursor): the broker closes every consumer, the
+        clients drop what they hold and subscribe again, and reading starts over."""
+        sub = self.sub
+        if sub is None:
+            return False
+        start = None if target == "earliest" else Position.parse(target)
+        mark_delete = start_after(start, self.topic.last_readable())
+        self.closed_by_broker = []
+        try:
+            sub.reset_cursor(mark_delete, self.now_ms)
+            closed = self.closed_by_broker
+        finally:
+            self.closed_by_broker = None
+        if self.connected():
+            raise Violation(f"a seek left {[c.name for c in self.connected()]} connected")
+        self.checker.seek(mark_delete)
+        for client in closed:
+            ranges = ",".join(f"{a}:{b}" for a, b in client.ranges) if client.ranges else None
+            self._join(client.name, str(client.queue_size), ranges)
+        return True
+
+    # -- readers ----------------------------------------------------------------
+    def _reader_open(self, name: str, start: str, queue: str) -> bool:
+        if name in self.readers:
+            return False
+        at = None if start == "earliest" else Position.parse(start)
+        after = start_after(at, self.topic.last_readable())
+        first = next((i for i, p in enumerate(self.order) if p > after), len(self.order))
+        reader = SimReader(name, int(queue), self.order, self.entries, first)
+        core = Consumer(self.next_consumer_id, reader.subscription, ReaderSink(reader, self._note),
+                        sub_type=EXCLUSIVE)
+        self.next_consumer_id += 1
+        reader.core = core
+        self.readers[name] = reader
+        self.readers_seen.append(reader)
+        reader.sub = self.topic.subscribe(reader.subscription, core, self.now_ms, durable=False,
+                                          initial_earliest=at is None, start=at)
+        self._reader_flow(reader, reader.queue_size)
+        return True
+
+    def _note(self, text: str) -> None:
+        self.trace.update(text.encode())
+        if self.events is not None:
+            self.events.append("    " + text)
+
+    def _reader_flow(self, reader: SimReader, permits: int) -> None:
+        assert reader.core is not None and reader.sub is not None
+        reader.permits += permits
+        reader.sub.dispatcher.on_flow(reader.core, permits, self.now_ms)
+
+    def _reader_receive(self, name: str, count: str) -> bool:
+        reader = self.readers.get(name)
+        if reader is None or not reader.inbox:
+            return False
+        for _ in range(min(int(count), len(reader.inbox))):
+            reader.consumed += self.messages[reader.inbox.popleft()]
+        if reader.consumed >= max(1, reader.queue_size // 2):
+            permits, reader.consumed = reader.consumed, 0
+            self._reader_flow(reader, permits)
+        return True
+
+    def _reader_close(self, name: str) -> bool:
+        reader = self.readers.pop(name, None)
+        if reader is None:
+            return False
+        assert reader.core is not None and reader.sub is not None
+        self.topic.remove_consumer(reader.sub, reader.core, self.now_ms)
+        if reader.subscription in self.topic.subscriptions:
+            raise Violation(f"reader {name}'s non-durable subscription outlived it")
+        return True
+
     def _tick(self, ms: str) -> bool:
         self.now_ms += int(ms)
         return True
@@ -437,6 +566,11 @@ class World:
             if failures:
                 raise failures[0][1]
 
+    def progress(self) -> tuple[int, int, int]:
+        """Deliveries, entries still unacknowledged, reader deliveries: what liveness watches move."""
+        return (self.checker.deliveries, len(self.checker.unacked()),
+                sum(r.received for r in self.readers.values()))
+
     def next_deadline_ms(self) -> int | None:
         """When the broker's timer rings next (unblocking, delayed tick), if it is armed."""
         return self.core.next_deadline_ms()
@@ -445,8 +579,15 @@ class World:
         """Everything published was acknowledged and the dispatcher holds nothing back (an
         acknowledged entry may wait in the replay queue until the next round prunes it)."""
         dispatcher = self.dispatcher
+        last = self.topic.last_readable()
         return not self.checker.unacked() and not len(getattr(dispatcher, "replay", ())) \
-            and not len(getattr(dispatcher, "tracker", ()))
+            and not len(getattr(dispatcher, "tracker", ())) \
+            and not any(r.missing(last) or r.inbox for r in self.readers.values())
+
+
+def _another_type(sub_type: str) -> str:
+    """A type other than the subscription's, for a subscribe that must be refused."""
+    return SUB_TYPES[(SUB_TYPES.index(sub_type) + 1) % len(SUB_TYPES)]
 
 
 def _drop(received: list[Delivery], picked: list[Delivery]) -> None:

@@ -20,6 +20,8 @@ class Pki:
     server_key: Path
     client_cert: Path
     client_key: Path
+    other_cert: Path
+    other_key: Path
 
 
 def _name(common_name: str) -> x509.Name:
@@ -50,11 +52,14 @@ def _issue(subject: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name, iss
     return builder.sign(issuer_key, hashes.SHA256())
 
 
-def make_pki(directory: Path, client_name: str = "client-role") -> Pki:
+def make_pki(directory: Path, client_name: str = "client-role", other_name: str = "other-role") -> Pki:
+    """A CA, a server certificate for localhost, and two client certificates (``client_name``
+    and ``other_name``) it signed."""
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_cert = _issue("magnetar-test-ca", ca_key, _name("magnetar-test-ca"), ca_key, ca=True)
     paths = {}
-    for role, common_name, server in (("server", "localhost", True), ("client", client_name, False)):
+    for role, common_name, server in (("server", "localhost", True), ("client", client_name, False),
+                                      ("other", other_name, False)):
         key = ec.generate_private_key(ec.SECP256R1())
         cert = _issue(common_name, key, ca_cert.subject, ca_key, server=server)
         paths[f"{role}_key"] = _write_key(key, directory / f"{role}.key.pem")

@@ -1,0 +1,61 @@
+"""Keeping the garbage collector off the event loop's back at many topics.
+
+A loaded topic is a few hundred container objects (subscriptions, cursors, dispatchers,
+counters) that live for hours. CPython's full collection walks every container the
+process holds, so at 10,000 topics one takes hundreds of milliseconds, on the event
+loop, every time enough new long-lived objects piled up: a pause every client sees.
+
+So after each full collection its survivors are frozen (``gc.freeze``): later full
+collections walk only what was allocated since. The price is that frozen objects which
+become garbage inside a reference cycle are not reclaimed while frozen; topics and
+connections are such objects, so once enough of them went away since the last freeze
+(``max(MIN_RELEASED, a quarter of what is loaded)``), everything is unfrozen and the next
+full collection reclaims them, one long pause instead of one per collection. Memory held
+by released objects is bounded by that count.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("magnetar.gc")
+
+#: released topics and connections tolerated before survivors are unfrozen
+MIN_RELEASED = 1000
+
+
+class LongLivedObjects:
+    def __init__(self, loaded: Callable[[], int]) -> None:
+        """``loaded()``: how many topics and connections the broker holds now."""
+        self.loaded = loaded
+        self.released_since_unfreeze = 0
+        self.freezes = 0
+        self.unfreezes = 0
+        self._installed = False
+
+    def install(self) -> None:
+        if not self._installed:
+            gc.callbacks.append(self._after_collection)
+            self._installed = True
+
+    def uninstall(self) -> None:
+        if self._installed:
+            gc.callbacks.remove(self._after_collection)
+            self._installed = False
+            gc.unfreeze()
+
+    def released(self, count: int = 1) -> None:
+        """A topic was unloaded or a connection closed."""
+        self.released_since_unfreeze += count
+        if self.released_since_unfreeze >= max(MIN_RELEASED, self.loaded() // 4):
+            gc.unfreeze()
+            self.unfreezes += 1
+            self.released_since_unfreeze = 0
+
+    def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "stop" and info.get("generation") == 2:
+            gc.freeze()
+            self.freezes += 1

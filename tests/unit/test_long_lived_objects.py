@@ -1,0 +1,70 @@
+"""Survivors of a full collection are frozen; enough releases unfreeze them."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from magnetar.server.long_lived_objects import MIN_RELEASED, LongLivedObjects
+
+
+@pytest.fixture
+def policy() -> Iterator[LongLivedObjects]:
+    loaded = {"n": 0}
+    made = LongLivedObjects(lambda: loaded["n"])
+    made.install()
+    try:
+        yield made
+    finally:
+        made.uninstall()
+        assert gc.get_freeze_count() == 0
+
+
+def test_a_full_collection_freezes_its_survivors(policy: LongLivedObjects) -> None:
+    gc.collect()
+    assert policy.freezes >= 1
+    assert gc.get_freeze_count() > 0
+    gc.collect(1)  # a young collection leaves the frozen ones alone
+    assert gc.get_freeze_count() > 0
+
+
+def test_released_objects_are_reclaimed_after_enough_releases(policy: LongLivedObjects) -> None:
+    class Node:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the collector frees it
+
+    import weakref
+    node = Node()
+    alive = weakref.ref(node)
+    gc.collect()  # node survives and is frozen
+    del node
+    gc.collect()
+    assert alive() is not None, "a frozen cycle is kept while frozen"
+    policy.released(MIN_RELEASED - 1)
+    assert gc.get_freeze_count() > 0
+    policy.released()
+    assert policy.unfreezes == 1 and policy.released_since_unfreeze == 0
+    gc.collect()
+    assert alive() is None
+
+
+def test_the_release_threshold_grows_with_what_is_loaded() -> None:
+    made = LongLivedObjects(lambda: 40_000)
+    made.released(MIN_RELEASED)
+    assert made.unfreezes == 0  # a quarter of 40,000 is the bar
+    made.released(9_000)
+    assert made.unfreezes == 1
+    gc.unfreeze()
+
+
+def test_install_twice_adds_one_callback() -> None:
+    made = LongLivedObjects(lambda: 0)
+    made.install()
+    made.install()
+    try:
+        assert gc.callbacks.count(made._after_collection) == 1
+    finally:
+        made.uninstall()
+    assert made._after_collection not in gc.callbacks
