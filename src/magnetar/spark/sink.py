@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -53,7 +53,10 @@ from magnetar.spark.schema import EVENT_TIME, KEY, MESSAGE_PROPERTIES, TOPIC, VA
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from magnetar.spark.wire_producer import BatchEncoder, BatchProducer
+    from magnetar.spark.wire_producer import BatchProducer
+
+    #: A batch's values: Python objects for the official client, an Arrow column for protocol-level producers.
+    _Values: TypeAlias = list[bytes | None] | pa.Array
 
 log = logging.getLogger("magnetar.spark")
 
@@ -250,8 +253,9 @@ class PartitionWriter:
         for batch in batches:
             if row + batch.num_rows > MAX_ROWS_PER_EPOCH:
                 sequence_id(self.epoch, row + batch.num_rows)
-            columns = _columns(batch)
-            if self.options.topic is not None and (columns.plain or wire):
+            if wire and self.options.topic is not None:
+                self._send_plain(batch.column(VALUE), targets.open(self.options.topic), row)
+            elif (columns := _columns(batch)).plain and self.options.topic is not None:
                 self._send_plain(columns.values, targets.open(self.options.topic), row)
             else:
                 self._send_rows(columns, targets, row)
@@ -260,7 +264,7 @@ class PartitionWriter:
                 self._raise_failures()
         return row
 
-    def _send_plain(self, values: list[bytes | None], targets: list[_Target], row: int) -> None:
+    def _send_plain(self, values: _Values, targets: list[_Target], row: int) -> None:
         """Rows with a value only, none large, to the ``topic`` option: one tight loop per target.
 
         Keyless row ``r`` goes to partition ``(r + partition id) % n``, so each target's rows
@@ -283,10 +287,12 @@ class PartitionWriter:
                 seq += stored * n
             self._send_values(target, mine, seq, n)
 
-    def _send_values(self, target: _Target, values: list[bytes | None], first_seq: int, step: int) -> None:
+    def _send_values(self, target: _Target, values: _Values, first_seq: int, step: int) -> None:
         """Send ``values`` with sequence ids ``first_seq``, ``first_seq + step``, ...: five calls
-        into the client per message and nothing else, or whole batches over the protocol."""
-        if target.batches is not None:
+        into the client per message and nothing else, or (an Arrow column) whole batches over
+        the protocol."""
+        if not isinstance(values, list):
+            assert target.batches is not None, "Arrow columns go to protocol-level producers"
             self._send_batches(target, target.batches, values, first_seq, step)
             return
         import _pulsar
@@ -299,25 +305,22 @@ class PartitionWriter:
             send(builder().content(value).sequence_id(seq).build(), callback if sent % every == 0 else None)
         target.sent = sent
 
-    def _send_batches(self, target: _Target, producer: BatchProducer, values: list[bytes | None], first_seq: int,
+    def _send_batches(self, target: _Target, producer: BatchProducer, values: pa.Array, first_seq: int,
                       step: int) -> None:
         """Cut ``values`` into batches of at most ``batchingMaxMessages`` rows and ``batchingMaxBytes``
         bytes (a larger row travels alone) and send each as one entry."""
+        from magnetar.spark.wire_producer import EncodedRecords
         settings = self.options.producer_settings
         max_messages = int(settings.get("batchingMaxMessages", DEFAULT_BATCH_MESSAGES))
         max_bytes = int(settings.get("batchingMaxBytes", DEFAULT_BATCH_BYTES))
-        encode = target.encoder.encode
+        records = EncodedRecords(values)
         start = 0
-        while start < len(values):
-            stop = min(start + max_messages, len(values))
-            size = sum(len(v) for v in values[start:stop] if v)
-            while size > max_bytes and stop - start > 1:
-                stop = start + max(1, (stop - start) // 2)
-                size = sum(len(v) for v in values[start:stop] if v)
+        while start < len(records):
+            stop = records.cut(start, max_messages, max_bytes)
             first, last = first_seq + start * step, first_seq + (stop - 1) * step
-            producer.send(encode(values[start:stop], last), stop - start, first, last)
+            producer.send(records.batch(start, stop, last), stop - start, first, last)
             start = stop
-        target.sent += len(values)
+        target.sent += len(records)
 
     def _send_rows(self, columns: _Columns, targets: _Targets, row: int) -> None:
         """Any rows: keys, properties, event times, per-row topics, null or large values."""
@@ -427,7 +430,6 @@ class _Target:
     sent: int = 0
     #: Set instead of ``send`` for a protocol-level producer.
     batches: BatchProducer | None = None
-    encoder: BatchEncoder = field(default_factory=lambda: _new_encoder())
 
 
 class _Targets:
@@ -531,9 +533,4 @@ class _WireTargets(_Targets):
         for targets in self._by_topic.values():
             for target in targets:
                 target.producer.close()
-
-
-def _new_encoder() -> BatchEncoder:
-    from magnetar.spark.wire_producer import BatchEncoder
-    return BatchEncoder()
 
