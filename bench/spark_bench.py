@@ -124,7 +124,8 @@ def main() -> None:
             broker.kill()
 
     base = {"rows": args.rows, "size_bytes": None if args.avro else args.size,
-            "schema": "AVRO, 5 fields" if args.avro else "none (binary value)", "partitions": args.partitions, "master": args.master,
+            "schema": "AVRO, 5 fields" if args.avro else "none (binary value)", "partitions": args.partitions,
+            "master": args.master,
             "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
             "loadavg_1m": round(os.getloadavg()[0], 2)}
     for phase, seconds, (spark_cpu, broker_cpu), extra in (

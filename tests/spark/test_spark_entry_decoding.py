@@ -37,7 +37,7 @@ def test_batches_split_into_every_field(codec: int) -> None:
     meta = _metadata(num_messages_in_batch=len(MESSAGES), compression=codec, uncompressed_size=len(payload))
     decoded = decode_entry(make_entry(meta, compress(codec, payload)))
     assert decoded.batched and decoded.count == len(MESSAGES)
-    assert decoded.values == [b"plain", b"keyed", b"timed", b"with properties", b"long key", None,
+    assert decoded.values.to_pylist() == [b"plain", b"keyed", b"timed", b"with properties", b"long key", None,
                               b"ordering key", b"v" * 300, b""]
     assert decoded.keys == [None, "k", None, None, MESSAGES[4][0].partition_key, "tomb", None, None, None]
     assert decoded.event_ms == [0, 0, 1_700_000_000_123, 0, 0, 0, 0, 0, 0]
@@ -48,9 +48,9 @@ def test_an_entry_outside_a_batch_is_one_message() -> None:
     meta = _metadata(partition_key="k", event_time=5, properties=[pb.KeyValue(key="x", value="y")])
     decoded = decode_entry(make_entry(meta, b"alone"))
     assert not decoded.batched
-    assert (decoded.values, decoded.keys, decoded.event_ms, decoded.properties) == \
+    assert (decoded.values.to_pylist(), decoded.keys, decoded.event_ms, decoded.properties) == \
         ([b"alone"], ["k"], [5], [{"x": "y"}])
-    assert decode_entry(make_entry(_metadata(null_value=True), b"")).values == [None]
+    assert decode_entry(make_entry(_metadata(null_value=True), b"")).values.to_pylist() == [None]
 
 
 def test_corrupt_entries_are_refused() -> None:

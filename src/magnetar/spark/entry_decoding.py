@@ -6,6 +6,10 @@ size, maybe a key before it, maybe an event time, a sequence id and a null-value
 after it): one regular expression recognises those shapes and reads the fields, a
 fraction of what a protobuf parse costs. Anything else (properties, ordering keys,
 compaction marks) is parsed by protobuf, message by message.
+
+Before either, a run of messages of one shape (same value size, same metadata but for
+the sequence id, as a producer of fixed-size records writes them) is found and cut out
+by numpy as rows of a matrix, without a Python object per message.
 """
 
 from __future__ import annotations
@@ -13,22 +17,56 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import BatchError, decompress, is_batch
 from magnetar.wire.frames import parse_entry, verify_entry_checksum
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 _U32 = struct.Struct(">I")
 _VARINT = rb"[\x80-\xff]{0,9}[\x00-\x7f]"
 #: payload_size (3), then optionally event_time (5), sequence_id (8), null_value (9).
+#: payload_size (3) and optionally sequence_id (8): the metadata a run of messages may have.
+_SIZE_AND_SEQUENCE = re.compile(rb"\x18(" + _VARINT + rb")(?:\x40" + _VARINT + rb")?", re.DOTALL)
 _COMMON_TAIL = re.compile(rb"\x18(" + _VARINT + rb")(?:\x28(" + _VARINT + rb"))?(?:\x40" + _VARINT +
                           rb")?(?:\x48([\x00-\x7f]))?", re.DOTALL)
 _PARSE_SINGLE = pb.SingleMessageMetadata.FromString
+#: A run shorter than this does not pay for the matrix set-up of looking for another one.
+_MIN_RUN = 16
 _NO_PROPERTIES: dict[str, str] = {}
 
 
 class UnsupportedEntry(Exception):
     """An entry only the official client can read (encrypted or chunked)."""
+
+
+class BinaryColumn:
+    """An Arrow binary column filled in order with Python values and Arrow chunks alike."""
+
+    def __init__(self) -> None:
+        self.chunks: list[pa.Array] = []
+        self.pending: list[bytes | None] = []
+
+    def add_chunk(self, chunk: pa.Array) -> None:
+        self._seal()
+        self.chunks.append(chunk)
+
+    def array(self) -> pa.Array:
+        """Everything so far as one array (which stays the column's only chunk)."""
+        import pyarrow as pa
+        self._seal()
+        if len(self.chunks) != 1:
+            self.chunks = [pa.concat_arrays(self.chunks) if self.chunks else pa.array([], pa.binary())]
+        return self.chunks[0]
+
+    def _seal(self) -> None:
+        import pyarrow as pa
+        if self.pending:
+            self.chunks.append(pa.array(self.pending, pa.binary()))
+            self.pending.clear()
 
 
 @dataclass
@@ -38,7 +76,7 @@ class EntryMessages:
 
     metadata: pb.MessageMetadata
     batched: bool
-    values: list[bytes | None] = field(default_factory=list)
+    column: BinaryColumn = field(default_factory=BinaryColumn)
     keys: list[str | None] = field(default_factory=list)
     #: Milliseconds; 0: unset.
     event_ms: list[int] = field(default_factory=list)
@@ -46,7 +84,11 @@ class EntryMessages:
 
     @property
     def count(self) -> int:
-        return len(self.values)
+        return len(self.keys)
+
+    @property
+    def values(self) -> pa.Array:
+        return self.column.array()
 
 
 def decode_entry(entry: bytes) -> EntryMessages:
@@ -60,7 +102,7 @@ def decode_entry(entry: bytes) -> EntryMessages:
     payload = decompress(meta.compression, bytes(parsed.payload), meta.uncompressed_size)
     out = EntryMessages(meta, is_batch(meta))
     if not out.batched:
-        out.values.append(None if meta.null_value else payload)
+        out.column.pending.append(None if meta.null_value else payload)
         out.keys.append(meta.partition_key if meta.HasField("partition_key") else None)
         out.event_ms.append(meta.event_time)
         out.properties.append({p.key: p.value for p in meta.properties} if meta.properties else _NO_PROPERTIES)
@@ -70,11 +112,16 @@ def decode_entry(entry: bytes) -> EntryMessages:
 
 
 def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
-    values, keys, events, props = out.values, out.keys, out.event_ms, out.properties
+    values, keys, events, props = out.column.pending, out.keys, out.event_ms, out.properties
     unpack, common, end = _U32.unpack_from, _COMMON_TAIL.fullmatch, len(data)
-    offset = 0
+    offset, look_for_runs = 0, True
     try:
-        for _ in range(count):
+        while len(keys) < count:
+            if look_for_runs:
+                run, offset = _uniform_run(data, offset, count - len(keys), out)
+                look_for_runs = run >= _MIN_RUN
+                if run:
+                    continue
             start = offset + 4
             stop = start + unpack(data, offset)[0]
             key = None
@@ -93,11 +140,42 @@ def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
             else:
                 offset = _add_parsed(data, start, stop, out)
             if offset > end:
-                raise BatchError(f"batch message {len(values) - 1} overruns the batch")
+                raise BatchError(f"batch message {len(keys) - 1} overruns the batch")
     except (IndexError, struct.error, UnicodeDecodeError) as error:
         raise BatchError(f"batch of {count} messages is malformed: {error}") from error
     if offset != end:
         raise BatchError(f"batch of {count} messages has {end - offset} bytes left over")
+
+
+def _uniform_run(data: bytes, offset: int, most: int, out: EntryMessages) -> tuple[int, int]:
+    """Take the messages from ``offset`` on that have the shape of the first: metadata of the
+    same length holding the same payload size and at most a sequence id after it. Returns
+    how many were taken (0: the first has another shape) and where the next message starts."""
+    import numpy as np
+    import pyarrow as pa
+    meta_len = _U32.unpack_from(data, offset)[0]
+    found = _SIZE_AND_SEQUENCE.fullmatch(data, offset + 4, offset + 4 + meta_len) if meta_len < 32 else None
+    if found is None:
+        return 0, offset
+    # The bytes every message of the run has alike: meta length, payload size, sequence id tag.
+    size, fixed = _varint(found.group(1)), found.end(1) - offset + (found.end() > found.end(1))
+    stride = 4 + meta_len + size
+    rows = min(most, (len(data) - offset) // stride)
+    if rows < 1:
+        return 0, offset
+    matrix = np.frombuffer(data, np.uint8, rows * stride, offset).reshape(rows, stride)
+    same = (matrix[:, :fixed] == matrix[0, :fixed]).all(axis=1)
+    if fixed < 4 + meta_len:  # a sequence id: continuation bits on all its bytes but the last
+        same &= (matrix[:, fixed:3 + meta_len] >= 0x80).all(axis=1) & (matrix[:, 3 + meta_len] < 0x80)
+    run = rows if same.all() else int(same.argmin())
+    value_bytes = np.ascontiguousarray(matrix[:run, 4 + meta_len:]).reshape(-1)
+    offsets = np.arange(run + 1, dtype=np.int32) * size
+    out.column.add_chunk(pa.Array.from_buffers(pa.binary(), run, [None, pa.py_buffer(offsets),
+                                                               pa.py_buffer(value_bytes)]))
+    out.keys += [None] * run
+    out.event_ms += [0] * run
+    out.properties += [_NO_PROPERTIES] * run
+    return run, offset + run * stride
 
 
 def _add_parsed(data: bytes, start: int, stop: int, out: EntryMessages) -> int:
@@ -105,7 +183,7 @@ def _add_parsed(data: bytes, start: int, stop: int, out: EntryMessages) -> int:
     single = _PARSE_SINGLE(data[start:stop])
     end = stop + single.payload_size
     compacted = single.compacted_out
-    out.values.append(None if single.null_value or compacted else data[stop:end])
+    out.column.pending.append(None if single.null_value or compacted else data[stop:end])
     out.keys.append(single.partition_key if single.HasField("partition_key") else None)
     out.event_ms.append(single.event_time)
     out.properties.append({p.key: p.value for p in single.properties} if single.properties else _NO_PROPERTIES)

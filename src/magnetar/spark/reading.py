@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from array import array
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
@@ -419,9 +418,10 @@ class ArrowBatchBuilder:
         self._reset()
 
     def _reset(self) -> None:
-        self.values: list[bytes | None] = []
+        from magnetar.spark.entry_decoding import BinaryColumn
+        self.values = BinaryColumn()
         self.keys: list[str | None] = []
-        self.ids: list[bytes] = []
+        self.ids = BinaryColumn()
         #: Milliseconds; 0: unset.
         self.event_ms: list[int] = []
         self.properties: list[dict[str, str]] = []
@@ -435,21 +435,21 @@ class ArrowBatchBuilder:
 
     @property
     def rows(self) -> int:
-        return len(self.values)
+        return len(self.keys)
 
     def add_entry(self, run: list[Any], ids: EntryIds) -> None:
         """Messages of one entry in batch index order, the first named by ``ids``."""
         values = [m.data() for m in run]
-        self.values += values
+        self.values.pending += values
         self.size += sum(map(len, values))
         self.keys += [m.partition_key() or None for m in run]
         self.event_ms += [m.event_timestamp() for m in run]
         self.properties += [m.properties() for m in run]
-        self.ids.append(ids.serialized)
+        self.ids.pending.append(ids.serialized)
         if len(run) > 1:
-            self.ids += ids.following(len(run) - 1)
+            self.ids.pending += ids.following(len(run) - 1)
         first = run[0]
-        self.run_ends.append(len(self.values))
+        self.run_ends.append(self.rows)
         self.publish_ms.append(first.publish_timestamp())
         self.producers.append(first.producer_name())
         self.versions.append(first.int_schema_version())
@@ -457,8 +457,8 @@ class ArrowBatchBuilder:
     def add_messages(self, decoded: EntryMessages, lo: int, hi: int, ids: EntryIds) -> None:
         """Messages ``lo`` to ``hi`` (exclusive) of a decoded entry whose first message ``ids`` names."""
         values = decoded.values[lo:hi] if lo or hi < decoded.count else decoded.values
-        self.values += values
-        self.size += sum(map(len, filter(None, values)))
+        self.values.add_chunk(values)
+        self.size += values.nbytes
         if lo or hi < decoded.count:
             self.keys += decoded.keys[lo:hi]
             self.event_ms += decoded.event_ms[lo:hi]
@@ -467,25 +467,24 @@ class ArrowBatchBuilder:
             self.keys += decoded.keys
             self.event_ms += decoded.event_ms
             self.properties += decoded.properties
-        if lo:
-            ids = replace(ids, batch_index=lo, serialized=ids.with_batch_index(lo))
-        self.ids.append(ids.serialized)
-        if hi - lo > 1:
-            self.ids += ids.following(hi - lo - 1)
-        self.run_ends.append(len(self.values))
+        if decoded.batched:
+            self.ids.add_chunk(ids.batch_ids(lo, hi))
+        else:
+            self.ids.pending.append(ids.serialized)
+        self.run_ends.append(self.rows)
         self.publish_ms.append(decoded.metadata.publish_time)
         self.producers.append(decoded.metadata.producer_name)
         self.versions.append(schema_version_number(decoded.metadata.schema_version))
 
     def add_message(self, msg: Any, serialized_id: bytes) -> None:
         data = msg.data()
-        self.values.append(data)
+        self.values.pending.append(data)
         self.size += len(data)
         self.keys.append(msg.partition_key() or None)
         self.event_ms.append(msg.event_timestamp())
         self.properties.append(msg.properties())
-        self.ids.append(serialized_id)
-        self.run_ends.append(len(self.values))
+        self.ids.pending.append(serialized_id)
+        self.run_ends.append(self.rows)
         self.publish_ms.append(msg.publish_timestamp())
         self.producers.append(msg.producer_name())
         self.versions.append(msg.int_schema_version())
@@ -501,12 +500,13 @@ class ArrowBatchBuilder:
         run_ends = pa.array(self.run_ends, pa.int32())
         publish_ms = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, _int64_array(self.publish_ms)))
         producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, pa.string()))
-        data = [pa.array(self.values, s.field(0).type)] if self.typed is None else \
-            self.typed.columns(self.values, self.keys, list(zip(self.run_ends, self.versions, strict=True)))
+        values = self.values.array()
+        data = [values] if self.typed is None else \
+            self.typed.columns(values.to_pylist(), self.keys, list(zip(self.run_ends, self.versions, strict=True)))
         columns = data + [
             pa.array(self.keys, s.field(self.metadata_at).type),
             pa.repeat(pa.scalar(self.topic, pa.string()), rows),
-            pa.array(self.ids, pa.binary()),
+            self.ids.array(),
             pc.multiply(publish_ms, 1000).cast(micros),
             pc.multiply(events, 1000).cast(micros),
             _map_array(self.properties, s.field(self.metadata_at + 5).type),

@@ -45,7 +45,11 @@ _HONOURED = frozenset({"operationTimeoutMs", "connectionTimeoutMs", "useTls", "t
 
 
 class BrokerSessionError(RuntimeError):
-    """The broker refused a request or broke the connection."""
+    """The broker refused a request or broke the connection; ``code`` is the ServerError, if any."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def supports(connection: ConnectionOptions) -> bool:
@@ -134,31 +138,22 @@ class _Socket:
         self.sock.close()
 
 
-class EntrySession:
-    """A non-durable Reader subscription on one topic partition, at the protocol level.
+class BrokerLink:
+    """A connection to the broker that serves one topic (or, without ``lookup``, to the service
+    URL's broker): handshake, lookup, requests.
 
-    ``start`` is (ledger, entry) of the first entry wanted, or None for the earliest.
+    Frames the caller did not ask for while it waited for an answer (MESSAGE, SEND_RECEIPT)
+    are kept in ``early`` for it, in order.
     """
 
-    def __init__(self, connection: ConnectionOptions, topic: str, start: tuple[int, int] | None, *,
-                 receiver_queue_size: int, reader_name: str | None = None) -> None:
+    def __init__(self, connection: ConnectionOptions, topic: str, *, lookup: bool = True) -> None:
         self.connection = connection
         self.topic = topic
-        settings = connection.client_settings
-        self.timeout_s = max(1, int(settings.get("operationTimeoutMs", "30000"))) / 1000
-        self._permits = max(2, receiver_queue_size)
-        self._unrequested = 0
+        self.timeout_s = max(1, int(connection.client_settings.get("operationTimeoutMs", "30000"))) / 1000
+        self.early: deque[tuple[pb.BaseCommand, bytes]] = deque()
         self._request_id = 0
-        #: Entries that arrived while a request waited for its answer.
-        self._early: deque[ReceivedEntry] = deque()
-        self._sock = self._connect_to_owner()
-        try:
-            self._subscribe(start, reader_name)
-        except BaseException:
-            self._sock.close()
-            raise
+        self.sock = self._connect_to_owner() if lookup else self._open(connection.service_url)
 
-    # -- set-up ------------------------------------------------------------------------------
     def _open(self, url: str) -> _Socket:
         sock = _Socket(url, self.connection, self.timeout_s)
         connect = pb.CommandConnect(client_version=CLIENT_VERSION, protocol_version=PROTOCOL_VERSION)
@@ -168,7 +163,7 @@ class EntrySession:
             connect.auth_data = token
         sock.send(T(type=T.CONNECT, connect=connect))
         while True:
-            command = self._expect(sock, "CONNECTED")
+            command = self.expect("CONNECTED", sock)
             if command.type == T.CONNECTED:
                 return sock
             if command.type == T.AUTH_CHALLENGE:
@@ -192,10 +187,10 @@ class EntrySession:
         sock = self._open(url)
         authoritative = False
         for _ in range(_MAX_REDIRECTS):
-            lookup = pb.CommandLookupTopic(topic=self.topic, request_id=self._next_request(),
+            lookup = pb.CommandLookupTopic(topic=self.topic, request_id=self.next_request(),
                                            authoritative=authoritative)
             sock.send(T(type=T.LOOKUP, lookupTopic=lookup))
-            answer = self._expect(sock, "LOOKUP_RESPONSE").lookupTopicResponse
+            answer = self.expect("LOOKUP_RESPONSE", sock).lookupTopicResponse
             if answer.response == pb.CommandLookupTopicResponse.Failed:
                 sock.close()
                 raise BrokerSessionError(f"lookup of {self.topic} failed: {answer.message}")
@@ -212,35 +207,102 @@ class EntrySession:
         sock.close()
         raise BrokerSessionError(f"lookup of {self.topic} redirected more than {_MAX_REDIRECTS} times")
 
+    def next_request(self) -> int:
+        self._request_id += 1
+        return self._request_id
+
+    def send(self, command: pb.BaseCommand) -> None:
+        self.sock.send(command)
+
+    def request(self, command: pb.BaseCommand, what: str) -> pb.BaseCommand:
+        self.sock.send(command)
+        return self.expect(what)
+
+    def expect(self, what: str, sock: _Socket | None = None) -> pb.BaseCommand:
+        """The next answer: a command other than PING, MESSAGE or SEND_RECEIPT; an ERROR raises."""
+        sock = sock or self.sock
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            frame = sock.receive(max(0.0, deadline - time.monotonic()))
+            if frame is None:
+                raise BrokerSessionError(f"no {what} from {sock.url} within {self.timeout_s:.0f}s")
+            command = frame[0]
+            if command.type in _ASYNCHRONOUS:
+                self.early.append(frame)
+            elif not self.answer_ping(command, sock):
+                if command.type == T.ERROR:
+                    raise BrokerSessionError(f"{self.topic}: {pb.ServerError.Name(command.error.error)}: "
+                                             f"{command.error.message}", command.error.error)
+                return command
+
+    def receive(self, timeout_s: float) -> tuple[pb.BaseCommand, bytes] | None:
+        """The next frame other than a PING, or None when none comes within ``timeout_s``."""
+        if self.early:
+            return self.early.popleft()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            frame = self.sock.receive(max(0.0, deadline - time.monotonic()))
+            if frame is None or not self.answer_ping(frame[0], self.sock):
+                return frame
+
+    @staticmethod
+    def answer_ping(command: pb.BaseCommand, sock: _Socket) -> bool:
+        if command.type == T.PING:
+            sock.send(T(type=T.PONG, pong=pb.CommandPong()))
+        return command.type in (T.PING, T.PONG)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+_ASYNCHRONOUS = frozenset({T.MESSAGE, T.SEND_RECEIPT, T.SEND_ERROR})
+
+
+class EntrySession:
+    """A non-durable Reader subscription on one topic partition, at the protocol level.
+
+    ``start`` is (ledger, entry) of the first entry wanted, or None for the earliest.
+    """
+
+    def __init__(self, connection: ConnectionOptions, topic: str, start: tuple[int, int] | None, *,
+                 receiver_queue_size: int, reader_name: str | None = None) -> None:
+        self.topic = topic
+        self._permits = max(2, receiver_queue_size)
+        self._unrequested = 0
+        self._link = BrokerLink(connection, topic)
+        try:
+            self._subscribe(start, reader_name)
+        except BaseException:
+            self._link.close()
+            raise
+
     def _subscribe(self, start: tuple[int, int] | None, reader_name: str | None) -> None:
         subscribe = pb.CommandSubscribe(
             topic=self.topic, subscription=f"magnetar-spark-reader-{uuid.uuid4().hex[:10]}",
-            subType=pb.CommandSubscribe.Exclusive, consumer_id=1, request_id=self._next_request(),
+            subType=pb.CommandSubscribe.Exclusive, consumer_id=1, request_id=self._link.next_request(),
             durable=False, initialPosition=pb.CommandSubscribe.Earliest)
         if reader_name:
             subscribe.consumer_name = reader_name
         if start is not None:
             # MessageIdData's fields are unsigned: "before the ledger's first entry" is entry -1.
             subscribe.start_message_id.ledgerId, subscribe.start_message_id.entryId = (v & _U64 for v in start)
-        self._sock.send(T(type=T.SUBSCRIBE, subscribe=subscribe))
-        self._expect(self._sock, "SUCCESS")
+        self._link.request(T(type=T.SUBSCRIBE, subscribe=subscribe), "SUCCESS")
         self._flow(self._permits)
 
-    # -- reading -----------------------------------------------------------------------------
     def next_entry(self, timeout_s: float) -> ReceivedEntry | None:
         """The next entry the broker pushes, or None when none comes within ``timeout_s``."""
-        if self._early:
-            return self._early.popleft()
         deadline = time.monotonic() + timeout_s
         while True:
-            frame = self._sock.receive(max(0.0, deadline - time.monotonic()))
+            frame = self._link.receive(max(0.0, deadline - time.monotonic()))
             if frame is None:
                 return None
             command, rest = frame
             if command.type == T.MESSAGE:
                 mid = command.message.message_id
                 return ReceivedEntry(mid.ledgerId, mid.entryId, rest)
-            self._other(command)
+            if command.type in (T.CLOSE_CONSUMER, T.ERROR):
+                raise BrokerSessionError(f"the broker closed the reader of {self.topic} "
+                                         f"({T.Type.Name(command.type)}); the task's retry reads the range again")
 
     def consumed(self, messages: int) -> None:
         """Give the broker back permits for ``messages`` messages, half a queue at a time."""
@@ -251,52 +313,20 @@ class EntrySession:
 
     def last_message_id(self) -> tuple[int, int, int]:
         """(ledger, entry, batch index) of the topic's last message; ledger -1 when empty."""
-        request = pb.CommandGetLastMessageId(consumer_id=1, request_id=self._next_request())
-        self._sock.send(T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=request))
-        answer = self._expect(self._sock, "GET_LAST_MESSAGE_ID_RESPONSE").getLastMessageIdResponse
+        request = pb.CommandGetLastMessageId(consumer_id=1, request_id=self._link.next_request())
+        answer = self._link.request(T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=request),
+                                    "GET_LAST_MESSAGE_ID_RESPONSE").getLastMessageIdResponse
         mid = answer.last_message_id
         signed = [v - (1 << 64) if v >= 1 << 63 else v for v in (mid.ledgerId, mid.entryId)]
         return signed[0], signed[1], mid.batch_index if mid.HasField("batch_index") else -1
 
     def close(self) -> None:
         try:
-            self._sock.send(T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
-                consumer_id=1, request_id=self._next_request())))
+            self._link.send(T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
+                consumer_id=1, request_id=self._link.next_request())))
         except OSError:
             pass
-        self._sock.close()
+        self._link.close()
 
-    # -- plumbing ----------------------------------------------------------------------------
     def _flow(self, permits: int) -> None:
-        self._sock.send(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=1, messagePermits=permits)))
-
-    def _next_request(self) -> int:
-        self._request_id += 1
-        return self._request_id
-
-    def _expect(self, sock: _Socket, what: str) -> pb.BaseCommand:
-        """The next command that is not a PING or a MESSAGE; an ERROR raises."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            frame = sock.receive(max(0.0, deadline - time.monotonic()))
-            if frame is None:
-                raise BrokerSessionError(f"no {what} from {sock.url} within {self.timeout_s:.0f}s")
-            command = frame[0]
-            if command.type in (T.PING, T.PONG):
-                self._other(command, sock)
-                continue
-            if command.type == T.MESSAGE:
-                mid = command.message.message_id
-                self._early.append(ReceivedEntry(mid.ledgerId, mid.entryId, frame[1]))
-                continue
-            if command.type == T.ERROR:
-                raise BrokerSessionError(f"{self.topic}: {pb.ServerError.Name(command.error.error)}: "
-                                         f"{command.error.message}")
-            return command
-
-    def _other(self, command: pb.BaseCommand, sock: _Socket | None = None) -> None:
-        if command.type == T.PING:
-            (sock or self._sock).send(T(type=T.PONG, pong=pb.CommandPong()))
-        elif command.type in (T.CLOSE_CONSUMER, T.ERROR):
-            raise BrokerSessionError(f"the broker closed the reader of {self.topic} "
-                                     f"({T.Type.Name(command.type)}); the task's retry reads the range again")
+        self._link.send(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=1, messagePermits=permits)))
