@@ -326,3 +326,20 @@ def test_rows_encode_as_json_with_epoch_numbers() -> None:
     assert columns[2].to_pylist() == [dt.datetime(2024, 5, 1, 1, 2, 3, 4000, tzinfo=UTC),
                                       dt.datetime(1969, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)]
     assert columns[5].to_pylist() == [b"ok", b"x"]
+
+
+def test_the_columnar_and_the_row_decoders_agree(monkeypatch: pytest.MonkeyPatch) -> None:
+    from magnetar.spark import record_decoding
+    without_map = {**PERSON, "fields": [f for f in PERSON["fields"] if f["name"] != "scores"]}
+    schema = avro_schema(without_map)
+    values: list[bytes | None] = [encode(without_map, person(i)) for i in range(20)]
+    columnar = decoder(schema).columns(values, [None] * 20, [(20, 0)])
+    calls = []
+    monkeypatch.setattr(record_decoding.AvroValues, "_columnar", lambda *args: calls.append(args) and None)
+    rows = decoder(schema).columns(values, [None] * 20, [(20, 0)])
+    assert calls and [c.to_pylist() for c in columnar] == [r.to_pylist() for r in rows]
+    assert [c.type for c in columnar] == [r.type for r in rows]
+    # a payload with a byte left over shifts the frames: the row decoder names it
+    monkeypatch.undo()
+    with pytest.raises(RecordDecodingError, match="row 3"):
+        decoder(schema).columns(values[:3] + [values[3] + b"\x00"] + values[4:], [None] * 20, [(20, 0)])
