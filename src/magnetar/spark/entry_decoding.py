@@ -120,10 +120,11 @@ def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
         while len(keys) < count:
             if look:
                 run, offset = _uniform_run(data, offset, count - len(keys), out)
-                look = False
                 if run:
-                    long_runs = run >= _MIN_RUN
+                    # Another shape may start a run of its own right after a long one.
+                    long_runs = look = run >= _MIN_RUN
                     continue
+                look = False
             start = offset + 4
             stop = start + unpack(data, offset)[0]
             key = None
