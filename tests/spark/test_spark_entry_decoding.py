@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.spark.entry_decoding import UnsupportedEntry, decode_entry
+from magnetar.spark.entry_decoding import EntryMessages, UnsupportedEntry, decode_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import BatchError, compress, make_batch
 from magnetar.wire.frames import make_entry
@@ -71,3 +71,32 @@ def test_encrypted_and_chunked_entries_are_left_to_the_official_client() -> None
         decode_entry(make_entry(encrypted, b"secret"))
     with pytest.raises(UnsupportedEntry):
         decode_entry(make_entry(_metadata(chunk_id=0, num_chunks_from_msg=2, uuid="u"), b"part"))
+
+
+def _decoded_batch(messages: list[tuple[pb.SingleMessageMetadata, bytes]]) -> EntryMessages:
+    return decode_entry(make_entry(_metadata(num_messages_in_batch=len(messages)), make_batch(messages)))
+
+
+def test_runs_of_one_shape_with_their_own_sequence_ids_split_as_matrix_rows() -> None:
+    # The official client's shape: every message has its sequence id; its varint widens at 128.
+    messages = [(_single(sequence_id=i), b"%08d" % i) for i in range(300)]
+    decoded = _decoded_batch(messages)
+    assert decoded.values.to_pylist() == [value for _, value in messages]
+    assert decoded.keys == [None] * 300 and decoded.event_ms == [0] * 300 and decoded.properties == [{}] * 300
+
+
+def test_messages_of_another_shape_break_a_run_and_keep_their_fields() -> None:
+    messages = [(_single(), b"%04d" % i) for i in range(40)] + [(_single(partition_key="k"), b"keyed")] + \
+        [(_single(), b"%04d" % i) for i in range(40, 80)] + [(_single(), b"longer value")] + \
+        [(_single(null_value=True), b"")] + [(_single(), b"%04d" % i) for i in range(80, 100)]
+    decoded = _decoded_batch(messages)
+    assert decoded.values.to_pylist() == [None if single.null_value else value for single, value in messages]
+    assert decoded.keys == [single.partition_key or None for single, _ in messages]
+
+
+def test_a_run_that_overruns_its_batch_is_refused() -> None:
+    payload = make_batch([(_single(), b"%04d" % i) for i in range(50)])
+    with pytest.raises(BatchError):
+        decode_entry(make_entry(_metadata(num_messages_in_batch=51), payload))
+    with pytest.raises(BatchError, match="left over"):
+        decode_entry(make_entry(_metadata(num_messages_in_batch=49), payload))

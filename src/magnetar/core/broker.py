@@ -59,6 +59,10 @@ class BrokerCore:
                                           self.topics, self.check_retention)
         expiry_ms = max(MIN_EXPIRY_CHECK_MS, round(config.messageExpiryCheckIntervalInMinutes * 60_000))
         self.expiry_check = TopicSweep(self.timers, expiry_ms, self.topics, self.check_message_expiry)
+        #: topics whose cursors changed since the last persist, and topics with delayed
+        #: trackers: what the once-a-second ticks visit (Topic.on_attention)
+        self._cursors_changed: dict[Topic, None] = {}
+        self._delayed_topics: dict[Topic, None] = {}
         #: told of each topic whose ledgers retention detached: the shell removes their files
         self.ledgers_detached: Callable[[Topic, list[int]], None] = _keep_files
 
@@ -73,6 +77,21 @@ class BrokerCore:
 
     def next_deadline_ms(self) -> int | None:
         return self.timers.next_deadline_ms()
+
+    def adopt(self, topic: Topic) -> None:
+        """Load ``topic`` into the broker: the periodic ticks learn what it needs from now on."""
+        self.topics[str(topic.name)] = topic
+        topic.on_attention = self._attention
+        if topic.cursors_changed:
+            self._cursors_changed[topic] = None
+        if topic.delayed is not None and topic.delayed.has_trackers:
+            self._delayed_topics[topic] = None
+
+    def _attention(self, topic: Topic, what: str) -> None:
+        (self._cursors_changed if what == "cursors" else self._delayed_topics)[topic] = None
+
+    def _loaded(self, topic: Topic) -> bool:
+        return self.topics.get(str(topic.name)) is topic
 
     def sweep(self, period_ms: int, visit: Visit) -> TopicSweep:
         """A periodic check over the loaded topics, a slice per timer ring (not started)."""
@@ -90,9 +109,10 @@ class BrokerCore:
     def tick_delayed_delivery(self, now_ms: int) -> int | None:
         """Dispatch subscriptions whose delayed messages came due; the next due time, if any."""
         soonest: int | None = None
-        for topic in list(self.topics.values()):
-            if topic.delayed is None or not topic.delayed.has_trackers:
-                continue  # most topics never see a delayed message: one check, not one per subscription
+        for topic in list(self._delayed_topics):
+            if not self._loaded(topic):
+                del self._delayed_topics[topic]  # unloaded or deleted
+                continue
             for sub in list(topic.subscriptions.values()):
                 due = tick_subscription(sub, now_ms)
                 if due is not None and (soonest is None or due < soonest):
@@ -153,6 +173,9 @@ class BrokerCore:
         """The durable cursors to write: those changed since their last write (all with
         ``force``). Each is marked written; :meth:`cursor_write_failed` undoes that."""
         writes: list[CursorWrite] = []
+        if topics is None and not force:
+            topics = [topic for topic in self._cursors_changed if self._loaded(topic)]
+            self._cursors_changed = {}
         for topic in self.topics.values() if topics is None else topics:
             if not (topic.cursors_changed or force) or not topic.name.persistent:
                 continue

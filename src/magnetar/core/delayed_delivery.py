@@ -157,6 +157,8 @@ class DelayedDelivery:
         self.tick_time_ms = config.delayedDeliveryTickTimeMillis
         #: some subscription has had a tracker: the broker's tick visits this topic
         self.has_trackers = False
+        #: told once, when the first tracker is made (the topic asks the tick to visit it)
+        self.on_trackers: Callable[[], None] = _nothing
 
     def retick(self, tick_time_ms: int, subscriptions: Iterable[SubscriptionView]) -> None:
         """The policy's tick changed: trackers made from now on and those in use take it, as
@@ -171,7 +173,9 @@ class DelayedDelivery:
                 sub.delayed_tracker.reset_tick_time(tick_time_ms)
 
     def _ticked(self, tracker: T) -> T:
-        self.has_trackers = True
+        if not self.has_trackers:
+            self.has_trackers = True
+            self.on_trackers()
         if tracker.tick_time_ms != self.tick_time_ms:
             tracker.reset_tick_time(self.tick_time_ms)
         return tracker
@@ -315,3 +319,7 @@ def take_due(sub: SubscriptionView, now_ms: int, max_messages: int = 1000) -> li
 def next_delivery_ms(sub: SubscriptionView) -> int | None:
     tracker = sub.delayed_tracker
     return None if tracker is None else tracker.next_delivery_time_ms()
+
+
+def _nothing() -> None:
+    """No one to tell."""

@@ -72,7 +72,11 @@ class Topic:
         self.topic_epoch = 0
         self.msg_in = RateCounter()
         self.dispatcher_factory = dispatcher_factory
-        self.delayed: DelayedDelivery | None = None
+        self._delayed: DelayedDelivery | None = None
+        #: told when the broker's periodic work must visit this topic: its cursors changed
+        #: (``"cursors"``) or its delayed delivery has trackers to tick (``"delayed"``), so
+        #: the persist and delayed ticks visit those topics, not every loaded one
+        self.on_attention: Callable[[Topic, str], None] = _no_attention
         self.dedup: MessageDeduplication | None = None
         self.property_dedup: PropertyDedupWindow | None = None
         #: where the dedup snapshot stands; replay after a restart starts after it
@@ -106,7 +110,21 @@ class Topic:
         return str(self.name)
 
     def cursor_changed(self) -> None:
-        self.cursors_changed = True
+        if not self.cursors_changed:
+            self.cursors_changed = True
+            self.on_attention(self, "cursors")
+
+    @property
+    def delayed(self) -> DelayedDelivery | None:
+        return self._delayed
+
+    @delayed.setter
+    def delayed(self, delayed: DelayedDelivery | None) -> None:
+        self._delayed = delayed
+        if delayed is not None:
+            delayed.on_trackers = lambda: self.on_attention(self, "delayed")
+            if delayed.has_trackers:
+                self.on_attention(self, "delayed")
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:
@@ -479,3 +497,7 @@ def topic_of(sub: Subscription) -> Topic:
     topic = sub.topic
     assert isinstance(topic, Topic), f"subscription {sub.name} belongs to {topic!r}, not a Topic"
     return topic
+
+
+def _no_attention(topic: Topic, what: str) -> None:
+    """A topic no broker core has adopted (tests of the topic alone)."""

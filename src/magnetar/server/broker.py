@@ -372,7 +372,7 @@ class BrokerService:
             log.error("cannot load topic %s: %s", key, exc)
             from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {key} could not be loaded: {exc.strerror or exc}") from exc
-        self.topics[key] = topic
+        self.core.adopt(topic)
         return topic
 
     def check_topic_count(self, name: TopicName, adding: int = 1) -> None:

@@ -75,7 +75,7 @@ def recover(broker: BrokerShell, topic: Topic, window: PropertyDedupWindow) -> N
 
 
 def store_snapshots(broker: BrokerShell) -> None:
-    for topic in list(broker.topics.values()):
+    for topic in [t for t in broker.topics.values() if t.property_dedup is not None]:
         window = topic.property_dedup
         if window is None or topic.last_durable is None:
             continue

@@ -114,14 +114,17 @@ def decode_entry(entry: bytes) -> EntryMessages:
 def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
     values, keys, events, props = out.column.pending, out.keys, out.event_ms, out.properties
     unpack, common, end = _U32.unpack_from, _COMMON_TAIL.fullmatch, len(data)
-    offset, look_for_runs = 0, True
+    # Runs are looked for at the start and, while they come long, after each other message.
+    offset, look, long_runs = 0, True, False
     try:
         while len(keys) < count:
-            if look_for_runs:
+            if look:
                 run, offset = _uniform_run(data, offset, count - len(keys), out)
-                look_for_runs = run >= _MIN_RUN
                 if run:
+                    # Another shape may start a run of its own right after a long one.
+                    long_runs = look = run >= _MIN_RUN
                     continue
+                look = False
             start = offset + 4
             stop = start + unpack(data, offset)[0]
             key = None
@@ -139,6 +142,7 @@ def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
                 props.append(_NO_PROPERTIES)
             else:
                 offset = _add_parsed(data, start, stop, out)
+            look = long_runs
             if offset > end:
                 raise BatchError(f"batch message {len(keys) - 1} overruns the batch")
     except (IndexError, struct.error, UnicodeDecodeError) as error:

@@ -146,7 +146,7 @@ class CrashWorld:
         self.core = BrokerCore(self.config)
         ledger = self.factory.open(str(TOPIC))
         topic = Topic(TOPIC, ledger, self.config, dispatcher_factory=self.core.dispatcher_factory)
-        self.core.topics[str(TOPIC)] = topic
+        self.core.adopt(topic)
         for name, record in self.cursors.items():
             sub = topic.create_subscription(name, "Shared", durable=True, mark_delete=record.mark_delete)
             sub.cursor.restore_ranges(record.individually_deleted)

@@ -142,7 +142,7 @@ class World:
         self.core = BrokerCore(self.config)
         self.topic = Topic(TopicName.parse("persistent://public/default/sim"), self.ledger, self.config,
                            dispatcher_factory=self.core.dispatcher_factory)
-        self.core.topics[str(self.topic.name)] = self.topic
+        self.core.adopt(self.topic)
         self.core.delayed_tick.start(self.now_ms)
         if options.delayed_probability > 0:
             self.topic.delayed = DelayedDelivery(self.config)
