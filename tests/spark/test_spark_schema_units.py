@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 
 from magnetar.spark.record_decoding import RecordDecodingError, SchemaVersions, TypedColumns, segments
 from magnetar.spark.record_encoding import RecordEncoder, SchemaMismatchError, check_record_columns
-from magnetar.spark.schema import SINK_COLUMNS, SOURCE_SCHEMA, source_schema
+from magnetar.spark.schema import SINK_COLUMNS, SOURCE_SCHEMA, check_sink_schema, source_schema
 from magnetar.spark.schema_mapping import SchemaMappingError, TopicSchema, avro_to_spark, data_fields
 
 pytestmark = pytest.mark.spark
@@ -291,6 +291,11 @@ def test_columns_are_checked_against_the_schema() -> None:
     for columns, message in cases:
         with pytest.raises(SchemaMismatchError, match=message):
             check_record_columns(columns, schema, SINK_COLUMNS)
+    # through the sink's check: neither a binary value nor per-row topics beside the fields
+    for extra in ("value", "__topic"):
+        with pytest.raises(SchemaMismatchError, match=f"column '{extra}' is not a field"):
+            check_sink_schema(StructType([*WRITE_COLUMNS.fields, StructField(extra, StringType())]),
+                              topic_option="persistent://public/default/t", topic_schema=schema)
 
 
 def _write_batch() -> pa.RecordBatch:

@@ -88,7 +88,9 @@ def check_sink_schema(schema: StructType, *, topic_option: str | None,
                       topic_schema: TopicSchema | None = None) -> None:
     if topic_schema is not None:
         from magnetar.spark.record_encoding import check_record_columns
-        check_record_columns(schema, topic_schema, metadata=SINK_COLUMNS)
+        # The payload comes from the fields, and its schema holds for the `topic` option's topic only.
+        check_record_columns(schema, topic_schema,
+                             metadata={k: v for k, v in SINK_COLUMNS.items() if k not in (VALUE, TOPIC)})
         return
     names = schema.fieldNames()
     if VALUE not in names:
