@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 )
 
 from magnetar.spark.options import MagnetarOptionError
-from magnetar.spark.schema_mapping import TopicSchema, data_fields
+from magnetar.spark.schema_mapping import TopicSchema, data_fields, storage_arrow_type, storage_avro
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -108,14 +108,22 @@ class RecordEncoder:
         self.kind = topic.schema_type
         avro = topic.avro()
         self.record = isinstance(avro, dict) and avro.get("type") == "record"
-        self.fields = [f.name for f in data_fields(topic) if f.name in column_names]
-        self._avro = fastavro.parse_schema(avro) if self.kind == "AVRO" else None
+        fields = [f for f in data_fields(topic) if f.name in column_names]
+        self.fields = [f.name for f in fields]
+        # Timestamps and dates leave Arrow as epoch numbers (one cast per column, no datetime
+        # objects) and are written with the logical types taken off, the same bytes.
+        field_avro = {f["name"]: f["type"] for f in avro["fields"]} if self.record else {"value": avro}
+        self._storage = [storage_arrow_type(f.dataType, field_avro[f.name]) for f in fields]
+        self._numbers = [_epoch_numbers(t) for t in self._storage]
+        self._avro = fastavro.parse_schema(storage_avro(avro)) if self.kind == "AVRO" else None
         self._convert = _converter(avro, _avro_leaf if self.kind == "AVRO" else _json_leaf, {})
 
     def encode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """``batch`` with its data columns replaced by a ``value`` column of payloads."""
         import pyarrow as pa
-        rows = batch.select(self.fields).to_pylist()
+        columns = [batch.column(n).cast(storage, safe=False).cast(numbers)
+                   for n, storage, numbers in zip(self.fields, self._storage, self._numbers, strict=True)]
+        rows = pa.RecordBatch.from_arrays(columns, names=self.fields).to_pylist()
         if not self.record:
             rows = [r["value"] for r in rows]
         if self._convert is not None:
@@ -204,6 +212,22 @@ def _json_leaf(avro: Any) -> Converter | None:
     if kind in ("bytes", "fixed"):
         return _text
     return None
+
+
+def _epoch_numbers(storage: pa.DataType) -> pa.DataType:
+    """``storage`` with timestamps as int64 and dates as int32: the numbers Avro stores."""
+    import pyarrow as pa
+    if pa.types.is_timestamp(storage):
+        return pa.int64()
+    if pa.types.is_date32(storage):
+        return pa.int32()
+    if pa.types.is_struct(storage):
+        return pa.struct([pa.field(f.name, _epoch_numbers(f.type)) for f in storage])
+    if pa.types.is_list(storage):
+        return pa.list_(_epoch_numbers(storage.value_type))
+    if pa.types.is_map(storage):
+        return pa.map_(storage.key_type, _epoch_numbers(storage.item_type))
+    return storage
 
 
 def _epoch_units(value: Any, per_second: int) -> Any:
