@@ -14,6 +14,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.core.dispatchers.key_shared_classic import KeySharedClassicDispatcher
 from magnetar.testing.sim.actions import Action, act, format_ranges, parse_schedule
 from magnetar.testing.sim.checkers import (
     CLASSIC_CONTRACT,
@@ -27,7 +28,7 @@ from magnetar.testing.sim.checkers import (
 )
 from magnetar.testing.sim.generator import ScheduleGenerator, free_slots
 from magnetar.testing.sim.options import ALL_TYPES, SHARED, SimOptions
-from magnetar.testing.sim.world import World
+from magnetar.testing.sim.world import World, draining_hashes, replay_size
 
 LIVENESS_ROUNDS_MAX = 2_000
 OPTIONS_PREFIX = "# options "
@@ -150,15 +151,14 @@ def _note_coverage(world: World, result: RunResult) -> None:
     if dispatcher is None:
         return
     seen = result.coverage
-    tracker = getattr(dispatcher, "tracker", None)
-    if tracker is not None and len(tracker):
+    if draining_hashes(dispatcher) is not None:
         seen["steps_with_draining_hashes"] = seen.get("steps_with_draining_hashes", 0) + 1
-    recently_joined = getattr(dispatcher, "recently_joined", None)
-    if recently_joined is not None and len(recently_joined):
-        seen["steps_with_recently_joined"] = seen.get("steps_with_recently_joined", 0) + 1
-    if getattr(dispatcher, "sent_before_joining", None):
-        seen["steps_held_by_entries_sent_beyond"] = seen.get("steps_held_by_entries_sent_beyond", 0) + 1
-    if len(getattr(dispatcher, "replay", ())):
+    if isinstance(dispatcher, KeySharedClassicDispatcher):
+        if len(dispatcher.recently_joined):
+            seen["steps_with_recently_joined"] = seen.get("steps_with_recently_joined", 0) + 1
+        if dispatcher.sent_before_joining:
+            seen["steps_held_by_entries_sent_beyond"] = seen.get("steps_held_by_entries_sent_beyond", 0) + 1
+    if replay_size(dispatcher):
         seen["steps_with_replay"] = seen.get("steps_with_replay", 0) + 1
 
 
@@ -226,13 +226,14 @@ def check_agreement(world: World) -> None:
             only_broker = sorted(broker - clients)[:5]
             only_client = sorted(clients - broker)[:5]
             raise Violation(f"{client.name}: broker thinks {only_broker} pending, client holds {only_client}")
-    tracker = getattr(world.dispatcher, "tracker", None)
-    if tracker is None or not len(tracker):
+    tracker = draining_hashes(world.dispatcher)
+    if tracker is None:
         return
     for client in world.connected():
         core = client.core
+        assert core is not None, "a connected client has its broker-side consumer"
         counts: dict[int, int] = {}
-        for entry in core.pending.values():  # type: ignore[union-attr]
+        for entry in core.pending.values():
             counts[entry.sticky_hash] = counts.get(entry.sticky_hash, 0) + 1
         for draining in tracker.draining_hashes_of(core):
             if draining.unack_msgs != counts.get(draining.hash, 0):
@@ -258,9 +259,8 @@ def check_drained_system(world: World) -> None:
     if backlog:
         raise Violation(f"stuck: the subscription's backlog is {backlog} after everything was acknowledged")
     dispatcher = world.dispatcher
-    replay = getattr(dispatcher, "replay", ())
-    if len(replay):
-        raise Violation(f"stuck: {len(replay)} entries left in the replay queue")
-    tracker = getattr(dispatcher, "tracker", None)
-    if tracker is not None and len(tracker):
+    if replay_size(dispatcher):
+        raise Violation(f"stuck: {replay_size(dispatcher)} entries left in the replay queue")
+    tracker = draining_hashes(dispatcher)
+    if tracker is not None:
         raise Violation(f"stuck: {len(tracker)} hashes still draining with nothing pending")

@@ -20,7 +20,11 @@ from magnetar.config import BrokerConfig
 from magnetar.core.broker import BrokerCore
 from magnetar.core.consumer import Consumer
 from magnetar.core.delayed_delivery import DelayedDelivery
+from magnetar.core.dispatchers.base import Dispatcher
+from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
+from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.errors import BrokerError
+from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
@@ -176,7 +180,7 @@ class World:
         return self.topic.subscriptions.get(SUBSCRIPTION)
 
     @property
-    def dispatcher(self) -> Any:
+    def dispatcher(self) -> Dispatcher | None:
         sub = self.sub
         return sub.dispatcher if sub is not None else None
 
@@ -580,9 +584,21 @@ class World:
         acknowledged entry may wait in the replay queue until the next round prunes it)."""
         dispatcher = self.dispatcher
         last = self.topic.last_readable()
-        return not self.checker.unacked() and not len(getattr(dispatcher, "replay", ())) \
-            and not len(getattr(dispatcher, "tracker", ())) \
+        return not self.checker.unacked() and not replay_size(dispatcher) \
+            and draining_hashes(dispatcher) is None \
             and not any(r.missing(last) or r.inbox for r in self.readers.values())
+
+
+def replay_size(dispatcher: Dispatcher | None) -> int:
+    """Entries a Shared or Key_Shared dispatcher holds for redelivery."""
+    return len(dispatcher.replay) if isinstance(dispatcher, MultipleConsumersDispatcher) else 0
+
+
+def draining_hashes(dispatcher: Dispatcher | None) -> DrainingHashesTracker[Consumer] | None:
+    """A PIP-379 Key_Shared dispatcher's draining hashes, when any drain."""
+    if isinstance(dispatcher, KeySharedDispatcher) and len(dispatcher.tracker):
+        return dispatcher.tracker
+    return None
 
 
 def _another_type(sub_type: str) -> str:
