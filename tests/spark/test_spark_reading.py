@@ -9,6 +9,7 @@ import pulsar
 import pytest
 from spark_helpers import Admin, client_for, new_topic
 
+from magnetar.spark import entry_decoding, wire_session
 from magnetar.spark.message_ids import EntryIds, decode_fields, encode_varint, read_varint
 from magnetar.spark.offsets import EARLIEST, MessagePosition
 from magnetar.spark.options import parse_source_options
@@ -89,10 +90,25 @@ def _scan(broker: BrokerProcess, topic: str, start: MessagePosition, end: Messag
     return rows
 
 
-@pytest.mark.parametrize("trust_entries", [True, False], ids=["entry-at-a-time", "one-by-one-fallback"])
+@pytest.mark.parametrize("path", ["entries", "entries-then-client", "client", "client-one-by-one"])
 def test_ranges_read_an_entry_at_a_time_equal_the_client_per_message(
-        broker: BrokerProcess, admin: Admin, monkeypatch: pytest.MonkeyPatch, trust_entries: bool) -> None:
-    if not trust_entries:
+        broker: BrokerProcess, admin: Admin, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Entries split by the data source itself, and the official client's Reader (used when the
+    connection settings need it), give what the client gives message by message."""
+    if path == "entries-then-client":
+        # Entries outside a batch stand for those only the official client reads (encrypted,
+        # chunked): the scan hands over to it from the last message it gave Spark.
+        decode = entry_decoding.decode_entry
+
+        def batches_only(entry: bytes) -> entry_decoding.EntryMessages:
+            decoded = decode(entry)
+            if not decoded.batched:
+                raise entry_decoding.UnsupportedEntry("not a batch")
+            return decoded
+        monkeypatch.setattr(entry_decoding, "decode_entry", batches_only)
+    if path.startswith("client"):
+        monkeypatch.setattr(wire_session, "supports", lambda connection: False)
+    if path == "client-one-by-one":
         # The check of an entry's last id fails: the reader must fall back to each message's own id.
         monkeypatch.setattr(EntryIds, "with_batch_index", lambda self, index: b"no such id")
     topic = new_topic("scan", NAMESPACE)

@@ -12,7 +12,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from magnetar.spark.options import MagnetarOptionError, parse_sink_options, parse_source_options
-from magnetar.spark.schema import SOURCE_SCHEMA, check_sink_schema, check_source_schema
+from magnetar.spark.schema import check_sink_schema, check_source_schema, source_schema
+from magnetar.spark.schema_resolution import with_read_schema, with_write_schema
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
 from magnetar.spark.source import MagnetarBatchReader, MagnetarStreamReader
 
@@ -35,25 +36,30 @@ class MagnetarDataSource(DataSource):
 
     def schema(self) -> StructType:
         # Spark asks for the schema at load(): the earliest moment to reject bad options.
-        parse_source_options(self.options, streaming=None)
-        return SOURCE_SCHEMA
+        # The topic's schema decides the columns: fetched now, and again by reader(), which
+        # checks that it has not changed in between.
+        return source_schema(with_read_schema(parse_source_options(self.options, streaming=None)).topic_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        check_source_schema(schema)
-        return MagnetarBatchReader(parse_source_options(self.options, streaming=False))
+        options = with_read_schema(parse_source_options(self.options, streaming=False))
+        check_source_schema(schema, options.topic_schema)
+        return MagnetarBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        check_source_schema(schema)
-        return MagnetarStreamReader(parse_source_options(self.options, streaming=True))
+        options = with_read_schema(parse_source_options(self.options, streaming=True))
+        check_source_schema(schema, options.topic_schema)
+        return MagnetarStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = parse_sink_options(self.options, streaming=False)
         if overwrite:
             raise MagnetarOptionError("a Magnetar topic is append-only; use mode('append'), not overwrite")
-        check_sink_schema(schema, topic_option=options.topic)
+        options = with_write_schema(options)
+        check_sink_schema(schema, topic_option=options.topic, topic_schema=options.topic_schema)
         return MagnetarBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = parse_sink_options(self.options, streaming=True)
-        check_sink_schema(schema, topic_option=options.topic)
+        options = with_write_schema(options)
+        check_sink_schema(schema, topic_option=options.topic, topic_schema=options.topic_schema)
         return MagnetarStreamWriter(options)

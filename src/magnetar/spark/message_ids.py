@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: Field numbers of ``MessageIdData`` (PulsarApi.proto).
 LEDGER_ID = 1
@@ -129,3 +133,28 @@ class EntryIds:
         if first + count <= len(table):
             return [head + v + tail for v in table[first:first + count]]
         return [head + encode_varint(i) + tail for i in range(first, first + count)]
+
+    def batch_ids(self, lo: int, hi: int) -> pa.Array:
+        """The serialised ids of batch indexes ``lo`` to ``hi`` (exclusive) of this id's entry, as
+        an Arrow binary array laid out by numpy: one matrix per varint width of the index."""
+        import numpy as np
+        import pyarrow as pa
+        head, tail = np.frombuffer(self.head + _BATCH_INDEX_TAG, np.uint8), np.frombuffer(self.tail, np.uint8)
+        parts, offsets, at, width = [], [np.zeros(1, np.int64)], 0, 1
+        while lo < hi:
+            stop = min(hi, 1 << (7 * width))
+            if stop <= lo:  # indexes of this width come before lo
+                width += 1
+                continue
+            index = np.arange(lo, stop, dtype=np.int64)
+            rows = np.empty((stop - lo, len(head) + width + len(tail)), np.uint8)
+            rows[:, :len(head)] = head
+            for j in range(width):
+                rows[:, len(head) + j] = (index >> (7 * j)) & 0x7F | (0x80 if j < width - 1 else 0)
+            rows[:, len(head) + width:] = tail
+            parts.append(rows.reshape(-1))
+            offsets.append(at + np.arange(1, stop - lo + 1, dtype=np.int64) * rows.shape[1])
+            at += rows.size
+            lo, width = stop, width + 1
+        return pa.Array.from_buffers(pa.binary(), len(np.concatenate(offsets)) - 1, [
+            None, pa.py_buffer(np.concatenate(offsets).astype(np.int32)), pa.py_buffer(np.concatenate(parts))])

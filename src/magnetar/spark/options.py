@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from magnetar.spark.schema_mapping import TopicSchema
 
 SERVICE_URL = "service.url"
 ADMIN_URL = "admin.url"
@@ -239,6 +242,8 @@ class SourceOptions:
     poll_timeout_ms: int
     max_entries_per_split: int
     reader_settings: Mapping[str, str] = field(default_factory=dict)
+    #: The schema rows are decoded with, resolved on the driver (None: binary ``value``).
+    topic_schema: TopicSchema | None = None
 
     def reader_kwargs(self) -> dict[str, Any]:
         return {keyword: convert(READER_PREFIX + key, raw)
@@ -254,6 +259,8 @@ class SinkOptions:
     require_deduplication: bool
     producer_name_prefix: str
     producer_settings: Mapping[str, str] = field(default_factory=dict)
+    #: The AVRO or JSON schema rows are encoded with, resolved on the driver (None: ``value`` as is).
+    topic_schema: TopicSchema | None = None
 
     def producer_kwargs(self) -> dict[str, Any]:
         return {keyword: convert(PRODUCER_PREFIX + key, raw)

@@ -18,13 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.spark.message_ids import EntryIds
+from magnetar.spark.message_ids import EntryIds, encode_varint
 from magnetar.spark.offsets import MessagePosition
 from magnetar.spark.options import SourceOptions
 
 if TYPE_CHECKING:
     import pulsar
     import pyarrow as pa
+
+    from magnetar.spark.entry_decoding import EntryMessages
+    from magnetar.spark.record_decoding import TypedColumns
+    from magnetar.spark.wire_session import EntrySession, ReceivedEntry
 
 log = logging.getLogger("magnetar.spark")
 
@@ -62,7 +66,25 @@ class MagnetarInputPartition(InputPartition):
 
 
 def read_range(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
-    """The messages of ``part`` as Arrow record batches in the source schema."""
+    """The messages of ``part`` as Arrow record batches in the source schema.
+
+    Entries are read at the protocol level (:class:`EntryScan`) when the connection
+    settings allow; otherwise, and from the first entry only the official client can
+    read (encrypted, chunked), through the official client's Reader (:class:`RangeScan`).
+    """
+    from magnetar.spark.entry_decoding import UnsupportedEntry
+    from magnetar.spark.wire_session import supports
+    if supports(options.connection):
+        scan = EntryScan(part, options)
+        try:
+            yield from scan.batches()
+            return
+        except UnsupportedEntry:
+            part = scan.remaining()
+    yield from _read_with_client(part, options)
+
+
+def _read_with_client(part: MagnetarInputPartition, options: SourceOptions) -> Iterator[pa.RecordBatch]:
     client = options.connection.new_client()
     try:
         reader = client.create_reader(part.topic, reader_start(part.start), start_message_id_inclusive=True,
@@ -89,7 +111,146 @@ def _reader_kwargs(options: SourceOptions) -> dict[str, Any]:
     return kwargs
 
 
-class RangeScan:
+class _RangeChecks:
+    """What both scans decide alike: whether a range ended where it should, and what data loss does."""
+
+    part: MagnetarInputPartition
+    fail_on_data_loss: bool
+
+    def _check_reached_end(self, last: MessagePosition | None) -> None:
+        if last is not None and (last.sort_key >= self.part.end.sort_key or last.same_entry(self.part.end)):
+            return
+        self._data_loss(f"the query needs the messages of {self.part.topic} up to {self.part.end}, but "
+                        f"the topic ends at {last if last is not None else 'nothing'}: were messages "
+                        "removed or the topic deleted and created again?")
+
+    def _data_loss(self, message: str) -> None:
+        if self.fail_on_data_loss:
+            raise MagnetarDataLossError(
+                f"Data loss: {message}. Set failOnDataLoss=false to go on from the messages that remain.")
+        log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
+
+
+class EntryScan(_RangeChecks):
+    """Reads one range entry by entry over a protocol-level session, checking it for data loss.
+
+    The session starts at the start's entry, so the start message itself is seen when it
+    still exists; messages up to it are dropped, and the first one after it must be its
+    immediate successor unless the start was seen. Entries past the end's entry end the
+    scan without waiting for more.
+    """
+
+    def __init__(self, part: MagnetarInputPartition, options: SourceOptions) -> None:
+        self.part = part
+        self.options = options
+        self.fail_on_data_loss = options.fail_on_data_loss
+        self.poll_timeout_ms = options.poll_timeout_ms
+        #: The last message handed to Spark: where the official client takes over, if it must.
+        self.emitted: MessagePosition | None = None
+        self.ids = EntryIdWriter(part.topic)
+
+    def remaining(self) -> MagnetarInputPartition:
+        """The part of the range not yet handed to Spark."""
+        if self.emitted is None:
+            return self.part
+        return MagnetarInputPartition(self.part.topic, self.emitted, self.part.end)
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        from magnetar.spark.entry_decoding import UnsupportedEntry, decode_entry
+        from magnetar.spark.wire_session import EntrySession
+        part, start, end = self.part, self.part.start, self.part.end
+        settings = self.options.reader_settings
+        session = EntrySession(
+            self.options.connection, part.topic, None if start.is_earliest else (start.ledger_id, start.entry_id),
+            receiver_queue_size=int(settings.get("receiverQueueSize", DEFAULT_RECEIVER_QUEUE_SIZE)),
+            reader_name=settings.get("readerName"))
+        try:
+            builder = ArrowBatchBuilder(part.topic, _typed_columns(self.options, part.topic))
+            saw_start = start.is_earliest
+            last: MessagePosition | None = None
+            end_entry = (end.ledger_id, end.entry_id)
+            while True:
+                got = self._next(session, last)
+                if got is None:
+                    self._check_reached_end(last)
+                    break
+                try:
+                    decoded = decode_entry(got.entry)
+                except UnsupportedEntry:
+                    if builder.rows:
+                        yield builder.flush()
+                    raise
+                count, batched = decoded.count, decoded.batched
+                entry = (got.ledger_id, got.entry_id)
+                skip = _messages_up_to(entry, count, start) if not start.is_earliest else 0
+                take = _messages_up_to(entry, count, end)
+                if skip:
+                    saw_start = True
+                if take > skip:
+                    first = MessagePosition(*entry, skip if batched else -1)
+                    if not saw_start and not first.follows(start):
+                        self._data_loss(f"the query needs the messages after {start} of {part.topic}, "
+                                        f"but the first message still stored is {first}: retention (or "
+                                        "acknowledgements by every subscription) removed the messages in between")
+                    saw_start = True
+                    builder.add_messages(decoded, skip, take, self.ids.of_entry(*entry, count if batched else 0))
+                    self.emitted = MessagePosition(*entry, take - 1 if batched else -1)
+                last = MessagePosition(*entry, count - 1 if batched else -1)
+                session.consumed(count)
+                if builder.rows >= ARROW_BATCH_ROWS or builder.size >= ARROW_BATCH_BYTES:
+                    yield builder.flush()
+                if entry >= end_entry:
+                    break
+            if builder.rows:
+                yield builder.flush()
+        finally:
+            session.close()
+
+    def _next(self, session: EntrySession, last: MessagePosition | None) -> ReceivedEntry | None:
+        """The next entry; None when the broker says the topic has nothing after ``last``."""
+        waited_ms = 0
+        while True:
+            got = session.next_entry(READ_WAIT_MS / 1000)
+            if got is not None:
+                return got
+            seen = last if last is not None else self.part.start
+            if MessagePosition(*session.last_message_id()).sort_key <= seen.sort_key:
+                return None
+            waited_ms += READ_WAIT_MS
+            if waited_ms >= self.poll_timeout_ms:
+                raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
+                                   f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
+
+def _messages_up_to(entry: tuple[int, int], count: int, bound: MessagePosition) -> int:
+    """How many of an entry's ``count`` messages are at or before ``bound``."""
+    bound_entry = (bound.ledger_id, bound.entry_id)
+    if entry < bound_entry:
+        return count
+    if entry > bound_entry:
+        return 0
+    return count if bound.batch_index < 0 else min(count, bound.batch_index + 1)
+
+
+class EntryIdWriter:
+    """Serialised message ids, byte for byte what the official client's ``MessageId.serialize()``
+    gives: ledger, entry, the partition when the topic is one, then batch index and size."""
+
+    def __init__(self, topic: str) -> None:
+        _, sep, index = topic.rpartition("-partition-")
+        self.partition = int(index) if sep and index.isdigit() else -1
+
+    def of_entry(self, ledger_id: int, entry_id: int, batch_size: int) -> EntryIds:
+        """The ids of an entry of ``batch_size`` messages (0: not a batch), from its first message."""
+        head = b"\x08" + encode_varint(ledger_id) + b"\x10" + encode_varint(entry_id)
+        if self.partition >= 0:
+            head += b"\x18" + encode_varint(self.partition)
+        if not batch_size:
+            return EntryIds(ledger_id, entry_id, -1, 0, head, b"", head)
+        tail = b"\x30" + encode_varint(batch_size)
+        return EntryIds(ledger_id, entry_id, 0, batch_size, head, tail, head + b"\x20\x00" + tail)
+
+
+class RangeScan(_RangeChecks):
     """Reads one range and checks it for data loss; independent of Spark so it can be tested alone.
 
     The first messages (up to and including the start) are examined one by one. Past
@@ -112,6 +273,7 @@ class RangeScan:
         #: The end as the client orders ids: (ledger, entry, batch index), "whole entry" being
         #: the largest batch index, and a message outside a batch having batch index -1.
         self.end_limit = (end.ledger_id, end.entry_id, end.batch_index if end.batch_index >= 0 else _LAST_INDEX)
+        self.typed = _typed_columns(options, part.topic)
 
     def batches(self, reader: Any) -> Iterator[pa.RecordBatch]:
         import pulsar
@@ -120,7 +282,7 @@ class RangeScan:
         if first is None:
             return
         msg, mid = first
-        builder = ArrowBatchBuilder(self.part.topic)
+        builder = ArrowBatchBuilder(self.part.topic, self.typed)
         end_entry, end_index = self.end_limit[:2], self.end_limit[2]
         timeout = pulsar.Timeout
         while True:
@@ -229,18 +391,9 @@ class RangeScan:
                 raise TimeoutError(f"no message from {self.part.topic} within pollTimeoutMs="
                                    f"{self.poll_timeout_ms} although the broker reports more; last read {last}")
 
-    def _check_reached_end(self, last: MessagePosition | None) -> None:
-        if last is not None and (last.sort_key >= self.end_key or last.same_entry(self.part.end)):
-            return
-        self._data_loss(f"the query needs the messages of {self.part.topic} up to {self.part.end}, but "
-                        f"the topic ends at {last if last is not None else 'nothing'}: were messages "
-                        "removed or the topic deleted and created again?")
-
-    def _data_loss(self, message: str) -> None:
-        if self.fail_on_data_loss:
-            raise MagnetarDataLossError(
-                f"Data loss: {message}. Set failOnDataLoss=false to go on from the messages that remain.")
-        log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
+def _typed_columns(options: SourceOptions, topic: str) -> TypedColumns | None:
+    from magnetar.spark.schema_resolution import typed_columns
+    return typed_columns(options, topic)
 
 
 def _position(mid: Any) -> MessagePosition:
@@ -250,20 +403,25 @@ def _position(mid: Any) -> MessagePosition:
 class ArrowBatchBuilder:
     """Column lists filled an entry (or a message) at a time, turned into one Arrow record batch at a time.
 
-    Publish time and producer name belong to the entry, so they are kept once per entry
-    (run) and expanded by Arrow.
+    Publish time, producer name and schema version belong to the entry, so they are kept
+    once per entry (run) and expanded by Arrow. With ``typed`` the payloads become the
+    columns of the topic's schema (:mod:`magnetar.spark.record_decoding`).
     """
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, typed: TypedColumns | None = None) -> None:
         from magnetar.spark.schema import source_arrow_schema
         self.topic = topic
-        self.schema = source_arrow_schema()
+        self.typed = typed
+        self.schema = source_arrow_schema(typed.schema if typed is not None else None)
+        #: Where the metadata columns start.
+        self.metadata_at = len(self.schema) - (len(source_arrow_schema()) - 1)
         self._reset()
 
     def _reset(self) -> None:
-        self.values: list[bytes] = []
+        from magnetar.spark.entry_decoding import BinaryColumn
+        self.values = BinaryColumn()
         self.keys: list[str | None] = []
-        self.ids: list[bytes] = []
+        self.ids = BinaryColumn()
         #: Milliseconds; 0: unset.
         self.event_ms: list[int] = []
         self.properties: list[dict[str, str]] = []
@@ -271,65 +429,98 @@ class ArrowBatchBuilder:
         self.run_ends: list[int] = []
         self.publish_ms: list[int] = []
         self.producers: list[str] = []
+        #: Per run: the schema version its messages were written with (-1: none).
+        self.versions: list[int] = []
         self.size = 0
 
     @property
     def rows(self) -> int:
-        return len(self.values)
+        return len(self.keys)
 
     def add_entry(self, run: list[Any], ids: EntryIds) -> None:
         """Messages of one entry in batch index order, the first named by ``ids``."""
         values = [m.data() for m in run]
-        self.values += values
+        self.values.pending += values
         self.size += sum(map(len, values))
         self.keys += [m.partition_key() or None for m in run]
         self.event_ms += [m.event_timestamp() for m in run]
         self.properties += [m.properties() for m in run]
-        self.ids.append(ids.serialized)
+        self.ids.pending.append(ids.serialized)
         if len(run) > 1:
-            self.ids += ids.following(len(run) - 1)
+            self.ids.pending += ids.following(len(run) - 1)
         first = run[0]
-        self.run_ends.append(len(self.values))
+        self.run_ends.append(self.rows)
         self.publish_ms.append(first.publish_timestamp())
         self.producers.append(first.producer_name())
+        self.versions.append(first.int_schema_version())
+
+    def add_messages(self, decoded: EntryMessages, lo: int, hi: int, ids: EntryIds) -> None:
+        """Messages ``lo`` to ``hi`` (exclusive) of a decoded entry whose first message ``ids`` names."""
+        values = decoded.values[lo:hi] if lo or hi < decoded.count else decoded.values
+        self.values.add_chunk(values)
+        self.size += values.nbytes
+        if lo or hi < decoded.count:
+            self.keys += decoded.keys[lo:hi]
+            self.event_ms += decoded.event_ms[lo:hi]
+            self.properties += decoded.properties[lo:hi]
+        else:
+            self.keys += decoded.keys
+            self.event_ms += decoded.event_ms
+            self.properties += decoded.properties
+        if decoded.batched:
+            self.ids.add_chunk(ids.batch_ids(lo, hi))
+        else:
+            self.ids.pending.append(ids.serialized)
+        self.run_ends.append(self.rows)
+        self.publish_ms.append(decoded.metadata.publish_time)
+        self.producers.append(decoded.metadata.producer_name)
+        self.versions.append(schema_version_number(decoded.metadata.schema_version))
 
     def add_message(self, msg: Any, serialized_id: bytes) -> None:
         data = msg.data()
-        self.values.append(data)
+        self.values.pending.append(data)
         self.size += len(data)
         self.keys.append(msg.partition_key() or None)
         self.event_ms.append(msg.event_timestamp())
         self.properties.append(msg.properties())
-        self.ids.append(serialized_id)
-        self.run_ends.append(len(self.values))
+        self.ids.pending.append(serialized_id)
+        self.run_ends.append(self.rows)
         self.publish_ms.append(msg.publish_timestamp())
         self.producers.append(msg.producer_name())
+        self.versions.append(msg.int_schema_version())
 
     def flush(self) -> pa.RecordBatch:
         import pyarrow as pa
         import pyarrow.compute as pc
         rows = self.rows
         s = self.schema
-        micros = s.field(4).type
+        micros = pa.timestamp("us", tz="UTC")
         events = _int64_array(self.event_ms)
         events = pc.if_else(pc.equal(events, 0), pa.scalar(None, pa.int64()), events)
         run_ends = pa.array(self.run_ends, pa.int32())
         publish_ms = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, _int64_array(self.publish_ms)))
-        producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, s.field(7).type))
-        columns = [
-            pa.array(self.values, s.field(0).type),
-            pa.array(self.keys, s.field(1).type),
-            pa.repeat(pa.scalar(self.topic, s.field(2).type), rows),
-            pa.array(self.ids, s.field(3).type),
+        producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, pa.string()))
+        values = self.values.array()
+        data = [values] if self.typed is None else \
+            self.typed.columns(values.to_pylist(), self.keys, list(zip(self.run_ends, self.versions, strict=True)))
+        columns = data + [
+            pa.array(self.keys, s.field(self.metadata_at).type),
+            pa.repeat(pa.scalar(self.topic, pa.string()), rows),
+            self.ids.array(),
             pc.multiply(publish_ms, 1000).cast(micros),
             pc.multiply(events, 1000).cast(micros),
-            _map_array(self.properties, s.field(6).type),
+            _map_array(self.properties, s.field(self.metadata_at + 5).type),
             pc.run_end_decode(producers),
             # A Reader's messages are never redelivered.
-            pa.repeat(pa.scalar(0, s.field(8).type), rows),
+            pa.repeat(pa.scalar(0, pa.int32()), rows),
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=s)
+
+
+def schema_version_number(raw: bytes) -> int:
+    """A message's schema version (8 bytes, big-endian, as Pulsar's ``LongSchemaVersion``); -1: none."""
+    return int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1
 
 
 def _int64_array(values: list[int]) -> pa.Array:

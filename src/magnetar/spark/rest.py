@@ -19,6 +19,7 @@ import httpx
 
 from magnetar.spark.offsets import EARLIEST, MessagePosition
 from magnetar.spark.options import ConnectionOptions
+from magnetar.spark.schema_mapping import TopicSchema
 
 TIMEOUT_S = 30.0
 
@@ -182,6 +183,19 @@ class AdminClient:
         except MagnetarAdminError as exc:
             if exc.status != 409:  # created meanwhile: fine, the next commit moves it
                 raise
+
+    # -- schemas ------------------------------------------------------------------------------------
+    def topic_schema(self, topic: str, version: int | None = None) -> TopicSchema | None:
+        """The topic's latest schema (or one version); None when it has none."""
+        tenant, namespace, local = topic_path(base_topic(topic)).split("/")[1:]
+        path = f"schemas/{tenant}/{namespace}/{local}/schema" + (f"/{version}" if version is not None else "")
+        try:
+            doc = self._call("GET", path)
+        except MagnetarAdminError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return TopicSchema.from_rest(doc) if isinstance(doc, dict) else None
 
     # -- deduplication ------------------------------------------------------------------------------
     def deduplication(self, topic: str) -> DeduplicationSetting:

@@ -26,6 +26,8 @@ from magnetar.spark.options import MagnetarOptionError
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from magnetar.spark.schema_mapping import TopicSchema
+
 VALUE = "value"
 KEY = "__key"
 TOPIC = "__topic"
@@ -58,20 +60,38 @@ SINK_COLUMNS: dict[str, tuple[type[DataType], ...]] = {
 }
 
 
-def source_arrow_schema() -> pa.Schema:
+def source_schema(topic_schema: TopicSchema | None = None) -> StructType:
+    """The source's columns: typed ones from the topic's schema when it has one (see
+    :mod:`magnetar.spark.schema_mapping`), the binary ``value`` otherwise; then the metadata."""
+    if topic_schema is None:
+        return SOURCE_SCHEMA
+    from magnetar.spark.schema_mapping import source_struct
+    return source_struct(topic_schema, SOURCE_SCHEMA)
+
+
+def source_arrow_schema(topic_schema: TopicSchema | None = None) -> pa.Schema:
     """The Arrow schema Spark expects record batches in (microsecond UTC timestamps)."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    return to_arrow_schema(SOURCE_SCHEMA, timezone="UTC")
+    return to_arrow_schema(source_schema(topic_schema), timezone="UTC")
 
 
-def check_source_schema(schema: StructType) -> None:
-    if schema != SOURCE_SCHEMA:
+def check_source_schema(schema: StructType, topic_schema: TopicSchema | None = None) -> None:
+    expected = source_schema(topic_schema)
+    if schema != expected:
         raise MagnetarOptionError(
-            "the magnetar source has a fixed schema; do not pass .schema(...). Expected "
-            f"{SOURCE_SCHEMA.simpleString()}, got {schema.simpleString()}")
+            "the magnetar source's columns come from the topic's schema; do not pass .schema(...), and "
+            "restart a query whose topic schema changed since it was defined. Expected "
+            f"{expected.simpleString()}, got {schema.simpleString()}")
 
 
-def check_sink_schema(schema: StructType, *, topic_option: str | None) -> None:
+def check_sink_schema(schema: StructType, *, topic_option: str | None,
+                      topic_schema: TopicSchema | None = None) -> None:
+    if topic_schema is not None:
+        from magnetar.spark.record_encoding import check_record_columns
+        # The payload comes from the fields, and its schema holds for the `topic` option's topic only.
+        check_record_columns(schema, topic_schema,
+                             metadata={k: v for k, v in SINK_COLUMNS.items() if k not in (VALUE, TOPIC)})
+        return
     names = schema.fieldNames()
     if VALUE not in names:
         raise MagnetarOptionError(f"the magnetar sink needs a '{VALUE}' column (binary or string); the "

@@ -35,9 +35,10 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from itertools import chain
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -52,12 +53,20 @@ from magnetar.spark.schema import EVENT_TIME, KEY, MESSAGE_PROPERTIES, TOPIC, VA
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from magnetar.spark.record_encoding import RecordEncoder
+    from magnetar.spark.wire_producer import BatchProducer
+
+    #: A batch's values: Python objects for the official client, an Arrow column for protocol-level producers.
+    _Values: TypeAlias = list[bytes | None] | pa.Array
+
 log = logging.getLogger("magnetar.spark")
 
 ROW_BITS = 32
 MAX_ROWS_PER_EPOCH = (1 << ROW_BITS) - 1
 MAX_EPOCH = (1 << (63 - ROW_BITS)) - 1
 DEFAULT_BATCH_MESSAGES = 1000
+#: The official client's default batchingMaxBytes.
+DEFAULT_BATCH_BYTES = 128 * 1024
 #: Batches close when full rather than on a timer (the task flushes its last one): fewer,
 #: larger entries cost the broker less per message, and readers too.
 DEFAULT_BATCH_DELAY_MS = 100
@@ -71,6 +80,7 @@ LARGE_MESSAGE = 64 * 1024
 PRODUCER_BUSY_WAIT_S = 90.0
 STREAMING_QUERY_ID = "sql.streaming.queryId"
 STREAMING_BATCH_ID = "streaming.sql.batchId"
+_P = TypeVar("_P")
 
 
 class MagnetarSinkError(RuntimeError):
@@ -212,28 +222,47 @@ class PartitionWriter:
         self._already_stored = 0
         timeout_ms = options.producer_kwargs().get("send_timeout_millis", 0)
         self._track_every = 1 if timeout_ms else TRACK_EVERY
+        self._encoder: RecordEncoder | None = None
 
     def write(self, batches: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
-        client = self.options.connection.new_client()
+        # A task without rows opens no producer: it leaves no trace on the broker.
+        rows = (batch for batch in batches if batch.num_rows)
+        first = next(rows, None)
+        if first is None:
+            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, 0, 0, {})
+        targets: _Targets = _WireTargets(self.options, self.name) if self._fits_wire(first.schema) else \
+            _Targets(self.options.connection.new_client(), self.options, self.name)
         try:
-            targets = _Targets(client, self.options, self.name)
-            rows = self._send_all(batches, targets)
+            count = self._send_all(chain([first], rows), targets)
             targets.flush()
             self._raise_failures()
-            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, rows,
+            return MagnetarCommitMessage(self.partition_id, self.name, self.epoch, count,
                                          self._already_stored, targets.sent_counts())
         finally:
-            client.close()
+            targets.close()
+
+    def _fits_wire(self, schema: pa.Schema) -> bool:
+        """Whether every row can go through protocol-level producers: values only, to the
+        ``topic`` option, over a connection and with producer settings they honour."""
+        from magnetar.spark.wire_session import supports
+        settings = self.options.producer_settings
+        # Rows encoded with the topic's schema go through the official client, whose PRODUCER
+        # carries the schema for the broker to check.
+        return schema.names == [VALUE] and self.options.topic is not None and self.options.topic_schema is None \
+            and supports(self.options.connection) and not int(settings.get("sendTimeoutMs", "0")) \
+            and settings.get("batchingEnabled", "true") != "false"
 
     def _send_all(self, batches: Iterator[pa.RecordBatch], targets: _Targets) -> int:
         row = 0
+        wire = isinstance(targets, _WireTargets)
         for batch in batches:
-            if not batch.num_rows:
-                continue  # opens no producer: a task without rows leaves no trace on the broker
             if row + batch.num_rows > MAX_ROWS_PER_EPOCH:
                 sequence_id(self.epoch, row + batch.num_rows)
-            columns = _columns(batch)
-            if columns.plain and self.options.topic is not None:
+            if self.options.topic_schema is not None:
+                batch = self._record_encoder(batch).encode(batch)
+            if wire and self.options.topic is not None:
+                self._send_plain(batch.column(VALUE), targets.open(self.options.topic), row)
+            elif (columns := _columns(batch)).plain and self.options.topic is not None:
                 self._send_plain(columns.values, targets.open(self.options.topic), row)
             else:
                 self._send_rows(columns, targets, row)
@@ -242,7 +271,15 @@ class PartitionWriter:
                 self._raise_failures()
         return row
 
-    def _send_plain(self, values: list[bytes], targets: list[_Target], row: int) -> None:
+    def _record_encoder(self, batch: pa.RecordBatch) -> RecordEncoder:
+        """The encoder of the topic's AVRO or JSON schema, made for the first batch's columns."""
+        if self._encoder is None:
+            from magnetar.spark.record_encoding import RecordEncoder
+            assert self.options.topic_schema is not None
+            self._encoder = RecordEncoder(self.options.topic_schema, batch.schema.names)
+        return self._encoder
+
+    def _send_plain(self, values: _Values, targets: list[_Target], row: int) -> None:
         """Rows with a value only, none large, to the ``topic`` option: one tight loop per target.
 
         Keyless row ``r`` goes to partition ``(r + partition id) % n``, so each target's rows
@@ -265,9 +302,14 @@ class PartitionWriter:
                 seq += stored * n
             self._send_values(target, mine, seq, n)
 
-    def _send_values(self, target: _Target, values: list[bytes], first_seq: int, step: int) -> None:
+    def _send_values(self, target: _Target, values: _Values, first_seq: int, step: int) -> None:
         """Send ``values`` with sequence ids ``first_seq``, ``first_seq + step``, ...: five calls
-        into the client per message and nothing else."""
+        into the client per message and nothing else, or (an Arrow column) whole batches over
+        the protocol."""
+        if not isinstance(values, list):
+            assert target.batches is not None, "Arrow columns go to protocol-level producers"
+            self._send_batches(target, target.batches, values, first_seq, step)
+            return
         import _pulsar
         # The official client's message builder, as Producer.send_async(..., sequence_id=...) uses
         # it, minus the wrapper's per-argument type checks (a third of the per-message cost).
@@ -277,6 +319,23 @@ class PartitionWriter:
             sent += 1
             send(builder().content(value).sequence_id(seq).build(), callback if sent % every == 0 else None)
         target.sent = sent
+
+    def _send_batches(self, target: _Target, producer: BatchProducer, values: pa.Array, first_seq: int,
+                      step: int) -> None:
+        """Cut ``values`` into batches of at most ``batchingMaxMessages`` rows and ``batchingMaxBytes``
+        bytes (a larger row travels alone) and send each as one entry."""
+        from magnetar.spark.wire_producer import EncodedRecords
+        settings = self.options.producer_settings
+        max_messages = int(settings.get("batchingMaxMessages", DEFAULT_BATCH_MESSAGES))
+        max_bytes = int(settings.get("batchingMaxBytes", DEFAULT_BATCH_BYTES))
+        records = EncodedRecords(values)
+        start = 0
+        while start < len(records):
+            stop = records.cut(start, max_messages, max_bytes)
+            first, last = first_seq + start * step, first_seq + (stop - 1) * step
+            producer.send(records.batch(start, stop, last), stop - start, first, last)
+            start = stop
+        target.sent += len(records)
 
     def _send_rows(self, columns: _Columns, targets: _Targets, row: int) -> None:
         """Any rows: keys, properties, event times, per-row topics, null or large values."""
@@ -384,6 +443,8 @@ class _Target:
     #: ``send_async(message, callback)`` of the producer's C++ binding.
     send: Any
     sent: int = 0
+    #: Set instead of ``send`` for a protocol-level producer.
+    batches: BatchProducer | None = None
 
 
 class _Targets:
@@ -428,13 +489,21 @@ class _Targets:
             "send_timeout_millis": 0,  # infinite, as Pulsar advises for deduplicating producers
         }
         kwargs.update(self.options.producer_kwargs())
+        if self.options.topic_schema is not None and base_topic(topic) == self.options.topic:
+            from magnetar.spark.record_encoding import producer_schema
+            kwargs["schema"] = producer_schema(self.options.topic_schema)
+        return self._while_busy(topic, pulsar.ProducerBusy,
+                                lambda: self.client.create_producer(topic, producer_name=self.name, **kwargs))
+
+    def _while_busy(self, topic: str, busy: type[Exception], create: Callable[[], _P]) -> _P:
+        """``create()``, again while the previous attempt of this task still holds the producer
+        name (until the broker notices it left)."""
         deadline = time.monotonic() + PRODUCER_BUSY_WAIT_S
         delay_s = 0.1
         while True:
             try:
-                return self.client.create_producer(topic, producer_name=self.name, **kwargs)
-            except pulsar.ProducerBusy:
-                # The previous attempt of this task still holds the name until the broker notices it left.
+                return create()
+            except busy:
                 if time.monotonic() > deadline:
                     raise MagnetarSinkError(
                         f"producer name {self.name} is still in use on {topic} after "
@@ -449,3 +518,37 @@ class _Targets:
 
     def sent_counts(self) -> dict[str, int]:
         return {t.topic: t.sent for targets in self._by_topic.values() for t in targets if t.sent}
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _WireTargets(_Targets):
+    """Protocol-level producers, one per partition of the ``topic`` option (the plain case)."""
+
+    def __init__(self, options: SinkOptions, name: str) -> None:
+        super().__init__(None, options, name)
+
+    def open(self, topic: str) -> list[_Target]:
+        from magnetar.spark.wire_producer import BatchProducer, ProducerBusyError, topic_partitions
+        targets = self._by_topic.get(topic)
+        if targets is not None:
+            return targets
+        settings = self.options.producer_settings
+        pending = int(settings.get("maxPendingMessages", DEFAULT_MAX_PENDING_MESSAGES))
+        compression = settings.get("compressionType", "NONE").strip().upper()
+        targets = []
+        for partition in topic_partitions(self.options.connection, topic):
+            def create(p: str = partition) -> BatchProducer:
+                return BatchProducer(self.options.connection, p, self.name, max_pending_messages=pending,
+                                     compression=compression)
+            producer = self._while_busy(partition, ProducerBusyError, create)
+            targets.append(_Target(producer, partition, producer.last_sequence_id, None, batches=producer))
+        self._by_topic[topic] = targets
+        return targets
+
+    def close(self) -> None:
+        for targets in self._by_topic.values():
+            for target in targets:
+                target.producer.close()
+
