@@ -60,7 +60,11 @@ def test_batch_write_survives_task_retry_and_rerun(spark: SparkSession, broker: 
     rows = (spark.range(0, 2000, numPartitions=2)
             .select(fail(F.concat(F.lit("r"), F.col("id").cast("string"))).alias("value"),
                     F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("__key")))
-    writer = rows.write.format("magnetar").options(**sink_options(broker, topic=topic, writeId="job-1"))
+    # client batches of 100 rows close as each Arrow batch of 100 arrives (the session's
+    # maxRecordsPerBatch), so the rows before the crash are on the wire when it comes; with
+    # the default 1000 they could all wait in one batch and die with the task
+    writer = rows.write.format("magnetar").options(**sink_options(broker, topic=topic, writeId="job-1",
+                                                                  **{"pulsar.producer.batchingMaxMessages": "100"}))
     with pytest.raises(Exception, match="injected crash"):
         writer.mode("append").save()
     client = client_for(broker.service_url)
