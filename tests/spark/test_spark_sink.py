@@ -70,8 +70,11 @@ def test_batch_write_survives_task_retry_and_rerun(spark: SparkSession, broker: 
     client = client_for(broker.service_url)
     partial = len(read_values(client, topic))
     client.close()
-    # Spark partition 1 (rows 1000-1999) crashed at r1800: it published part of its rows.
-    assert 0 < partial < 2000 and partial % 1000 != 0, f"{partial} rows published before the crash"
+    # Spark partition 1 (rows 1000-1999) crashed at r1800 on both attempts. How much reached
+    # the broker before the job was aborted depends on timing (rows reach the writer in Arrow
+    # batches; partition 0's retry may be cancelled): from none to part, never all of them.
+    # Usually it is part, and the rerun must then publish only what is missing.
+    assert partial < 2000, f"{partial} rows published before the crash"
 
     marker.unlink()
     writer.mode("append").save()

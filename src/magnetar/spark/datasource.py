@@ -12,6 +12,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from magnetar.spark.options import MagnetarOptionError, parse_sink_options, parse_source_options
+from magnetar.spark.planning import resolve_partitions
 from magnetar.spark.schema import check_sink_schema, check_source_schema, source_schema
 from magnetar.spark.schema_resolution import with_read_schema, with_write_schema
 from magnetar.spark.sink import MagnetarBatchWriter, MagnetarStreamWriter
@@ -38,15 +39,16 @@ class MagnetarDataSource(DataSource):
         # Spark asks for the schema at load(): the earliest moment to reject bad options.
         # The topic's schema decides the columns: fetched now, and again by reader(), which
         # checks that it has not changed in between.
-        return source_schema(with_read_schema(parse_source_options(self.options, streaming=None)).topic_schema)
+        options = with_read_schema(parse_source_options(self.options, streaming=None), resolve_partitions)
+        return source_schema(options.topic_schema)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        options = with_read_schema(parse_source_options(self.options, streaming=False))
+        options = with_read_schema(parse_source_options(self.options, streaming=False), resolve_partitions)
         check_source_schema(schema, options.topic_schema)
         return MagnetarBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        options = with_read_schema(parse_source_options(self.options, streaming=True))
+        options = with_read_schema(parse_source_options(self.options, streaming=True), resolve_partitions)
         check_source_schema(schema, options.topic_schema)
         return MagnetarStreamReader(options)
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from magnetar.spark.option_error import MagnetarOptionError
+
 if TYPE_CHECKING:
     from magnetar.spark.schema_mapping import TopicSchema
 
@@ -52,8 +54,6 @@ DEFAULT_MAX_ENTRIES_PER_SPLIT = 50_000
 DEFAULT_PRODUCER_NAME_PREFIX = "magnetar-spark"
 
 
-class MagnetarOptionError(ValueError):
-    """An option the data source cannot work with; the message names it and the fix."""
 
 
 # -- converters ------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from magnetar.spark.options import MagnetarOptionError
+from magnetar.spark.option_error import MagnetarOptionError
 
 if TYPE_CHECKING:
     import pyarrow as pa

@@ -7,19 +7,23 @@ versions, by number, for the messages written with them (:class:`TopicVersions`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from magnetar.spark.options import MagnetarOptionError, SinkOptions, SourceOptions
+from magnetar.spark.options import MagnetarOptionError, SinkOptions, SourceOptions, TopicSelection
 from magnetar.spark.record_decoding import SchemaVersions, TypedColumns
 from magnetar.spark.rest import AdminClient, MagnetarAdminError, base_topic
 from magnetar.spark.schema_mapping import RECORD_TYPES, TopicSchema
 
+#: the topic partitions a query reads (``planning.resolve_partitions``, passed in: planning
+#: builds on the reading side that this module serves)
+PartitionsOf = Callable[[AdminClient, TopicSelection], list[str]]
 
-def with_read_schema(options: SourceOptions) -> SourceOptions:
+
+def with_read_schema(options: SourceOptions, partitions_of: PartitionsOf) -> SourceOptions:
     """``options`` with the schema its topics' messages are decoded with."""
-    from magnetar.spark.planning import resolve_partitions
     with AdminClient(options.connection) as admin:
-        topics = sorted({base_topic(tp) for tp in resolve_partitions(admin, options.selection)})
+        topics = sorted({base_topic(tp) for tp in partitions_of(admin, options.selection)})
         found = {topic: admin.topic_schema(topic) for topic in topics}
     schemas = {_identity(s): (topic, s) for topic, s in found.items()}
     if len(schemas) > 1:
