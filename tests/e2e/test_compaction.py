@@ -27,19 +27,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc.kill()
 
 
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=broker.web_url, timeout=10) as c:
-        yield c
-
-
-@pytest.fixture
-def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
-
-
 def path_of(topic: str) -> str:
     return "/admin/v2/persistent/" + topic.split("://", 1)[1]
 

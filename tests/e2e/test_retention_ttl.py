@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import httpx
 import pulsar
 import pytest
-from e2e_helpers import EARLIEST, new_topic, quiet_logger, receive_n, wait_until
+from e2e_helpers import EARLIEST, new_topic, receive_n, wait_until
 
 from magnetar.testing.broker_process import BrokerProcess
 
@@ -27,19 +27,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "managedLedgerMaxEntriesPerLedger": str(ENTRIES_PER_LEDGER)}).start()
     yield proc
     proc.kill()
-
-
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=broker.web_url, timeout=10) as c:
-        yield c
-
-
-@pytest.fixture
-def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    yield c
-    c.close()
 
 
 def path_of(topic: str) -> str:

@@ -65,12 +65,6 @@ def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
     c.close()
 
 
-@pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=broker.web_url, timeout=10) as c:
-        yield c
-
-
 def namespace_with(admin: httpx.Client, strategy: str | None = None, **flags: bool) -> str:
     """A fresh namespace of ``public`` with the given schema policies."""
     ns = f"public/schemas-{uuid.uuid4().hex[:8]}"

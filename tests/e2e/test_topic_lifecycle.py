@@ -39,12 +39,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 
 @pytest.fixture
-def admin(broker: BrokerProcess) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=broker.web_url, timeout=10) as c:
-        yield c
-
-
-@pytest.fixture
 def client(broker: BrokerProcess) -> Iterator[pulsar.Client]:
     c = pulsar.Client(broker.service_url, operation_timeout_seconds=5, logger=quiet_logger())
     yield c
