@@ -128,6 +128,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
             req.request_id, existing.producer_name, conn.broker.last_sequence_id(topic, existing.producer_name)))
         return
     broker = conn.broker
+    changes = broker.metadata.changes
     if not broker.ready:
         raise ServiceNotReady("Broker is starting up or shutting down")
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
@@ -167,10 +168,10 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     reply = commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
         topic_epoch=epoch, producer_ready=ready if not ready else None)
-    if schema_version is None:
+    if schema_version is None and broker.metadata.changes == changes:
         conn.write_command(reply)
-    else:  # the version it names must be stored first
-        conn.reply_when_done(broker.schemas.written(), frame.command, reply)
+    else:  # the schema version it names, or the topic it created, must be durable first
+        conn.reply_when_done(broker.writer.barrier(), frame.command, reply)
 
 
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
