@@ -478,6 +478,10 @@ class BrokerService:
             throttle = DispatchThrottle(dispatcher, shared, RateLimiter(sub_msgs, sub_bytes), self.core.timers.wake_up)
             dispatcher.throttle = throttle if throttle.active else None
 
+    def publish_limited(self, topic: Topic) -> bool:
+        """Whether a publish rate limit applies to ``topic`` at all (most sends need not ask)."""
+        return self.broker_publish_limiter.active or topic.publish_limiter is not None
+
     def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
         """How long the connection a send came on must not be read (publish rate limits)."""
         now = int(monotonic_ms())

@@ -193,16 +193,19 @@ def send(conn: ClientConnection, frame: Frame) -> None:
     entry = frame.entry or b""
     topic: Topic = conn.producer_topics[req.producer_id]
     checked = _checked_metadata(entry)
-    problem = checked if isinstance(checked, tuple) else _delay_problem(conn, topic, checked)
-    if problem is not None:
-        code, message = problem
-        conn.send_error(req.producer_id, req.sequence_id, code, message)
+    if isinstance(checked, tuple):
+        conn.send_error(req.producer_id, req.sequence_id, *checked)
         return
-    assert not isinstance(checked, tuple)
+    info = EntryInfo.of(checked)
+    if info.deliver_at_ms is not None:  # the delay limit is resolved only for delayed messages
+        problem = _delay_problem(conn, topic, checked)
+        if problem is not None:
+            conn.send_error(req.producer_id, req.sequence_id, *problem)
+            return
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
     num_messages = req.num_messages if req.HasField("num_messages") else 1
-    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, EntryInfo.of(checked))
+    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, info)
 
 
 def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, str]:
