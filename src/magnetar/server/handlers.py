@@ -38,7 +38,7 @@ from magnetar.server.clock import now_ms
 from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, ProtocolError, peek_metadata, verify_entry_checksum
+from magnetar.wire.frames import Frame, ProtocolError, checked_metadata
 
 T = pb.BaseCommand
 SUB_TYPE_NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
@@ -213,11 +213,12 @@ def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, s
     every consumer, and one whose metadata cannot be read would stop its subscriptions for
     good. Parsed once here; dispatch reuses it."""
     try:
-        if verify_entry_checksum(entry) is False:
-            return ServerError.ChecksumError, "Checksum of the message does not match its content"
-        return peek_metadata(entry)
+        metadata = checked_metadata(entry)
     except ProtocolError as exc:
         return ServerError.NotAllowedError, f"Malformed message: {exc}"
+    if metadata is None:
+        return ServerError.ChecksumError, "Checksum of the message does not match its content"
+    return metadata
 
 
 def _delay_problem(conn: ClientConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
