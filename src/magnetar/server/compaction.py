@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
 
 log = logging.getLogger("magnetar.compaction")
+#: how often a compaction that is about to start looks whether its horizon is durable yet
+DURABLE_POLL_S = 0.002
 
 
 class TopicCompaction:
@@ -97,6 +99,21 @@ class TopicCompaction:
         task.add_done_callback(lambda _: self._running.pop(topic, None))
         return task
 
+    async def _durable_end(self, topic: Topic) -> Position | None:
+        """The horizon: the last entry appended when compaction began, once it is durable.
+
+        Pulsar's backlog counts only confirmed entries; here a threshold can be passed by
+        entries whose sync is still under way, and compacting up to the last durable entry
+        then would leave exactly them out (an empty compaction reported as a success).
+        The wait is one group commit; a topic whose sync fails is unloaded, which ends it.
+        """
+        target = topic.ledger.last_position()
+        while target is not None and (topic.last_durable is None or topic.last_durable < target):
+            if self.broker.topics.get(str(topic.name)) is not topic:
+                break
+            await asyncio.sleep(DURABLE_POLL_S)
+        return topic.last_durable
+
     async def _compact(self, topic: Topic) -> None:
         try:
             await self._run(topic)
@@ -105,7 +122,7 @@ class TopicCompaction:
             topic.compacted.failed(f"{type(exc).__name__}: {exc}", now_ms())
 
     async def _run(self, topic: Topic) -> None:
-        horizon = topic.last_durable
+        horizon = await self._durable_end(topic)
         sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION) or topic.create_subscription(
             COMPACTION_SUBSCRIPTION, "Exclusive", durable=True, mark_delete=BEFORE_START)
         if horizon is None:
