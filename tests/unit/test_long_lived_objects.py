@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from magnetar.server.long_lived_objects import MIN_RELEASED, LongLivedObjects
+from magnetar.server.long_lived_objects import MIN_RELEASED, THRESHOLDS, LongLivedObjects
 
 
 @pytest.fixture
@@ -68,3 +68,14 @@ def test_install_twice_adds_one_callback() -> None:
     finally:
         made.uninstall()
     assert made._after_collection not in gc.callbacks
+
+
+def test_young_collections_run_less_often_while_installed_and_as_before_after() -> None:
+    before = gc.get_threshold()
+    made = LongLivedObjects(lambda: 0)
+    made.install()
+    try:
+        assert gc.get_threshold() == THRESHOLDS
+    finally:
+        made.uninstall()
+    assert gc.get_threshold() == before
