@@ -20,32 +20,61 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from magnetar.testing.broker_process import BrokerProcess
 
 
-def cpu_seconds(root_pid: int) -> float:
-    """CPU time (user + system, reaped children included) of a process and its live descendants."""
+def cpu_seconds(root_pid: int, skip_pid: int | None = None) -> dict[str, float]:
+    """CPU time (user + system) of a process and its descendants but ``skip_pid``'s tree, by
+    kind: the ``driver`` (the root), the Spark ``jvm``, and the ``python_workers`` the JVM
+    starts (live ones, and the reaped ones the JVM or the worker daemon has waited for)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    procs: dict[int, tuple[int, str, float, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                stat = f.read()
         except OSError:
             continue
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks
-    total, stack = 0.0, [root_pid]
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        procs[int(entry)] = (int(fields[1]), name,
+                             (int(fields[11]) + int(fields[12])) / ticks, (int(fields[13]) + int(fields[14])) / ticks)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, *_) in procs.items():
+        children.setdefault(parent, []).append(pid)
+    totals = dict.fromkeys(CPU_KINDS, 0.0)
+    stack = [(root_pid, "driver")]
     while stack:
-        pid = stack.pop()
-        total += times.get(pid, 0.0)
-        stack.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+        pid, kind = stack.pop()
+        if pid not in procs or pid == skip_pid:
+            continue
+        _, name, own, reaped = procs[pid]
+        kind = "jvm" if name == "java" else "python_workers" if kind != "driver" else kind
+        totals[kind] += own
+        totals["python_workers" if kind != "driver" else kind] += reaped
+        stack.extend((child, kind) for child in children.get(pid, ()))
+    return totals
+
+
+CPU_KINDS = ("driver", "jvm", "python_workers")
+
+
+def measured(phase: Callable[[], None], spark_pid: int,
+             broker_pid: int) -> tuple[float, dict[str, float], float, float]:
+    """Run ``phase``: its wall seconds, Spark's CPU seconds by process kind, the broker's, and
+    the machine's load average (1 minute) when it started: others' work slows a phase down."""
+    load = os.getloadavg()[0]
+    spark_before, broker_before = cpu_seconds(spark_pid, broker_pid), sum(cpu_seconds(broker_pid).values())
+    started = time.perf_counter()
+    phase()
+    seconds = time.perf_counter() - started
+    spark_after = cpu_seconds(spark_pid, broker_pid)
+    return (seconds, {kind: spark_after[kind] - spark_before[kind] for kind in CPU_KINDS},
+            sum(cpu_seconds(broker_pid).values()) - broker_before, load)
 
 
 #: The ``--avro`` topic's schema.
@@ -107,18 +136,10 @@ def main() -> None:
             else:
                 rows = (spark.range(args.rows, numPartitions=args.partitions)
                         .select(F.lpad(F.col("id").cast("string"), args.size, "x").cast("binary").alias("value")))
-            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
-            started = time.perf_counter()
-            rows.write.format("magnetar").options(**options).mode("append").save()
-            write_s = time.perf_counter() - started
-            write_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
-
-            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
-            started = time.perf_counter()
-            read = spark.read.format("magnetar").options(**options).load()
-            read.write.format("noop").mode("overwrite").save()
-            read_s = time.perf_counter() - started
-            read_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
+            write = measured(lambda: rows.write.format("magnetar").options(**options).mode("append").save(),
+                             me, broker_pid)
+            read = measured(lambda: spark.read.format("magnetar").options(**options).load()
+                            .write.format("noop").mode("overwrite").save(), me, broker_pid)
             counted = spark.read.format("magnetar").options(**options).load().count()
             spark.stop()
         finally:
@@ -128,17 +149,20 @@ def main() -> None:
             "schema": "AVRO, 5 fields" if args.avro else "none (binary value)", "partitions": args.partitions,
             "master": args.master,
             "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "loadavg_1m": round(os.getloadavg()[0], 2)}
-    for phase, seconds, (spark_cpu, broker_cpu), extra in (
-            ("write", write_s, write_cpu, {}), ("read", read_s, read_cpu, {"rows_read": counted})):
+            "loadavg_1m_at_end": round(os.getloadavg()[0], 2)}
+    for phase, (seconds, spark_cpu, broker_cpu, load), extra in (
+            ("write", write, {}), ("read", read, {"rows_read": counted})):
         # CPU seconds make runs comparable on a busy machine: rows per CPU-second of Spark
-        # (driver, executors, Python workers) and of the broker.
-        print(json.dumps({"phase": phase, **base, "seconds": round(seconds, 2),
-                          "rows_per_s": round(args.rows / seconds), "spark_cpu_s": round(spark_cpu, 1),
+        # (driver, JVM, Python workers) and of the broker.
+        spark_total = sum(spark_cpu.values())
+        print(json.dumps({"phase": phase, **base, "loadavg_1m_at_start": round(load, 2), "seconds": round(seconds, 2),
+                          "rows_per_s": round(args.rows / seconds), "spark_cpu_s": round(spark_total, 1),
                           "broker_cpu_s": round(broker_cpu, 1),
-                          "spark_cpu_s_per_million_rows": round(spark_cpu * 1e6 / args.rows, 2),
+                          "spark_cpu_s_per_million_rows": round(spark_total * 1e6 / args.rows, 2),
+                          "spark_cpu_s_per_million_rows_by_process": {
+                              kind: round(cpu * 1e6 / args.rows, 2) for kind, cpu in spark_cpu.items()},
                           "broker_cpu_s_per_million_rows": round(broker_cpu * 1e6 / args.rows, 2),
-                          "rows_per_cpu_s": round(args.rows / max(spark_cpu + broker_cpu, 1e-9)), **extra}),
+                          "rows_per_cpu_s": round(args.rows / max(spark_total + broker_cpu, 1e-9)), **extra}),
               flush=True)
     if counted != args.rows:
         raise SystemExit(f"read {counted} rows, wrote {args.rows}")
