@@ -22,8 +22,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.testing.broker_process import BrokerProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: Enough rows for the JVM to compile the hot paths of the measured queries before they run.
+WARM_UP_ROWS = 200_000
 
 
 def cpu_seconds(root_pid: int, skip_pid: int | None = None) -> dict[str, float]:
@@ -78,7 +85,7 @@ def measured(phase: Callable[[], None], spark_pid: int,
 
 
 #: The ``--avro`` topic's schema.
-AVRO_RECORD = {"type": "record", "name": "BenchRow", "fields": [
+AVRO_RECORD: dict[str, object] = {"type": "record", "name": "BenchRow", "fields": [
     {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "score", "type": "double"},
     {"name": "ok", "type": "boolean"}, {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
 
@@ -90,6 +97,28 @@ def upload_schema(web_url: str, topic_path: str, record: dict[str, object]) -> N
     resp.raise_for_status()
 
 
+#: What the session sets beyond the defaults, as a user would (see the README's benchmark
+#: notes): the sink's input reaches Python in Arrow batches of
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, and unless
+#: ``maxBytesPerBatch`` is Int.MaxValue Spark also sums the batch's byte size after every row.
+SESSION_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str((1 << 31) - 1)}
+
+
+def bench_rows(spark: SparkSession, count: int, args: argparse.Namespace) -> DataFrame:
+    """The rows to write: AVRO's five fields, or the row number left-padded with ``x`` to
+    ``--size`` bytes (what ``lpad`` gives, cut from a longer binary instead: ``lpad`` copies
+    its padding a byte at a time, and the rows' making is not what the benchmark measures)."""
+    from pyspark.sql import functions as F
+    ids = spark.range(count, numPartitions=args.partitions)
+    if args.avro:
+        return ids.select(
+            F.col("id"), F.concat(F.lit("user-"), F.col("id").cast("string")).alias("name"),
+            (F.col("id") / 7).alias("score"), (F.col("id") % 2 == 0).alias("ok"),
+            F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("at"))
+    digits = F.col("id").cast("string").cast("binary")
+    return ids.select(F.substring(F.concat(F.lit(b"x" * args.size), digits), -args.size, args.size).alias("value"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -98,11 +127,16 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-fsync", action="store_true", help="broker journalSyncData=false")
     parser.add_argument("--avro", action="store_true", help="an AVRO topic of five fields instead of binary rows")
+    parser.add_argument("--warm-up-rows", type=int, default=WARM_UP_ROWS,
+                        help="rows written and read through the same queries before the measured ones")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a session setting, over the benchmark's own (SESSION_CONF)")
     args = parser.parse_args()
+    if not args.avro and len(str(max(args.rows, args.warm_up_rows) - 1)) > args.size:
+        parser.error("--size must hold the row numbers")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     from magnetar.spark import MagnetarDataSource
 
@@ -112,30 +146,28 @@ def main() -> None:
                   "journalSyncData": "false" if args.no_fsync else "true"}
         broker = BrokerProcess(Path(tmp) / "data", config).start()
         try:
-            spark = (SparkSession.builder.master(args.master).appName("magnetar-spark-bench")
-                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                     .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
+            builder = (SparkSession.builder.master(args.master).appName("magnetar-spark-bench")
+                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.sql.shuffle.partitions", str(args.partitions)))
+            for key, value in {**SESSION_CONF, **dict(kv.split("=", 1) for kv in args.spark_conf)}.items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             spark.dataSource.register(MagnetarDataSource)
             options = {"service.url": broker.service_url, "admin.url": broker.web_url,
                        "topic": "persistent://public/default/spark-bench"}
-            # Warm up: start the Python workers and import the client, off the clock.
+            if args.avro:
+                for topic in ("spark-bench", "spark-bench-warm-up"):
+                    upload_schema(broker.web_url, f"public/default/{topic}", AVRO_RECORD)
+            # Warm up off the clock, through the same queries: starts the Python workers, imports
+            # the client, and lets the JVM compile what a long-running session would have compiled.
             warm = {**options, "topic": "persistent://public/default/spark-bench-warm-up"}
-            spark.range(1000, numPartitions=args.partitions).select(F.col("id").cast("string").alias("value")) \
-                .write.format("magnetar").options(**warm).mode("append").save()
+            bench_rows(spark, args.warm_up_rows, args).write.format("magnetar").options(**warm).mode("append").save()
             spark.read.format("magnetar").options(**warm).load().write.format("noop").mode("overwrite").save()
 
             assert broker.proc is not None
             me, broker_pid = os.getpid(), broker.proc.pid
-            if args.avro:
-                upload_schema(broker.web_url, "public/default/spark-bench", AVRO_RECORD)
-                rows = spark.range(args.rows, numPartitions=args.partitions).select(
-                    F.col("id"), F.concat(F.lit("user-"), F.col("id").cast("string")).alias("name"),
-                    (F.col("id") / 7).alias("score"), (F.col("id") % 2 == 0).alias("ok"),
-                    F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("at"))
-            else:
-                rows = (spark.range(args.rows, numPartitions=args.partitions)
-                        .select(F.lpad(F.col("id").cast("string"), args.size, "x").cast("binary").alias("value")))
+            rows = bench_rows(spark, args.rows, args)
             write = measured(lambda: rows.write.format("magnetar").options(**options).mode("append").save(),
                              me, broker_pid)
             read = measured(lambda: spark.read.format("magnetar").options(**options).load()
@@ -147,7 +179,7 @@ def main() -> None:
 
     base = {"rows": args.rows, "size_bytes": None if args.avro else args.size,
             "schema": "AVRO, 5 fields" if args.avro else "none (binary value)", "partitions": args.partitions,
-            "master": args.master,
+            "master": args.master, "warm_up_rows": args.warm_up_rows, "spark_conf": args.spark_conf,
             "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
             "loadavg_1m_at_end": round(os.getloadavg()[0], 2)}
     for phase, (seconds, spark_cpu, broker_cpu, load), extra in (

@@ -41,6 +41,12 @@ ARROW_BATCH_BYTES = 8 << 20
 #: How long one read waits before asking the broker whether more messages exist.
 READ_WAIT_MS = 1000
 DEFAULT_RECEIVER_QUEUE_SIZE = 10_000
+#: Permits a protocol-level read starts with, given back half at a time. Many, so the broker is
+#: asked rarely and a busy machine's scheduling delays (the broker must run to answer) do not
+#: stall the task; memory stays bounded, as the broker stops dispatching to a connection whose
+#: unsent bytes pass pulsarChannelWriteBufferHighWaterMark and the task reads the socket only as
+#: it goes.
+ENTRY_SESSION_PERMITS = 100_000
 #: The largest batch index: where a "whole entry" end sits among the client's message ids.
 _LAST_INDEX = (1 << 31) - 1
 
@@ -163,7 +169,7 @@ class EntryScan(_RangeChecks):
         settings = self.options.reader_settings
         session = EntrySession(
             self.options.connection, part.topic, None if start.is_earliest else (start.ledger_id, start.entry_id),
-            receiver_queue_size=int(settings.get("receiverQueueSize", DEFAULT_RECEIVER_QUEUE_SIZE)),
+            receiver_queue_size=int(settings.get("receiverQueueSize", ENTRY_SESSION_PERMITS)),
             reader_name=settings.get("readerName"))
         try:
             builder = ArrowBatchBuilder(part.topic, _typed_columns(self.options, part.topic))
