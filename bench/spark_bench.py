@@ -6,9 +6,11 @@ set-up. The write goes through the effectively-once sink (deduplication on), the
 read through the batch source into Spark's ``noop`` sink, so every row is
 materialised in the JVM. With ``--avro`` the topic has an AVRO schema of five fields
 (long, string, double, boolean, timestamp-millis): the sink encodes each row with it and
-the source decodes it into five typed columns.
+the source decodes it into five typed columns. Both run first with ``--warm-up-rows``
+rows on another topic, off the clock; ``--warm-up-rows 1000`` gives cold-JVM figures.
 
 Usage: python bench/spark_bench.py [--rows 1000000] [--size 100] [--partitions 2] [--master local[2]] [--avro]
+       [--warm-up-rows 200000] [--spark-conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
