@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-from types import SimpleNamespace
 
 import mmh3
 import pytest
@@ -89,10 +88,10 @@ def test_no_metadata_is_none_key() -> None:
     assert sticky_key(None) == NONE_KEY
 
 
-def test_plain_objects_are_accepted() -> None:
-    assert sticky_key(SimpleNamespace(ordering_key=None, partition_key="k")) == b"k"
-    assert sticky_key(SimpleNamespace(producer_name="p", sequence_id=3)) == b"p-3"
-    assert sticky_key(SimpleNamespace()) == NONE_KEY
+def test_a_batched_message_has_its_own_key_and_none_without_one() -> None:
+    assert sticky_key(pb.SingleMessageMetadata(payload_size=1, partition_key="k")) == b"k"
+    assert sticky_key(pb.SingleMessageMetadata(payload_size=1, ordering_key=b"o", partition_key="k")) == b"o"
+    assert sticky_key(pb.SingleMessageMetadata(payload_size=1)) == NONE_KEY
 
 
 def test_keyless_messages_spread() -> None:

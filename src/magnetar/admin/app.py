@@ -33,6 +33,7 @@ from magnetar.admin import (
     routes_unsupported,
 )
 from magnetar.admin.common import PLAIN_TEXT, Broker
+from magnetar.admin.durable_answers import DurableAnswers
 from magnetar.security.peer_certificates import PeerCertificates
 
 if TYPE_CHECKING:
@@ -50,6 +51,7 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
                   dependencies=[Depends(access.guard)])
     app.state.broker = broker
     errors.install(app)
+    app.add_middleware(DurableAnswers, changes=lambda: broker.metadata.changes, writer=broker.writer)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication, peers=peers)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from magnetar.core.positions import Position
 from magnetar.core.sinks import ConsumerSink
 from magnetar.core.stats import RateCounter
+from magnetar.wire import pulsar_api_pb2 as pb
 
 
 @dataclass(eq=False)
@@ -28,7 +28,7 @@ class Consumer:
     client_version: str = ""
     connected_since: str = ""
     metadata: dict[str, str] = field(default_factory=dict)
-    key_shared_meta: Any = None
+    key_shared_meta: pb.KeySharedMeta | None = None
     #: the schema type it subscribed with (Pulsar's name); AUTO_CONSUME ones do not hold a topic's schema
     schema_type: str = "NONE"
     permits: int = 0

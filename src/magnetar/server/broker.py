@@ -49,6 +49,7 @@ from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
+from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry, encode_version
@@ -86,7 +87,9 @@ class BrokerService:
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
         budget = DescriptorBudget(config.openFileLimit or default_budget())
-        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.metadata.next_ledger_id, ledger_config,
+        #: ledger ids, a block reserved ahead on the writer's thread
+        self.ledger_ids = LedgerIds(self.metadata, self.writer)
+        self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.ledger_ids.next_id, ledger_config,
                                                    budget=budget)
         self.ledger_config = ledger_config
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
@@ -106,6 +109,8 @@ class BrokerService:
         self.unloading: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
+        #: the loop connection's write count when the persist tick last asked for a sync
+        self._synced_changes = -1
         #: topic -> the removal of its detached ledgers' files, while one runs
         self._removals: dict[str, asyncio.Future[None]] = {}
         self.core.ledgers_detached = self._remove_detached
@@ -176,6 +181,9 @@ class BrokerService:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         sweep_orphan_snapshots(self)
+        # from here on the loop's commits do not wait for the disk; the writer's syncs make
+        # them durable, and what must be durable before it is answered waits for one
+        self.metadata.defer_syncs()
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
         self.compaction.start(now_ms())
@@ -402,7 +410,7 @@ class BrokerService:
             # gives back the descriptors the sync holds for them
             self.committer.mark_dirty(ledger)
         else:
-            ledger = MemoryLedger(str(name), self.metadata.next_ledger_id, NON_PERSISTENT_LEDGER)
+            ledger = MemoryLedger(str(name), self.ledger_ids.next_id, NON_PERSISTENT_LEDGER)
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
         topic_lifecycle.restore(self, topic)
@@ -470,6 +478,10 @@ class BrokerService:
             throttle = DispatchThrottle(dispatcher, shared, RateLimiter(sub_msgs, sub_bytes), self.core.timers.wake_up)
             dispatcher.throttle = throttle if throttle.active else None
 
+    def publish_limited(self, topic: Topic) -> bool:
+        """Whether a publish rate limit applies to ``topic`` at all (most sends need not ask)."""
+        return self.broker_publish_limiter.active or topic.publish_limiter is not None
+
     def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
         """How long the connection a send came on must not be read (publish rate limits)."""
         now = int(monotonic_ms())
@@ -515,7 +527,8 @@ class BrokerService:
         storage = self._bucket_storage
         if storage is None:
             storage = self._bucket_storage = LedgerBucketSnapshotStorage(
-                self.data_dir / "buckets", self.metadata, background=self._bucket_work)
+                self.data_dir / "buckets", self.metadata, background=self._bucket_work,
+                ledger_ids=self.ledger_ids.next_id)
         return storage
 
     def _bucket_work(self, work: Callable[[MetadataStore], None]) -> object:
@@ -605,9 +618,15 @@ class BrokerService:
 
     # -- cursors ---------------------------------------------------------------------------
     def _persist_tick(self, now: int) -> None:
-        """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes."""
+        """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes,
+        and a sync of what the loop's metadata connection committed that nobody waited for
+        (topics created or deleted by the broker itself)."""
         self.persist_cursors()
         self.refresh_policies()
+        changes = self.metadata.changes
+        if changes != self._synced_changes:
+            self._synced_changes = changes
+            self.writer.barrier()
 
     # -- retention --------------------------------------------------------------------------
     def _remove_detached(self, topic: Topic, detached: list[int]) -> None:

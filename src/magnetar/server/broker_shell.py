@@ -17,6 +17,7 @@ from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.policies import Policies, TopicPolicies
 from magnetar.core.topic import Topic
+from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.metadata_store import MetadataStore
@@ -27,6 +28,7 @@ class BrokerShell(Protocol):
     data_dir: Path
     metadata: MetadataStore
     writer: MetadataWriter
+    ledger_ids: LedgerIds
     topics: dict[str, Topic]
     core: BrokerCore
 

@@ -137,7 +137,7 @@ class TopicCompaction:
         old_view = topic.compacted.view
         after = sub.cursor.mark_delete if old_view is not None else BEFORE_START
         topic_part = topic.ledger.detached_scan(after, horizon)
-        ledger_id = self.broker.metadata.next_ledger_id()
+        ledger_id = self.broker.ledger_ids.next_id()
         retain_null_key = self.broker.config.topicCompactionRetainNullKey
         result = CompactionResult()
 

@@ -517,7 +517,7 @@ def _send(conn: ServerConnection, frame: Frame) -> None:
         conn.update_reading()
     handlers.send(conn, frame)
     topic = conn.producer_topics.get(send.producer_id)
-    if topic is not None:
+    if topic is not None and conn.broker.publish_limited(topic):
         pause = conn.broker.publish_pause_ms(topic, send.num_messages if send.HasField("num_messages") else 1, size)
         if pause:
             conn.throttle_reading(pause)

@@ -38,7 +38,7 @@ from magnetar.server.clock import now_ms
 from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, ProtocolError, peek_metadata, verify_entry_checksum
+from magnetar.wire.frames import Frame, ProtocolError, checked_metadata
 
 T = pb.BaseCommand
 SUB_TYPE_NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
@@ -128,6 +128,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
             req.request_id, existing.producer_name, conn.broker.last_sequence_id(topic, existing.producer_name)))
         return
     broker = conn.broker
+    changes = broker.metadata.changes
     if not broker.ready:
         raise ServiceNotReady("Broker is starting up or shutting down")
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
@@ -167,10 +168,10 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     reply = commands.producer_success(
         req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
         topic_epoch=epoch, producer_ready=ready if not ready else None)
-    if schema_version is None:
+    if schema_version is None and broker.metadata.changes == changes:
         conn.write_command(reply)
-    else:  # the version it names must be stored first
-        conn.reply_when_done(broker.schemas.written(), frame.command, reply)
+    else:  # the schema version it names, or the topic it created, must be durable first
+        conn.reply_when_done(broker.writer.barrier(), frame.command, reply)
 
 
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
@@ -192,16 +193,19 @@ def send(conn: ClientConnection, frame: Frame) -> None:
     entry = frame.entry or b""
     topic: Topic = conn.producer_topics[req.producer_id]
     checked = _checked_metadata(entry)
-    problem = checked if isinstance(checked, tuple) else _delay_problem(conn, topic, checked)
-    if problem is not None:
-        code, message = problem
-        conn.send_error(req.producer_id, req.sequence_id, code, message)
+    if isinstance(checked, tuple):
+        conn.send_error(req.producer_id, req.sequence_id, *checked)
         return
-    assert not isinstance(checked, tuple)
+    info = EntryInfo.of(checked)
+    if info.deliver_at_ms is not None:  # the delay limit is resolved only for delayed messages
+        problem = _delay_problem(conn, topic, checked)
+        if problem is not None:
+            conn.send_error(req.producer_id, req.sequence_id, *problem)
+            return
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
     num_messages = req.num_messages if req.HasField("num_messages") else 1
-    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, EntryInfo.of(checked))
+    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, info)
 
 
 def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, str]:
@@ -209,11 +213,12 @@ def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, s
     every consumer, and one whose metadata cannot be read would stop its subscriptions for
     good. Parsed once here; dispatch reuses it."""
     try:
-        if verify_entry_checksum(entry) is False:
-            return ServerError.ChecksumError, "Checksum of the message does not match its content"
-        return peek_metadata(entry)
+        metadata = checked_metadata(entry)
     except ProtocolError as exc:
         return ServerError.NotAllowedError, f"Malformed message: {exc}"
+    if metadata is None:
+        return ServerError.ChecksumError, "Checksum of the message does not match its content"
+    return metadata
 
 
 def _delay_problem(conn: ClientConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:

@@ -66,10 +66,13 @@ Background = Callable[[Callable[[MetadataStore], None]], object]
 
 
 class LedgerBucketSnapshotStorage:
-    def __init__(self, data_dir: Path, metadata: MetadataStore, background: Background | None = None) -> None:
+    def __init__(self, data_dir: Path, metadata: MetadataStore, background: Background | None = None,
+                 ledger_ids: Callable[[], int] | None = None) -> None:
+        """``ledger_ids``: where bucket ids come from (the store's own counter by default)."""
         self.metadata = metadata
+        self._next_id = ledger_ids or metadata.next_ledger_id
         # No entry cache: a snapshot is written once and each segment read back once.
-        self.factory = SegmentLedgerFactory(data_dir, metadata.next_ledger_id, LedgerConfig(
+        self.factory = SegmentLedgerFactory(data_dir, self._next_id, LedgerConfig(
             max_entries_per_ledger=1_000_000, cache_max_entries=0, cache_max_bytes=0))
         self._spans: dict[int, list[Span]] = {}
         self._background = background
@@ -79,7 +82,7 @@ class LedgerBucketSnapshotStorage:
     def create_bucket_snapshot(self, snapshot_metadata: SnapshotMetadata,
                                bucket_snapshot_segments: Sequence[SnapshotSegment],
                                bucket_key: str, topic_name: str, cursor_name: str) -> int:
-        bucket_id = self.metadata.next_ledger_id()
+        bucket_id = self._next_id()
         entries = [encode_metadata(snapshot_metadata), *map(encode_segment, bucket_snapshot_segments)]
         owner = {"topic": topic_name, "cursor": cursor_name, "bucketKey": bucket_key}
         if self._background is None:

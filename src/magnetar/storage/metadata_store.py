@@ -10,6 +10,11 @@ WAL with ``synchronous=FULL``: every write is on disk when its method returns, w
 cursor positions and the ledger id counter need. Each method is one statement or one
 transaction, so a crash leaves every record either old or new, never half written.
 
+A thread that must not wait for the disk (the broker's event loop) calls
+:meth:`MetadataStore.defer_syncs`: its commits then reach the WAL without an fsync, and
+become durable when some thread calls :meth:`MetadataStore.sync_log` (one fsync of the
+WAL covers every commit before it, whichever connection made it).
+
 :class:`MemoryMetadataStore` is the same class on an in-memory database, so the twin
 behaves identically by construction.
 """
@@ -17,6 +22,7 @@ behaves identically by construction.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import struct
@@ -242,6 +248,7 @@ class MetadataStore:
         self._ledger_id_block = _check_int("ledger_id_block", ledger_id_block, 1)
         self._next_ledger_id = self._reserved_until = 0
         self._policy_changes = 0
+        self._syncs_deferred = False
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -279,6 +286,31 @@ class MetadataStore:
 
     def close(self) -> None:
         self._db.close()
+
+    def defer_syncs(self) -> None:
+        """Commits stop waiting for the disk, and this connection never checkpoints (a
+        checkpoint syncs the database file): the owner of another connection calls
+        :meth:`sync_log` before it promises that a write of this one is durable. Ledger id
+        reservations stay durable before an id is handed out."""
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA wal_autocheckpoint = 0")
+        self._syncs_deferred = True
+
+    def sync_log(self) -> None:
+        """Every commit so far, of any connection to this store, durable: one fsync of the WAL
+        (which holds each commit whole until a checkpoint copies it into the database)."""
+        try:
+            fd = os.open(self.path + "-wal", os.O_RDONLY)
+        except FileNotFoundError:
+            return  # nothing was ever written through a WAL (or the last checkpoint removed it)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def checkpoint(self) -> None:
+        """Copy committed WAL pages into the database (syncing both) without blocking writers."""
+        self._db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     @property
     def policy_changes(self) -> int:
@@ -338,15 +370,23 @@ class MetadataStore:
     def next_ledger_id(self) -> int:
         """A ledger id never handed out before by this store, even across crashes."""
         if self._next_ledger_id >= self._reserved_until:
-            with self._transaction() as db:
-                start = self._value("SELECT value FROM counters WHERE name = 'ledger_id'", ())
-                start = FIRST_LEDGER_ID if start is None else start
-                end = start + self._ledger_id_block
-                db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (end,))
+            start, end = self.reserve_ledger_ids(self._ledger_id_block)
+            if self._syncs_deferred:
+                self.sync_log()  # ids of a reservation a crash forgot would be handed out twice
             self._next_ledger_id, self._reserved_until = start, end
         ledger_id = self._next_ledger_id
         self._next_ledger_id += 1
         return ledger_id
+
+    def reserve_ledger_ids(self, count: int) -> tuple[int, int]:
+        """Ids ``[start, end)`` no other reservation on this store gets, whichever connection
+        asks (durable once committed, or once synced if this connection defers syncs)."""
+        with self._transaction() as db:
+            start = self._value("SELECT value FROM counters WHERE name = 'ledger_id'", ())
+            start = FIRST_LEDGER_ID if start is None else start
+            end = start + count
+            db.execute("INSERT OR REPLACE INTO counters (name, value) VALUES ('ledger_id', ?)", (end,))
+        return start, end
 
     # -- clusters ------------------------------------------------------------------------
 

@@ -260,6 +260,16 @@ def peek_metadata(entry: bytes) -> pb.MessageMetadata:
     return _read_metadata(entry, offset)[0]
 
 
+def checked_metadata(entry: bytes) -> pb.MessageMetadata | None:
+    """The entry's MessageMetadata once its CRC-32C (when it carries one) matched; None when
+    it did not. One pass over the header for a published entry, which needs both."""
+    offset = _skip_broker_entry_metadata(entry)
+    checksum, covered_from = _read_checksum(entry, offset)
+    if checksum is not None and crc32c(entry[covered_from:]) != checksum:
+        return None
+    return _read_metadata(entry, covered_from)[0]
+
+
 def verify_entry_checksum(entry: bytes) -> bool | None:
     """Whether the stored CRC-32C matches; None when the entry carries none."""
     offset = _skip_broker_entry_metadata(entry)

@@ -74,11 +74,27 @@ _K_MESSAGE_ID = _key(_MESSAGE, "message_id", _WIRE_LEN)
 _K_REDELIVERY = _key(_MESSAGE, "redelivery_count", _WIRE_VARINT)
 
 
+#: the bytes of a message id before its entry id, by ledger (a few ledgers are live at a time)
+_LEDGER_PREFIXES: dict[int, bytes] = {}
+#: the partition field, by partition (-1 for a topic that is not partitioned: ten bytes)
+_PARTITION_FIELDS: dict[int, bytes] = {}
+_CACHED_MAX = 4096
+
+
 def _message_id(ledger_id: int, entry_id: int, partition: int | None) -> bytes:
-    body = _K_LEDGER + varint(ledger_id & _U64) + _K_ENTRY + varint(entry_id & _U64)
-    if partition is not None:
-        body += _K_PARTITION + varint(partition & _U64)  # int32: negatives take ten bytes
-    return body
+    prefix = _LEDGER_PREFIXES.get(ledger_id)
+    if prefix is None:
+        if len(_LEDGER_PREFIXES) >= _CACHED_MAX:
+            _LEDGER_PREFIXES.clear()
+        prefix = _LEDGER_PREFIXES[ledger_id] = _K_LEDGER + varint(ledger_id & _U64) + _K_ENTRY
+    if partition is None:
+        return prefix + varint(entry_id & _U64)
+    suffix = _PARTITION_FIELDS.get(partition)
+    if suffix is None:
+        if len(_PARTITION_FIELDS) >= _CACHED_MAX:
+            _PARTITION_FIELDS.clear()
+        suffix = _PARTITION_FIELDS[partition] = _K_PARTITION + varint(partition & _U64)
+    return prefix + varint(entry_id & _U64) + suffix
 
 
 def _frame(body: bytes) -> bytes:

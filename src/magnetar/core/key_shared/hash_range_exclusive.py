@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_right, insort
 from collections.abc import Callable, Hashable, Iterable
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from magnetar.core.errors import ConsumerAssignError
 from magnetar.core.key_shared.consumer_hash_assignments_snapshot import (
@@ -25,15 +25,22 @@ from magnetar.core.key_shared.hash_ranges import (
     find_conflicting_consumer,
     validate_sticky_ranges,
 )
+from magnetar.wire import pulsar_api_pb2 as pb
 
 C = TypeVar("C", bound=Hashable)
 
+@runtime_checkable
+class DeclaresHashRanges(Protocol):
+    """A consumer that subscribed with ``KeySharedMeta`` (STICKY consumers declare ranges there)."""
+
+    key_shared_meta: pb.KeySharedMeta | None
+
+
 def declared_hash_ranges(consumer: object) -> list[tuple[int, int]] | None:
     """The ranges in a consumer's ``key_shared_meta.hashRanges`` (None without metadata)."""
-    meta = getattr(consumer, "key_shared_meta", None)
-    if meta is None:
+    if not isinstance(consumer, DeclaresHashRanges) or consumer.key_shared_meta is None:
         return None
-    return [(r.start, r.end) for r in getattr(meta, "hashRanges", ())]
+    return [(r.start, r.end) for r in consumer.key_shared_meta.hashRanges]
 
 
 class HashRangeExclusiveStickyKeyConsumerSelector(Generic[C]):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Hashable, Iterable, Sequence
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from magnetar.core.errors import ConsumerAssignError
 from magnetar.core.key_shared.sticky_key import MAX_STICKY_KEY_HASH
@@ -69,13 +69,19 @@ def merge_ranges(ranges: Iterable[HashRange]) -> list[HashRange]:
     return merged
 
 
+@runtime_checkable
+class IdentifiedConsumer(Protocol):
+    """A consumer as the broker knows it (selectors also hold plain names in tests)."""
+
+    consumer_name: str
+    consumer_id: int
+
+
 def describe_consumer(consumer: object) -> str:
     """How errors and stats name a consumer: ``consumerName=…, consumerId=…`` when known."""
-    name = getattr(consumer, "consumer_name", None)
-    if name is None:
-        return str(consumer)
-    consumer_id = getattr(consumer, "consumer_id", None)
-    return f"consumerName={name}" if consumer_id is None else f"consumerName={name}, consumerId={consumer_id}"
+    if isinstance(consumer, IdentifiedConsumer):
+        return f"consumerName={consumer.consumer_name}, consumerId={consumer.consumer_id}"
+    return str(consumer)
 
 
 def _fmt(r: HashRange) -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
 
 import mmh3
+
+from magnetar.wire import pulsar_api_pb2 as pb
 
 #: The key of a message whose metadata could not be read at all.
 NONE_KEY = b"NONE_KEY"
@@ -24,19 +25,11 @@ MAX_STICKY_KEY_HASH = HASH_RANGE_SIZE - 1
 STICKY_KEY_HASH_NOT_SET = 0
 
 
-def _has(metadata: object, field: str) -> bool:
-    """Whether ``field`` is present: protobuf presence when available, else non-empty."""
-    has_field = getattr(metadata, "HasField", None)
-    if has_field is not None:
-        try:
-            return bool(has_field(field))
-        except ValueError:
-            pass  # proto3 scalar without presence: fall back to the value
-    value = getattr(metadata, field, None)
-    return value is not None and value != "" and value != b""
+#: an entry's metadata, or one message's within a batch: both carry the key fields
+KeyedMetadata = pb.MessageMetadata | pb.SingleMessageMetadata
 
 
-def sticky_key(metadata: Any) -> bytes:
+def sticky_key(metadata: KeyedMetadata | None) -> bytes:
     """The sticky key of an entry, from its (batch) MessageMetadata.
 
     Ordering key if set, else the partition key (base64-decoded when the producer
@@ -45,11 +38,11 @@ def sticky_key(metadata: Any) -> bytes:
     """
     if metadata is None:
         return NONE_KEY
-    if _has(metadata, "ordering_key"):
+    if metadata.HasField("ordering_key"):
         return bytes(metadata.ordering_key)
-    if _has(metadata, "partition_key"):
+    if metadata.HasField("partition_key"):
         key: str = metadata.partition_key
-        if getattr(metadata, "partition_key_b64_encoded", False):
+        if metadata.partition_key_b64_encoded:
             try:
                 # Java's decoder does not insist on '=' padding; Python's does.
                 return base64.b64decode(key + "=" * (-len(key) % 4), validate=True)
@@ -58,7 +51,8 @@ def sticky_key(metadata: Any) -> bytes:
                 # keep such messages together instead of lumping them with all others.
                 return key.encode("utf-8")
         return key.encode("utf-8")
-    if _has(metadata, "producer_name") and _has(metadata, "sequence_id"):
+    if isinstance(metadata, pb.MessageMetadata) and metadata.HasField("producer_name") \
+            and metadata.HasField("sequence_id"):
         return f"{metadata.producer_name}-{metadata.sequence_id}".encode()
     return NONE_KEY
 
