@@ -6,9 +6,11 @@ set-up. The write goes through the effectively-once sink (deduplication on), the
 read through the batch source into Spark's ``noop`` sink, so every row is
 materialised in the JVM. With ``--avro`` the topic has an AVRO schema of five fields
 (long, string, double, boolean, timestamp-millis): the sink encodes each row with it and
-the source decodes it into five typed columns.
+the source decodes it into five typed columns. Both run first with ``--warm-up-rows``
+rows on another topic, off the clock; ``--warm-up-rows 1000`` gives cold-JVM figures.
 
 Usage: python bench/spark_bench.py [--rows 1000000] [--size 100] [--partitions 2] [--master local[2]] [--avro]
+       [--warm-up-rows 200000] [--spark-conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -20,36 +22,72 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.testing.broker_process import BrokerProcess
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
-def cpu_seconds(root_pid: int) -> float:
-    """CPU time (user + system, reaped children included) of a process and its live descendants."""
+#: Enough rows for the JVM to compile the hot paths of the measured queries before they run.
+WARM_UP_ROWS = 200_000
+
+
+def cpu_seconds(root_pid: int, skip_pid: int | None = None) -> dict[str, float]:
+    """CPU time (user + system) of a process and its descendants but ``skip_pid``'s tree, by
+    kind: the ``driver`` (the root), the Spark ``jvm``, and the ``python_workers`` the JVM
+    starts (live ones, and the reaped ones the JVM or the worker daemon has waited for)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    procs: dict[int, tuple[int, str, float, float]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                stat = f.read()
         except OSError:
             continue
-        parents[int(entry)] = int(fields[1])
-        times[int(entry)] = sum(int(x) for x in fields[11:15]) / ticks
-    total, stack = 0.0, [root_pid]
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        procs[int(entry)] = (int(fields[1]), name,
+                             (int(fields[11]) + int(fields[12])) / ticks, (int(fields[13]) + int(fields[14])) / ticks)
+    children: dict[int, list[int]] = {}
+    for pid, (parent, *_) in procs.items():
+        children.setdefault(parent, []).append(pid)
+    totals = dict.fromkeys(CPU_KINDS, 0.0)
+    stack = [(root_pid, "driver")]
     while stack:
-        pid = stack.pop()
-        total += times.get(pid, 0.0)
-        stack.extend(child for child, parent in parents.items() if parent == pid)
-    return total
+        pid, kind = stack.pop()
+        if pid not in procs or pid == skip_pid:
+            continue
+        _, name, own, reaped = procs[pid]
+        kind = "jvm" if name == "java" else "python_workers" if kind != "driver" else kind
+        totals[kind] += own
+        totals["python_workers" if kind != "driver" else kind] += reaped
+        stack.extend((child, kind) for child in children.get(pid, ()))
+    return totals
+
+
+CPU_KINDS = ("driver", "jvm", "python_workers")
+
+
+def measured(phase: Callable[[], None], spark_pid: int,
+             broker_pid: int) -> tuple[float, dict[str, float], float, float]:
+    """Run ``phase``: its wall seconds, Spark's CPU seconds by process kind, the broker's, and
+    the machine's load average (1 minute) when it started: others' work slows a phase down."""
+    load = os.getloadavg()[0]
+    spark_before, broker_before = cpu_seconds(spark_pid, broker_pid), sum(cpu_seconds(broker_pid).values())
+    started = time.perf_counter()
+    phase()
+    seconds = time.perf_counter() - started
+    spark_after = cpu_seconds(spark_pid, broker_pid)
+    return (seconds, {kind: spark_after[kind] - spark_before[kind] for kind in CPU_KINDS},
+            sum(cpu_seconds(broker_pid).values()) - broker_before, load)
 
 
 #: The ``--avro`` topic's schema.
-AVRO_RECORD = {"type": "record", "name": "BenchRow", "fields": [
+AVRO_RECORD: dict[str, object] = {"type": "record", "name": "BenchRow", "fields": [
     {"name": "id", "type": "long"}, {"name": "name", "type": "string"}, {"name": "score", "type": "double"},
     {"name": "ok", "type": "boolean"}, {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
 
@@ -61,6 +99,28 @@ def upload_schema(web_url: str, topic_path: str, record: dict[str, object]) -> N
     resp.raise_for_status()
 
 
+#: What the session sets beyond the defaults, as a user would (see the README's benchmark
+#: notes): the sink's input reaches Python in Arrow batches of
+#: ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows, and unless
+#: ``maxBytesPerBatch`` is Int.MaxValue Spark also sums the batch's byte size after every row.
+SESSION_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": str((1 << 31) - 1)}
+
+
+def bench_rows(spark: SparkSession, count: int, args: argparse.Namespace) -> DataFrame:
+    """The rows to write: AVRO's five fields, or the row number left-padded with ``x`` to
+    ``--size`` bytes (what ``lpad`` gives, cut from a longer binary instead: ``lpad`` copies
+    its padding a byte at a time, and the rows' making is not what the benchmark measures)."""
+    from pyspark.sql import functions as F
+    ids = spark.range(count, numPartitions=args.partitions)
+    if args.avro:
+        return ids.select(
+            F.col("id"), F.concat(F.lit("user-"), F.col("id").cast("string")).alias("name"),
+            (F.col("id") / 7).alias("score"), (F.col("id") % 2 == 0).alias("ok"),
+            F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("at"))
+    digits = F.col("id").cast("string").cast("binary")
+    return ids.select(F.substring(F.concat(F.lit(b"x" * args.size), digits), -args.size, args.size).alias("value"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -69,11 +129,16 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--no-fsync", action="store_true", help="broker journalSyncData=false")
     parser.add_argument("--avro", action="store_true", help="an AVRO topic of five fields instead of binary rows")
+    parser.add_argument("--warm-up-rows", type=int, default=WARM_UP_ROWS,
+                        help="rows written and read through the same queries before the measured ones")
+    parser.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="a session setting, over the benchmark's own (SESSION_CONF)")
     args = parser.parse_args()
+    if not args.avro and len(str(max(args.rows, args.warm_up_rows) - 1)) > args.size:
+        parser.error("--size must hold the row numbers")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
-    from pyspark.sql import functions as F
 
     from magnetar.spark import MagnetarDataSource
 
@@ -83,42 +148,32 @@ def main() -> None:
                   "journalSyncData": "false" if args.no_fsync else "true"}
         broker = BrokerProcess(Path(tmp) / "data", config).start()
         try:
-            spark = (SparkSession.builder.master(args.master).appName("magnetar-spark-bench")
-                     .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                     .config("spark.sql.shuffle.partitions", str(args.partitions)).getOrCreate())
+            builder = (SparkSession.builder.master(args.master).appName("magnetar-spark-bench")
+                       .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                       .config("spark.sql.shuffle.partitions", str(args.partitions)))
+            for key, value in {**SESSION_CONF, **dict(kv.split("=", 1) for kv in args.spark_conf)}.items():
+                builder = builder.config(key, value)
+            spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
             spark.dataSource.register(MagnetarDataSource)
             options = {"service.url": broker.service_url, "admin.url": broker.web_url,
                        "topic": "persistent://public/default/spark-bench"}
-            # Warm up: start the Python workers and import the client, off the clock.
+            if args.avro:
+                for topic in ("spark-bench", "spark-bench-warm-up"):
+                    upload_schema(broker.web_url, f"public/default/{topic}", AVRO_RECORD)
+            # Warm up off the clock, through the same queries: starts the Python workers, imports
+            # the client, and lets the JVM compile what a long-running session would have compiled.
             warm = {**options, "topic": "persistent://public/default/spark-bench-warm-up"}
-            spark.range(1000, numPartitions=args.partitions).select(F.col("id").cast("string").alias("value")) \
-                .write.format("magnetar").options(**warm).mode("append").save()
+            bench_rows(spark, args.warm_up_rows, args).write.format("magnetar").options(**warm).mode("append").save()
             spark.read.format("magnetar").options(**warm).load().write.format("noop").mode("overwrite").save()
 
             assert broker.proc is not None
             me, broker_pid = os.getpid(), broker.proc.pid
-            if args.avro:
-                upload_schema(broker.web_url, "public/default/spark-bench", AVRO_RECORD)
-                rows = spark.range(args.rows, numPartitions=args.partitions).select(
-                    F.col("id"), F.concat(F.lit("user-"), F.col("id").cast("string")).alias("name"),
-                    (F.col("id") / 7).alias("score"), (F.col("id") % 2 == 0).alias("ok"),
-                    F.timestamp_millis(F.lit(1_700_000_000_000) + F.col("id")).alias("at"))
-            else:
-                rows = (spark.range(args.rows, numPartitions=args.partitions)
-                        .select(F.lpad(F.col("id").cast("string"), args.size, "x").cast("binary").alias("value")))
-            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
-            started = time.perf_counter()
-            rows.write.format("magnetar").options(**options).mode("append").save()
-            write_s = time.perf_counter() - started
-            write_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
-
-            cpu = (cpu_seconds(me), cpu_seconds(broker_pid))
-            started = time.perf_counter()
-            read = spark.read.format("magnetar").options(**options).load()
-            read.write.format("noop").mode("overwrite").save()
-            read_s = time.perf_counter() - started
-            read_cpu = (cpu_seconds(me) - cpu[0], cpu_seconds(broker_pid) - cpu[1])
+            rows = bench_rows(spark, args.rows, args)
+            write = measured(lambda: rows.write.format("magnetar").options(**options).mode("append").save(),
+                             me, broker_pid)
+            read = measured(lambda: spark.read.format("magnetar").options(**options).load()
+                            .write.format("noop").mode("overwrite").save(), me, broker_pid)
             counted = spark.read.format("magnetar").options(**options).load().count()
             spark.stop()
         finally:
@@ -126,19 +181,22 @@ def main() -> None:
 
     base = {"rows": args.rows, "size_bytes": None if args.avro else args.size,
             "schema": "AVRO, 5 fields" if args.avro else "none (binary value)", "partitions": args.partitions,
-            "master": args.master,
+            "master": args.master, "warm_up_rows": args.warm_up_rows, "spark_conf": args.spark_conf,
             "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
-            "loadavg_1m": round(os.getloadavg()[0], 2)}
-    for phase, seconds, (spark_cpu, broker_cpu), extra in (
-            ("write", write_s, write_cpu, {}), ("read", read_s, read_cpu, {"rows_read": counted})):
+            "loadavg_1m_at_end": round(os.getloadavg()[0], 2)}
+    for phase, (seconds, spark_cpu, broker_cpu, load), extra in (
+            ("write", write, {}), ("read", read, {"rows_read": counted})):
         # CPU seconds make runs comparable on a busy machine: rows per CPU-second of Spark
-        # (driver, executors, Python workers) and of the broker.
-        print(json.dumps({"phase": phase, **base, "seconds": round(seconds, 2),
-                          "rows_per_s": round(args.rows / seconds), "spark_cpu_s": round(spark_cpu, 1),
+        # (driver, JVM, Python workers) and of the broker.
+        spark_total = sum(spark_cpu.values())
+        print(json.dumps({"phase": phase, **base, "loadavg_1m_at_start": round(load, 2), "seconds": round(seconds, 2),
+                          "rows_per_s": round(args.rows / seconds), "spark_cpu_s": round(spark_total, 1),
                           "broker_cpu_s": round(broker_cpu, 1),
-                          "spark_cpu_s_per_million_rows": round(spark_cpu * 1e6 / args.rows, 2),
+                          "spark_cpu_s_per_million_rows": round(spark_total * 1e6 / args.rows, 2),
+                          "spark_cpu_s_per_million_rows_by_process": {
+                              kind: round(cpu * 1e6 / args.rows, 2) for kind, cpu in spark_cpu.items()},
                           "broker_cpu_s_per_million_rows": round(broker_cpu * 1e6 / args.rows, 2),
-                          "rows_per_cpu_s": round(args.rows / max(spark_cpu + broker_cpu, 1e-9)), **extra}),
+                          "rows_per_cpu_s": round(args.rows / max(spark_total + broker_cpu, 1e-9)), **extra}),
               flush=True)
     if counted != args.rows:
         raise SystemExit(f"read {counted} rows, wrote {args.rows}")

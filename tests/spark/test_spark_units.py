@@ -10,7 +10,7 @@ import pytest
 from magnetar.spark.offsets import EARLIEST, MessagePosition, OffsetError, SourceOffset
 from magnetar.spark.options import MagnetarOptionError, parse_sink_options, parse_source_options
 from magnetar.spark.planning import plan_partitions, split_points
-from magnetar.spark.rest import LedgerInfo, base_topic, topic_path
+from magnetar.spark.rest import LedgerInfo, base_topic, tls_context, topic_path
 from magnetar.spark.sink import key_partition, producer_name, sequence_id
 from magnetar.spark.source import MagnetarBatchReader, MagnetarStreamReader
 
@@ -97,6 +97,16 @@ def test_topic_paths() -> None:
 
 
 # -- sink ids ---------------------------------------------------------------------------------------
+
+def test_admin_clients_share_one_tls_context_per_setting() -> None:
+    """Loading CA certificates costs tens of milliseconds; a planning process makes several clients."""
+    import ssl
+    assert tls_context(True) is tls_context(True)
+    assert tls_context(True).verify_mode == ssl.CERT_REQUIRED and tls_context(True).check_hostname
+    assert tls_context(False).verify_mode == ssl.CERT_NONE and not tls_context(False).check_hostname
+    with pytest.raises(FileNotFoundError):
+        tls_context("/no/such/ca.pem")
+
 
 def test_sequence_ids_grow_across_epochs_and_never_use_zero() -> None:
     assert sequence_id(0, 1) == 1

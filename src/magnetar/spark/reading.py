@@ -23,6 +23,7 @@ from magnetar.spark.offsets import MessagePosition
 from magnetar.spark.options import SourceOptions
 
 if TYPE_CHECKING:
+    import numpy as np
     import pulsar
     import pyarrow as pa
 
@@ -40,6 +41,12 @@ ARROW_BATCH_BYTES = 8 << 20
 #: How long one read waits before asking the broker whether more messages exist.
 READ_WAIT_MS = 1000
 DEFAULT_RECEIVER_QUEUE_SIZE = 10_000
+#: Permits a protocol-level read starts with, given back half at a time. Many, so the broker is
+#: asked rarely and a busy machine's scheduling delays (the broker must run to answer) do not
+#: stall the task; memory stays bounded, as the broker stops dispatching to a connection whose
+#: unsent bytes pass pulsarChannelWriteBufferHighWaterMark and the task reads the socket only as
+#: it goes.
+ENTRY_SESSION_PERMITS = 100_000
 #: The largest batch index: where a "whole entry" end sits among the client's message ids.
 _LAST_INDEX = (1 << 31) - 1
 
@@ -162,7 +169,7 @@ class EntryScan(_RangeChecks):
         settings = self.options.reader_settings
         session = EntrySession(
             self.options.connection, part.topic, None if start.is_earliest else (start.ledger_id, start.entry_id),
-            receiver_queue_size=int(settings.get("receiverQueueSize", DEFAULT_RECEIVER_QUEUE_SIZE)),
+            receiver_queue_size=int(settings.get("receiverQueueSize", ENTRY_SESSION_PERMITS)),
             reader_name=settings.get("readerName"))
         try:
             builder = ArrowBatchBuilder(part.topic, _typed_columns(self.options, part.topic))
@@ -490,16 +497,23 @@ class ArrowBatchBuilder:
         self.versions.append(msg.int_schema_version())
 
     def flush(self) -> pa.RecordBatch:
+        """The rows so far as one record batch; the builder starts over.
+
+        Per-run values are expanded and times scaled with numpy rather than pyarrow's compute
+        functions: each of those calls tries ``import dateutil`` (and, given a Python
+        number, ``import pandas``) when they are not installed, some 250 µs a call in a
+        Spark worker, five or more calls a batch.
+        """
+        import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
         rows = self.rows
         s = self.schema
         micros = pa.timestamp("us", tz="UTC")
-        events = _int64_array(self.event_ms)
-        events = pc.if_else(pc.equal(events, 0), pa.scalar(None, pa.int64()), events)
-        run_ends = pa.array(self.run_ends, pa.int32())
-        publish_ms = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, _int64_array(self.publish_ms)))
-        producers = pa.RunEndEncodedArray.from_arrays(run_ends, pa.array(self.producers, pa.string()))
+        starts_ends = np.array([0, *self.run_ends], np.int64)
+        run_rows = starts_ends[1:] - starts_ends[:-1]
+        publish_us = np.repeat(_int64_numpy(self.publish_ms), run_rows) * 1000
+        producer_runs = np.repeat(np.arange(len(run_rows), dtype=np.int32), run_rows)
+        producers = pa.DictionaryArray.from_arrays(pa.array(producer_runs), pa.array(self.producers, pa.string()))
         values = self.values.array()
         data = [values] if self.typed is None else \
             self.typed.columns(values.to_pylist(), self.keys, list(zip(self.run_ends, self.versions, strict=True)))
@@ -507,10 +521,10 @@ class ArrowBatchBuilder:
             pa.array(self.keys, s.field(self.metadata_at).type),
             pa.repeat(pa.scalar(self.topic, pa.string()), rows),
             self.ids.array(),
-            pc.multiply(publish_ms, 1000).cast(micros),
-            pc.multiply(events, 1000).cast(micros),
+            pa.Array.from_buffers(micros, rows, [None, pa.py_buffer(publish_us)]),
+            _event_times(_int64_numpy(self.event_ms), micros),
             _map_array(self.properties, s.field(self.metadata_at + 5).type),
-            pc.run_end_decode(producers),
+            producers.dictionary_decode(),
             # A Reader's messages are never redelivered.
             pa.repeat(pa.scalar(0, pa.int32()), rows),
         ]
@@ -523,10 +537,20 @@ def schema_version_number(raw: bytes) -> int:
     return int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1
 
 
-def _int64_array(values: list[int]) -> pa.Array:
-    """An Arrow int64 array through a packed buffer: half the cost of converting each int."""
+def _int64_numpy(values: list[int]) -> np.ndarray:
+    """Python ints as an int64 numpy array through a packed buffer: half the cost of converting each int."""
+    import numpy as np
+    return np.frombuffer(array("q", values), np.int64)
+
+
+def _event_times(event_ms: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """Event times in microseconds; 0 (unset) becomes null."""
+    import numpy as np
     import pyarrow as pa
-    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(array("q", values))])
+    unset = event_ms == 0
+    nulls = int(unset.sum())
+    validity = pa.py_buffer(np.packbits(~unset, bitorder="little")) if nulls else None
+    return pa.Array.from_buffers(type_, len(event_ms), [validity, pa.py_buffer(event_ms * 1000)], null_count=nulls)
 
 
 def _map_array(maps: list[dict[str, str]], type_: pa.DataType) -> pa.Array:
