@@ -5,7 +5,8 @@ consumer processes competing for the same cores; on a shared 2-core machine its 
 figure moves by 20% between runs. This bench drives the real broker (``BrokerOperations``
 and ``ServerConnection`` on an asyncio loop, real segment files, the group-commit and
 metadata threads) through in-memory transports: a producer connection is fed pre-encoded
-SEND frames a read's worth at a time, a consumer connection with large permits receives
+SEND frames a read's worth at a time (none while the broker has paused reading it, as a
+socket would not be read), a consumer connection with large permits receives
 every MESSAGE and acknowledges cumulatively every 1,000 entries, as the wire bench's
 consumer does. It prints the broker's CPU time per entry (the loop thread alone, and the
 whole process), so a change to the send, receipt, dispatch or ack path can be judged
@@ -177,6 +178,8 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     if profiler is not None:
         profiler.enable()
     for chunk in chunks:
+        while producer.reading_paused:  # a socket would not be read now (pending-publish limit)
+            await asyncio.sleep(0.0002)
         producer.data_received(chunk)
         await asyncio.sleep(0)
         if consumer_entries() - acked >= 1000:
