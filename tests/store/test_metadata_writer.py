@@ -188,3 +188,16 @@ def test_ledger_ids_fall_back_to_a_durable_reservation_when_the_writer_is_behind
     finally:
         release.set()
         loop_store.close()
+
+
+def test_writes_submitted_before_the_process_ends_without_close_are_applied(db: Path) -> None:
+    script = (
+        "import sys\n"
+        "from magnetar.server.metadata_writer import MetadataWriter\n"
+        "writer = MetadataWriter(sys.argv[1])\n"
+        "for i in range(20):\n"
+        "    writer.submit(lambda store, i=i: store.create_tenant(f't{i}', {}))\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(db)], timeout=60, check=True)
+    with MetadataStore(db) as reader:
+        assert len(reader.list_tenants()) == 20

@@ -16,11 +16,13 @@ is durable (SUBSCRIBE, a new topic's PRODUCER, the admin API) waits on it or on
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import logging
 import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -50,6 +52,9 @@ class MetadataWriter:
         self._checkpointed_at = 0.0
         self._thread = threading.Thread(target=self._run, name="magnetar-metadata", daemon=True)
         self._thread.start()
+        # a process that ends without close() still applies what was submitted, as an
+        # executor's workers would (the thread is a daemon so a forgotten close never hangs exit)
+        atexit.register(_close_at_exit, weakref.ref(self))
 
     def submit(self, write: Callable[[MetadataStore], T]) -> concurrent.futures.Future[T]:
         """``write`` applied on the writer's connection; done once it is durable."""
@@ -135,6 +140,12 @@ class MetadataWriter:
         if size >= CHECKPOINT_BYTES:
             self._checkpointed_at = now
             store.checkpoint()
+
+
+def _close_at_exit(writer: weakref.ref[MetadataWriter]) -> None:
+    alive = writer()
+    if alive is not None:
+        alive.close()
 
 
 def _barrier(store: MetadataStore) -> None:
