@@ -194,7 +194,9 @@ def test_writes_submitted_before_the_process_ends_without_close_are_applied(db: 
     script = (
         "import sys\n"
         "from magnetar.server.metadata_writer import MetadataWriter\n"
+        "import time\n"
         "writer = MetadataWriter(sys.argv[1])\n"
+        "writer.submit(lambda store: time.sleep(0.3))  # the rest is still queued when the script ends\n"
         "for i in range(20):\n"
         "    writer.submit(lambda store, i=i: store.create_tenant(f't{i}', {}))\n"
     )
