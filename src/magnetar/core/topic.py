@@ -43,7 +43,7 @@ from magnetar.core.subscription_view import SubscriptionView
 RECENT_ENTRIES_MAX = 2048
 
 
-@dataclass
+@dataclass(slots=True)
 class PendingReceipt:
     pos: Position
     producer: Producer

@@ -73,7 +73,10 @@ class BrokerStatsRecorder:
 
     # -- publish latency (event loop) ---------------------------------------------
     def appended(self, topic: str, pos: Position) -> None:
-        self._appended.setdefault(topic, deque()).append((pos, time.perf_counter()))
+        pending = self._appended.get(topic)
+        if pending is None:  # not setdefault: that would build a deque for every entry
+            pending = self._appended[topic] = deque()
+        pending.append((pos, time.perf_counter()))
 
     def persisted(self, topic: str, upto: Position) -> None:
         pending = self._appended.get(topic)
