@@ -4,9 +4,11 @@ subscriptions and termination."""
 
 from __future__ import annotations
 
+import pytest
 from core_sinks import RecordingSink
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from magnetar.core import backlog_quota, inactive_topics
 from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
@@ -16,7 +18,7 @@ from magnetar.core.broker_config import BrokerConfig
 from magnetar.core.consumer import Consumer
 from magnetar.core.errors import ServerError, TopicTerminated
 from magnetar.core.names import TopicName
-from magnetar.core.policies import BacklogQuota, InactiveTopicPolicies, Policies, TopicPolicies
+from magnetar.core.policies import BacklogQuota, InactiveTopicPolicies, Policies, TopicPolicies, backlog_quotas
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.producer import Producer
 from magnetar.core.topic import Topic
@@ -61,6 +63,18 @@ def test_quotas_resolve_topic_then_namespace_then_broker() -> None:
     assert resolved.time == QuotaLimit(30, "producer_exception")
     topic_level = TopicPolicies(backLogQuotaMap={"destination_storage": BacklogQuota(limit=7)})
     assert backlog_quota.resolve(topic_level, namespace, config).size == QuotaLimit(7, "producer_exception")
+
+
+def test_broker_default_quotas_are_built_once_per_setting_and_follow_a_changed_setting() -> None:
+    config = BrokerConfig(backlogQuotaDefaultLimitBytes=5000, backlogQuotaDefaultLimitSecond=30)
+    first = backlog_quotas(TopicPolicies(), Policies(), config)
+    again = backlog_quotas(TopicPolicies(), Policies(), config)
+    assert all(first[kind] is again[kind] for kind in first)
+    with pytest.raises(ValidationError):  # shared by every topic, so nobody may change them
+        first["destination_storage"].limitSize = 1
+    other = backlog_quotas(TopicPolicies(), Policies(), BrokerConfig(backlogQuotaDefaultLimitBytes=9))
+    assert other["destination_storage"].limitSize == 9
+    assert backlog_quota.resolve(TopicPolicies(), Policies(), config) == quotas(5000, 30)
 
 
 # -- producers ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ namespace's, else the broker's config; every resolver takes those three in that 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -67,6 +68,12 @@ class BacklogQuota(BaseModel):
     limitSize: Annotated[StrictInt, Field(ge=-1, le=INT64_MAX)] | None = None
     limitTime: Annotated[StrictInt, Field(ge=-1, le=INT32_MAX)] | None = None
     policy: BacklogQuotaPolicy | None = None
+
+
+class FrozenBacklogQuota(BacklogQuota):
+    """A broker default quota, shared by every topic that sets none of its own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class InactiveTopicPolicies(BaseModel):
@@ -324,13 +331,21 @@ def backlog_quotas(topic: TopicPolicies, policies: Policies,
     """The backlog quota of each type: the topic's, else the namespace's, else the broker's
     ``backlogQuotaDefaultLimitBytes`` / ``backlogQuotaDefaultLimitSecond`` with
     ``backlogQuotaDefaultRetentionPolicy``."""
-    policy: BacklogQuotaPolicy = config.backlogQuotaDefaultRetentionPolicy  # type: ignore[assignment]
-    defaults: dict[BacklogQuotaType, BacklogQuota] = {
-        "destination_storage": BacklogQuota(limitSize=config.backlogQuotaDefaultLimitBytes, limitTime=-1,
-                                            policy=policy),
-        "message_age": BacklogQuota(limitSize=-1, limitTime=config.backlogQuotaDefaultLimitSecond, policy=policy)}
+    defaults = _default_backlog_quotas(config.backlogQuotaDefaultLimitBytes, config.backlogQuotaDefaultLimitSecond,
+                                       config.backlogQuotaDefaultRetentionPolicy)
     own, namespace = topic.backLogQuotaMap or {}, policies.backlog_quota_map or {}
-    return {kind: own.get(kind) or namespace.get(kind) or default for kind, default in defaults.items()}
+    return {kind: own.get(kind) or namespace.get(kind) or default for kind, default in defaults}
+
+
+@functools.lru_cache(maxsize=16)
+def _default_backlog_quotas(limit_bytes: int, limit_s: int,
+                            policy: str) -> tuple[tuple[BacklogQuotaType, BacklogQuota], ...]:
+    """Built once per set of broker defaults, not per call: validating the two models cost
+    more than the rest of a topic's quota check, which the periodic sweep and every metrics
+    scrape run for each loaded topic. Frozen models, since every topic shares them."""
+    chosen: BacklogQuotaPolicy = policy  # type: ignore[assignment]
+    return (("destination_storage", FrozenBacklogQuota(limitSize=limit_bytes, limitTime=-1, policy=chosen)),
+            ("message_age", FrozenBacklogQuota(limitSize=-1, limitTime=limit_s, policy=chosen)))
 
 
 def max_producers(topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> int:
