@@ -73,10 +73,36 @@ def test_one_round_covers_every_append_pending_when_it_starts(tmp_path: Path, mo
     assert recorder.batches == [[(TOPIC, first)], [(TOPIC, later[-1])]]
     assert committer.rounds == 2
     assert ledger.sync_count == 2
-    # Round 1: the new file and its directory; round 2: one fdatasync for 100 appends.
-    assert ledger.fsync_count == 3
+    # Round 1: the new file, its directory and the new directory's entry in its parent
+    # (opening the ledger synced nothing); round 2: one fdatasync for 100 appends.
+    assert ledger.fsync_count == 4
     assert recorder.threads == {"magnetar-group-commit"}
     ledger.close()
+
+
+def test_opening_a_new_ledger_syncs_nothing_and_its_first_sync_makes_its_directory_durable(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Opening runs on the event loop: the new directory's entry in its parent is made
+    durable by the first sync, which runs on the committer's thread."""
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recorded_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recorded_fsync)
+    monkeypatch.setattr(os, "fdatasync", recorded_fsync)
+    ledger = SegmentLedger(tmp_path, TOPIC, itertools.count(1).__next__)
+    assert synced == [] and ledger.unsynced()
+    ledger.sync()
+    assert str(ledger.directory.parent) in synced and str(ledger.directory) in synced
+    synced.clear()
+    ledger.close()
+    reopened = SegmentLedger(tmp_path, TOPIC, itertools.count(2).__next__)  # the directory exists now
+    reopened.sync()
+    assert str(ledger.directory.parent) not in synced
+    reopened.close()
 
 
 def test_many_ledgers_reported_in_order_up_to_their_last_append(make_factory: MakeFactory) -> None:

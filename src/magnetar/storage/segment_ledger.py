@@ -463,16 +463,19 @@ class SegmentLedger:
         #: a descriptor of the directory, taken when an entry in it was created or removed;
         #: the sync fsyncs it, so syncing never needs a new descriptor
         self._dir_fd = -1
+        #: a descriptor of the parent directory while a new ledger's own directory entry is
+        #: not yet durable: the first sync (on the committer's thread) fsyncs it, not open()
+        self._parent_fd = -1
         self._fault: OSError | None = None
         #: sync() calls that had something to make durable.
         self.sync_count = 0
         #: fsync/fdatasync system calls made by sync().
         self.fsync_count = 0
 
-        if not self.directory.is_dir():
-            self.directory.mkdir(parents=True)
-            fsync_dir(self.directory.parent)
         try:
+            if not self.directory.is_dir():
+                self.directory.mkdir(parents=True)
+                self._parent_fd = os.open(self.directory.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             self._recover()
             self._last_appended = self._synced = self._appended = self._index.last_position()
             self._open_ledger()
@@ -727,7 +730,7 @@ class SegmentLedger:
 
     def unsynced(self) -> bool:
         with self._lock:
-            return bool(self._dirty) or self._dir_fd >= 0
+            return bool(self._dirty) or self._dir_fd >= 0 or self._parent_fd >= 0
 
     def sync(self) -> Position | None:
         # One sync at a time, so the position returned never claims data that another
@@ -739,6 +742,7 @@ class SegmentLedger:
         with self._lock:
             fds, self._dirty = self._dirty, {}
             dir_fd, self._dir_fd = self._dir_fd, -1
+            parent_fd, self._parent_fd = self._parent_fd, -1
             covered, fault = self._last_appended, self._fault
             # every append to these happened before the swap above: this sync covers them
             sealed, self._sealed = self._sealed, []
@@ -747,23 +751,23 @@ class SegmentLedger:
                 raise StorageError(f"managed ledger {self.name!r} cannot sync after a failure: {fault}")
             for fd in fds.values():
                 os.fdatasync(fd)
-            if dir_fd >= 0:
-                os.fsync(dir_fd)
+            for held in (dir_fd, parent_fd):
+                if held >= 0:
+                    os.fsync(held)
         except OSError as exc:
             with self._lock:
                 self._fault = exc
             raise StorageError(f"fsync failed for {self.name!r} in {self.directory}: {exc}") from exc
         finally:
-            for fd in fds.values():
-                os.close(fd)
-            if dir_fd >= 0:
-                os.close(dir_fd)
+            for fd in (*fds.values(), dir_fd, parent_fd):
+                if fd >= 0:
+                    os.close(fd)
         for segment in sealed:
             self._write_index(segment.ledger_id, segment.path, segment.offsets, segment.end_offset)
         with self._lock:
-            if fds or dir_fd >= 0:
+            if fds or dir_fd >= 0 or parent_fd >= 0:
                 self.sync_count += 1
-                self.fsync_count += len(fds) + (dir_fd >= 0)
+                self.fsync_count += len(fds) + (dir_fd >= 0) + (parent_fd >= 0)
             if covered is not None and (self._synced is None or covered > self._synced):
                 self._synced = covered
             return self._synced
@@ -951,9 +955,10 @@ class SegmentLedger:
             while self._read_fds:
                 os.close(self._read_fds.popitem()[1])
         with self._lock:
-            dir_fd, self._dir_fd = self._dir_fd, -1
-        if dir_fd >= 0:
-            os.close(dir_fd)
+            held, self._dir_fd, self._parent_fd = (self._dir_fd, self._parent_fd), -1, -1
+        for fd in held:
+            if fd >= 0:
+                os.close(fd)
 
 
 class SegmentLedgerFactory:
