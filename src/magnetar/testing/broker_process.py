@@ -13,6 +13,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+#: what ``magnetar standalone`` prints once every listener is up
+READY_LINE = b"magnetar standalone ready"
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -32,6 +35,7 @@ class BrokerProcess:
         self.config_file = config_file
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        self._log_start = 0
 
     @property
     def service_url(self) -> str:
@@ -53,6 +57,7 @@ class BrokerProcess:
 
     def start(self, timeout_s: float = 30.0) -> BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
+        self._log_start = log.tell()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=self._limit)
         self.wait_ready(timeout_s)
@@ -74,15 +79,26 @@ class BrokerProcess:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.web_url}/admin/v2/brokers/health", timeout=1) as resp:
-                    if resp.status == 200:
+                    if resp.status == 200 and self._said_ready():
                         return
+                time.sleep(0.05)
             except urllib.error.HTTPError as exc:
-                if exc.code in (401, 403):  # serving, with authentication on
+                if exc.code in (401, 403) and self._said_ready():  # serving, with authentication on
                     return
                 time.sleep(0.05)
             except OSError:
                 time.sleep(0.05)
         raise TimeoutError(f"broker not ready after {timeout_s}s:\n{self.log_tail()}")
+
+    def _said_ready(self) -> bool:
+        """The plain HTTP port answers before the TLS ports listen: the broker says it is
+        ready once every listener is up."""
+        try:
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                return READY_LINE in log.read()
+        except OSError:
+            return False
 
     def log_tail(self, lines: int = 40) -> str:
         try:
