@@ -196,6 +196,12 @@ def test_metrics_without_topic_labels(namespace_level_broker: BrokerProcess) -> 
     finally:
         client.close()
     text = httpx.get(f"{namespace_level_broker.web_url}/metrics").text
-    assert 'pulsar_in_messages_total{cluster="standalone",namespace="public/default"} 6.0' in text
+    namespace = 'cluster="standalone",namespace="public/default"'
+    assert f"pulsar_in_messages_total{{{namespace}}} 6.0" in text
+    # latency buckets of both topics summed: six appends, whatever bucket each fell in
+    assert f"pulsar_storage_write_latency_count{{{namespace}}} 6.0" in text
+    buckets = re.findall(rf"pulsar_storage_write_latency_le_\w+{{{re.escape(namespace)}}} (\S+)", text)
+    assert len(buckets) == 10 and sum(float(b) for b in buckets) == 6.0
+    assert re.search(rf"pulsar_storage_write_latency_sum{{{re.escape(namespace)}}} [0-9.e-]*[1-9]", text)
     assert 'topic="' not in text
     assert "pulsar_subscription_back_log{" not in text

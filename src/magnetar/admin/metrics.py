@@ -13,8 +13,9 @@ Process and Python runtime metrics come from prometheus-client's collectors.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections import defaultdict
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from magnetar.admin.stats import (
 from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
 from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.server import topic_lifecycle
-from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets
+from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyValues
 from magnetar.server.clock import now_ms
 
 if TYPE_CHECKING:
@@ -191,7 +192,8 @@ class MetricsSnapshot:
     with_consumers: bool
     topic_counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     topic_rows: Rows = field(default_factory=dict)
-    latency: dict[str, dict[tuple[str, ...], LatencyBuckets]] = field(
+    #: series base -> topic key -> (count per bucket..., count, sum in ms)
+    latency: dict[str, dict[tuple[str, ...], LatencyValues]] = field(
         default_factory=lambda: {base: {} for base in LATENCY_SERIES})
     subscription_rows: Rows = field(default_factory=dict)
     consumer_rows: Rows = field(default_factory=dict)
@@ -210,8 +212,10 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
     snap = MetricsSnapshot(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
                            config.exposeConsumerLevelMetricsInPrometheus)
     topics = list(broker.topics.values())
-    sources = {"pulsar_storage_write_latency": broker.recorder.write_latency,
-               "pulsar_storage_ledger_write_latency": broker.recorder.ledger_write_latency()}
+    recorder = broker.recorder
+    sources: dict[str, Callable[[str], LatencyValues | None]] = {
+               "pulsar_storage_write_latency": recorder.write_latency_of,
+               "pulsar_storage_ledger_write_latency": recorder.ledger_write_latency_of}
     for first in range(0, len(topics), TOPICS_PER_SLICE):
         now = now_ms()
         for topic in topics[first:first + TOPICS_PER_SLICE]:
@@ -224,7 +228,7 @@ async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
 
 
 def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
-               sources: dict[str, dict[str, LatencyBuckets]], now: int) -> None:
+               sources: dict[str, Callable[[str], LatencyValues | None]], now: int) -> None:
     snap.topic_counts[topic.name.namespace_name] += 1
     values = _topic_values(topic, topic_lifecycle.backlog_quotas_of(broker, topic), now)
     for kind, count in topic.quota_evictions.items():
@@ -233,12 +237,11 @@ def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
     for name, value in values.items():
         row[name] += value
     for base, source in sources.items():
-        buckets = source.get(topic.ledger.name)
-        if buckets is not None:
-            total = snap.latency[base].setdefault(snap.key(topic, snap.by_topic), LatencyBuckets())
-            total.counts = [a + b for a, b in zip(total.counts, buckets.counts, strict=True)]
-            total.count += buckets.count
-            total.sum_ms += buckets.sum_ms
+        latency = source(topic.ledger.name)
+        if latency is not None:
+            merged, key = snap.latency[base], snap.key(topic, snap.by_topic)
+            total = merged.get(key)
+            merged[key] = latency if total is None else tuple(map(operator.add, total, latency))
     if snap.by_topic:
         for name, sub in sorted(topic.subscriptions.items()):
             snap.subscription_rows[(*snap.key(topic, True), name)] = _subscription_values(broker, sub, now)
@@ -301,13 +304,11 @@ def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
     yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions.items())
     for base, doc in LATENCY_SERIES.items():
         merged = snap.latency[base]
-        for index, suffix in enumerate(LATENCY_BUCKET_NAMES):
-            yield from _family_text(f"{base}_le_{suffix}", f"{doc}, bucket le {suffix}", "gauge", labels,
-                                    ((key, float(b.counts[index])) for key, b in merged.items()))
-        yield from _family_text(f"{base}_count", f"{doc}, count", "gauge", labels,
-                                ((key, float(b.count)) for key, b in merged.items()))
-        yield from _family_text(f"{base}_sum", f"{doc}, sum", "gauge", labels,
-                                ((key, b.sum_ms) for key, b in merged.items()))
+        columns = [f"_le_{suffix}" for suffix in LATENCY_BUCKET_NAMES] + ["_count", "_sum"]
+        titles = [f"bucket le {suffix}" for suffix in LATENCY_BUCKET_NAMES] + ["count", "sum"]
+        for index, (column, title) in enumerate(zip(columns, titles, strict=True)):
+            yield from _family_text(f"{base}{column}", f"{doc}, {title}", "gauge", labels,
+                                    ((key, float(values[index])) for key, values in merged.items()))
     if snap.by_topic:
         yield from _row_families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS,
                                  ["cluster", "namespace", "topic", "subscription"], snap.subscription_rows)
