@@ -50,6 +50,22 @@ def test_released_objects_are_reclaimed_after_enough_releases(policy: LongLivedO
     assert alive() is None
 
 
+def test_only_what_lived_through_a_freeze_counts_as_released() -> None:
+    made = LongLivedObjects(lambda: 0)
+    born = made.epoch
+    made.released(born_at=born)  # came and went between two full collections: never frozen
+    assert made.released_since_unfreeze == 0
+    made.install()
+    try:
+        gc.collect()  # a full collection froze it while it was alive
+    finally:
+        made.uninstall()
+    assert made.epoch == born + 1
+    made.released(born_at=born)
+    made.released()  # no birth epoch known: counted
+    assert made.released_since_unfreeze == 2
+
+
 def test_the_release_threshold_grows_with_what_is_loaded() -> None:
     made = LongLivedObjects(lambda: 40_000)
     made.released(MIN_RELEASED)

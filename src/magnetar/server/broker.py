@@ -770,8 +770,9 @@ class BrokerOperations(BrokerService):
             self._connections_per_ip[ip] += 1
         return refusal
 
-    def connection_closed(self, ip: str) -> None:
-        self.long_lived.released()
+    def connection_closed(self, ip: str, admitted_at: int) -> None:
+        """``admitted_at``: the garbage-collection epoch when it was admitted."""
+        self.long_lived.released(born_at=admitted_at)
         self._connections_per_ip[ip] -= 1
         if self._connections_per_ip[ip] <= 0:
             del self._connections_per_ip[ip]

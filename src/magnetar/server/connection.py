@@ -57,6 +57,8 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.address = ""
         self.peer_ip = ""
+        #: the garbage-collection epoch at admission (see ``LongLivedObjects.released``)
+        self._admitted_at = 0
         self.client_version = ""
         self.protocol_version = 0
         self.connected = False
@@ -111,6 +113,7 @@ class ServerConnection(asyncio.Protocol):
             return
         self.peer_common_name = peer_common_name(transport.get_extra_info("ssl_object"))
         self.broker.connections.add(self)
+        self._admitted_at = self.broker.long_lived.epoch
         transport.set_write_buffer_limits(high=self._high_water, low=self._low_water)
         self._arm_keepalive()
 
@@ -158,7 +161,7 @@ class ServerConnection(asyncio.Protocol):
             self._throttle.cancel()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
-            self.broker.connection_closed(self.peer_ip)
+            self.broker.connection_closed(self.peer_ip, self._admitted_at)
         now = now_ms()
         for producer_id in list(self.producers):
             self.drop_producer(producer_id)

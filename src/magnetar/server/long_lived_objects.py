@@ -60,8 +60,19 @@ class LongLivedObjects:
             self._installed = False
             gc.unfreeze()
 
-    def released(self, count: int = 1) -> None:
-        """A topic was unloaded or a connection closed."""
+    @property
+    def epoch(self) -> int:
+        """Full collections that froze their survivors so far: an object made at this epoch
+        and released at the same one was never frozen."""
+        return self.freezes
+
+    def released(self, count: int = 1, born_at: int | None = None) -> None:
+        """A topic was unloaded or a connection closed (made at epoch ``born_at``, if known).
+        Only what may have been frozen counts: a connection that came and went between two
+        full collections is reclaimed by the collector as usual, so short-lived clients do
+        not bring forward the full collection that an unfreeze costs."""
+        if born_at is not None and born_at == self.freezes:
+            return
         self.released_since_unfreeze += count
         if self.released_since_unfreeze >= max(MIN_RELEASED, self.loaded() // 4):
             gc.unfreeze()
