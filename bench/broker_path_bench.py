@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from magnetar.core.broker_config import BrokerConfig  # noqa: E402
 from magnetar.server.broker import BrokerOperations  # noqa: E402
 from magnetar.server.connection import ServerConnection  # noqa: E402
+from magnetar.testing.memory_transport import MemoryTransport  # noqa: E402
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
 from magnetar.wire.batch import make_batch  # noqa: E402
 from magnetar.wire.frames import encode_command, encode_payload_command, make_entry  # noqa: E402
@@ -39,43 +40,6 @@ from magnetar.wire.frames import encode_command, encode_payload_command, make_en
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/broker-path-bench"
 READ_BYTES = 256 * 1024
-
-
-class MemoryTransport:
-    """What a connection writes is counted (and, for the consumer, looked at by ``on_write``)."""
-
-    def __init__(self, peer: tuple[str, int]) -> None:
-        self.peer = peer
-        self.written = 0
-        self.closed = False
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.peer if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
-
-    def writelines(self, chunks: list[bytes]) -> None:
-        for chunk in chunks:
-            self.written += len(chunk)
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def command(cmd: T) -> bytes:

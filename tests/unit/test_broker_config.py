@@ -16,6 +16,7 @@ from magnetar.core.broker_config import BrokerConfig, ConfigError
     ("pulsarChannelWriteBufferLowWaterMark", "-1"),
     ("pulsarChannelPauseReceivingRequestsIfUnwritable", "sometimes"),
     ("maxMessagePublishBufferSizeInMB", "lots"),
+    ("maxConcurrentTopicLoadRequest", "0"),
 ])
 def test_bad_limit_values_name_their_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):

@@ -32,6 +32,8 @@ class BrokerConfig:
     brokerShutdownTimeoutMs: int = 60000
     maxMessageSize: int = 5 * 1024 * 1024
     maxPendingPublishRequestsPerConnection: int = 1000
+    #: topic loads whose ledger is being opened at once; more wait their turn (Pulsar's default)
+    maxConcurrentTopicLoadRequest: int = 5000
     # topics
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
@@ -250,7 +252,7 @@ class BrokerConfig:
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
                     "messageExpiryCheckIntervalInMinutes", "brokerDeleteInactiveTopicsFrequencySeconds",
-                    "brokerServiceCompactionMonitorIntervalInSeconds")
+                    "brokerServiceCompactionMonitorIntervalInSeconds", "maxConcurrentTopicLoadRequest")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")

@@ -14,7 +14,8 @@ import concurrent.futures
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -28,7 +29,7 @@ from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery,
 from magnetar.core.disk_usage import DiskUsage
 from magnetar.core.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, ServiceNotReady, TopicNotFound
 from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
@@ -55,7 +56,7 @@ from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.group_commit import GroupCommitter
-from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger
+from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger, StorageError
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.storage.metadata_store import MetadataStore
@@ -86,7 +87,7 @@ class BrokerService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
-        budget = DescriptorBudget(config.openFileLimit or default_budget())
+        self._budget = budget = DescriptorBudget(config.openFileLimit or default_budget())
         #: ledger ids, a block reserved ahead on the writer's thread
         self.ledger_ids = LedgerIds(self.metadata, self.writer)
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.ledger_ids.next_id, ledger_config,
@@ -107,6 +108,12 @@ class BrokerService:
         self.compaction = TopicCompaction(self)
         #: topics being unloaded or deleted: not reopened until that finishes
         self.unloading: set[str] = set()
+        #: topics whose load (see load_topic) is under way
+        self._loading: dict[str, asyncio.Future[Topic]] = {}
+        #: a ledger being opened holds descriptors outside the budget until it is adopted,
+        #: so loads in flight are bounded by an eighth of the budget as well
+        self._load_slots = asyncio.Semaphore(min(config.maxConcurrentTopicLoadRequest,
+                                                 max(1, budget.max_holders // 8)))
         self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
         #: the loop connection's write count when the persist tick last asked for a sync
@@ -357,12 +364,57 @@ class BrokerService:
         self.metadata.create_partitioned_topic(str(name), partitions)
 
     def get_topic(self, name: TopicName, create: bool) -> Topic:
+        """The loaded topic, else loaded now on the event loop (admin paths; the binary
+        protocol's PRODUCER and SUBSCRIBE use :meth:`load_topic`)."""
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:
             return topic
+        if key in self._loading:  # its ledger is being opened on a worker thread
+            raise ServiceNotReady(f"Topic {key} is being loaded; retry shortly")
+        self._check_record(name, create)
+        with _load_errors(key):
+            ledger = self._open_ledger(name)
+        return self._adopt(name, ledger)
+
+    async def load_topic(self, name: TopicName, create: bool) -> Topic:
+        """The loaded topic, else loaded with its ledger opened on a worker thread: opening
+        recovers the ledger from its files (index reads, a scan and sync of a segment that was
+        being written), disk work that must not hold up the event loop. Loads of one topic
+        share one attempt; at most ``maxConcurrentTopicLoadRequest`` run at once."""
+        key = str(name)
+        topic = self.topics.get(key)
+        if topic is not None:
+            return topic
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        loading: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
+        self._loading[key] = loading
+        try:
+            async with self._load_slots:
+                topic = self.topics.get(key) or await self._load(name, create)
+        except BaseException as exc:
+            loading.set_exception(exc)
+            loading.exception()  # retrieved: the loads that shared it see it, and nobody else must
+            raise
+        finally:
+            del self._loading[key]
+        loading.set_result(topic)
+        return topic
+
+    async def _load(self, name: TopicName, create: bool) -> Topic:
+        key = str(name)
+        self._check_record(name, create)
+        ledger_id = self.ledger_ids.next_id() if name.persistent else None
+        with _load_errors(key):
+            ledger = await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, name, ledger_id)
+        return self._adopt(name, ledger)
+
+    def _check_record(self, name: TopicName, create: bool) -> None:
+        """The topic exists in the metadata, or is created there now if it may be."""
+        key = str(name)
         if key in self.unloading:
-            from magnetar.core.errors import ServiceNotReady
             raise ServiceNotReady(f"Topic {key} is being unloaded or deleted; retry shortly")
         exists = self.metadata.get_topic(key) is not None or self._is_partition_of_existing(name)
         if not exists:
@@ -373,15 +425,7 @@ class BrokerService:
             self.check_namespace(name)
             self.check_topic_count(name)
             self.metadata.create_topic(key)
-        try:
-            topic = self._open_topic(name)
-        except OSError as exc:
-            # out of descriptors or disk: this request fails, the broker and its other topics go on
-            log.error("cannot load topic %s: %s", key, exc)
-            from magnetar.core.errors import ServiceNotReady
-            raise ServiceNotReady(f"Topic {key} could not be loaded: {exc.strerror or exc}") from exc
-        self.core.adopt(topic)
-        return topic
+
 
     def check_topic_count(self, name: TopicName, adding: int = 1) -> None:
         """``maxTopicsPerNamespace``: partitions count one each, as in Pulsar."""
@@ -402,15 +446,24 @@ class BrokerService:
             return True
         return False
 
-    def _open_topic(self, name: TopicName) -> Topic:
-        ledger: ManagedLedger
+    def _open_ledger(self, name: TopicName, first_ledger_id: int | None = None) -> ManagedLedger:
+        """The topic's ledger; on any thread when ``first_ledger_id`` was taken on the loop
+        (ledger ids are handed out there)."""
+        if not name.persistent:
+            return MemoryLedger(str(name), self.ledger_ids.next_id, NON_PERSISTENT_LEDGER)
+        return self.ledger_factory.open(str(name), first_ledger_id)
+
+    def _adopt(self, name: TopicName, ledger: ManagedLedger) -> Topic:
         if name.persistent:
-            ledger = self.ledger_factory.open(str(name))
+            self._budget.enforce(keep=ledger)  # opened on a worker thread, which only registers
             # its new segment file and directory entry are made durable now, which also
             # gives back the descriptors the sync holds for them
             self.committer.mark_dirty(ledger)
-        else:
-            ledger = MemoryLedger(str(name), self.ledger_ids.next_id, NON_PERSISTENT_LEDGER)
+        topic = self._open_topic(name, ledger)
+        self.core.adopt(topic)
+        return topic
+
+    def _open_topic(self, name: TopicName, ledger: ManagedLedger) -> Topic:
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
         topic_lifecycle.restore(self, topic)
@@ -712,6 +765,8 @@ class BrokerService:
     # -- shutdown -----------------------------------------------------------------------------
     async def close(self) -> None:
         self.ready = False
+        if self._loading:  # topics whose ledger is being opened join the others before they close
+            await asyncio.wait([asyncio.shield(f) for f in self._loading.values()])
         self.timer.stop()
         self.long_lived.uninstall()
         for topic in list(self.topics.values()):
@@ -976,3 +1031,17 @@ class BrokerOperations(BrokerService):
             self.metadata.delete_topic_policies(key)
         self.metadata.delete_topic(key)
         self.recorder.forget_topic(key)
+
+
+@contextmanager
+def _load_errors(key: str) -> Iterator[None]:
+    """Out of descriptors or disk while loading a topic: that request fails with
+    ServiceNotReady, the broker and its other topics go on."""
+    try:
+        yield
+    except (OSError, StorageError) as exc:
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        if not isinstance(cause, OSError):
+            raise
+        log.error("cannot load topic %s: %s", key, exc)
+        raise ServiceNotReady(f"Topic {key} could not be loaded: {cause.strerror or cause}") from exc

@@ -57,6 +57,8 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.address = ""
         self.peer_ip = ""
+        #: a PRODUCER or SUBSCRIBE of this connection waits for its topic to load
+        self._loading_topic = False
         #: the garbage-collection epoch at admission (see ``LongLivedObjects.released``)
         self._admitted_at = 0
         self.client_version = ""
@@ -216,7 +218,8 @@ class ServerConnection(asyncio.Protocol):
         """Stop or restart reading the socket (Pulsar toggles netty's auto-read)."""
         if self.transport is None or self.closed:
             return
-        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) or self._throttle is not None
+        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) or self._throttle is not None \
+            or self._loading_topic
         if not self.reading_paused:
             if held_by_writes or self.pending_publishes.should_pause():
                 self.reading_paused = True
@@ -356,8 +359,12 @@ class ServerConnection(asyncio.Protocol):
         if handler is None:
             self._unsupported(cmd)
             return
+        self._run(cmd, lambda: handler(self, frame))
+
+    def _run(self, cmd: pb.BaseCommand, work: Callable[[], None]) -> None:
+        """Handle ``cmd`` (or finish handling it); a failure answers it as its client expects."""
         try:
-            handler(self, frame)
+            work()
         except BrokerError as exc:
             self._reply_error(cmd, exc.code, exc.message)
         except Exception as exc:  # a bug must not take the broker down
@@ -392,6 +399,26 @@ class ServerConnection(asyncio.Protocol):
         self._reply_error(cmd, ServerError.NotAllowedError, f"Command {name} is not supported by Magnetar",
                           always=True)
 
+    def with_topic(self, name: TopicName, create: bool, request: pb.BaseCommand,
+                   then: Callable[[Topic], None]) -> None:
+        topic = self.broker.topics.get(str(name))
+        if topic is not None:
+            then(topic)
+            return
+        # The connection is not read meanwhile, and frames that came with this one wait:
+        # commands are handled in the order they came, as when a load did not wait.
+        self._loading_topic = True
+        self.update_reading()
+
+        def loaded(load: asyncio.Future[Topic]) -> None:
+            failure = load.exception()
+            self._loading_topic = False
+            if self.closed:
+                return  # the topic stays loaded; nobody is attached to it
+            self._run(request, lambda: then(load.result()) if failure is None else _raise(failure))
+            self.update_reading()
+        asyncio.ensure_future(self.broker.load_topic(name, create)).add_done_callback(loaded)
+
     def drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)
         topic = self.producer_topics.pop(producer_id, None)
@@ -402,6 +429,10 @@ class ServerConnection(asyncio.Protocol):
             promoted = topic.remove_producer(producer)
             if promoted is not None:
                 promoted.sink.producer_ready(promoted)
+
+
+def _raise(failure: BaseException) -> None:
+    raise failure
 
 
 def to_u64(value: int) -> int:

@@ -69,6 +69,11 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
 
     def drop_producer(self, producer_id: int) -> None: ...
 
+    def with_topic(self, name: TopicName, create: bool, request: pb.BaseCommand,
+                   then: Callable[[Topic], None]) -> None:
+        """``then(topic)`` once the topic is loaded (now, if it is; the connection's later
+        commands wait meanwhile); a failure answers ``request``."""
+
 
 Handler = Callable[[ClientConnection, Frame], None]
 
@@ -134,7 +139,12 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
     topic_name = _topic_name(req.topic)
     _authorize(conn, topic_name, Operation.PRODUCE, "Produce")
-    topic = broker.get_topic(topic_name, create=True)
+    conn.with_topic(topic_name, True, frame.command, lambda topic: _attach_producer(conn, frame, topic, changes))
+
+
+def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes: int) -> None:
+    req = frame.command.producer
+    broker = conn.broker
     broker.check_producer_allowed(topic)
     user_named = req.producer_name != ""
     name = req.producer_name if user_named else broker.generate_producer_name()
@@ -249,7 +259,13 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     refusal = conn.broker.subscription_refusal(conn.role, name, req.subscription)
     if refusal is not None:
         raise AuthorizationError(refusal)
-    topic = broker.get_topic(name, create=not req.HasField("force_topic_creation") or req.force_topic_creation)
+    create = not req.HasField("force_topic_creation") or req.force_topic_creation
+    conn.with_topic(name, create, frame.command, lambda topic: _attach_consumer(conn, frame, topic))
+
+
+def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None:
+    req = frame.command.subscribe
+    broker = conn.broker
     sub_type = SUB_TYPE_NAMES.get(int(req.subType))
     if sub_type is None:
         raise NotAllowed(f"Unknown subscription type {req.subType}")

@@ -55,15 +55,22 @@ class DescriptorBudget:
                 self._holders.move_to_end(key)
                 return
             self._holders[key] = holder
-            if threading.get_ident() != self._owner:
-                return
+        self.enforce(holder)
+
+    def enforce(self, keep: object = None) -> None:
+        """Past the budget, the least recently used holders but ``keep`` give their
+        descriptors back; on the owner's thread only (elsewhere holders just register,
+        and the owner enforces once it uses what was opened there)."""
+        if threading.get_ident() != self._owner:
+            return
+        with self._lock:
             over = len(self._holders) - self.max_holders
             # the least recently used few, not a copy of every holder (this runs per new file)
             candidates = list(islice(self._holders.items(), over + 8)) if over > 0 else []
         for other_key, other in candidates:
             if over <= 0:
                 break
-            if other is holder:
+            if other is keep:
                 continue
             if other.drop_descriptors():
                 with self._lock:

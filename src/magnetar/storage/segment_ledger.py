@@ -559,12 +559,12 @@ class SegmentLedger:
                     self._sealed.append(sealed)
         self._write_fd = fd
         self._writing = True
-        if self._budget is not None:
-            self._budget.touch(self)
         self._segments[ledger_id] = _Segment(ledger_id, path, array("Q"), HEADER.size)
         self._index.add_ledger(ledger_id, timestamp_ms)
         with self._lock:
             self._dirty[ledger_id] = os.dup(fd)
+        if self._budget is not None:  # last: from here on, giving the descriptor back is safe
+            self._budget.touch(self)
 
     def _hold_dir_fd(self) -> None:
         """Take the directory's descriptor for the next sync (one at a time)."""
@@ -979,10 +979,26 @@ class SegmentLedgerFactory:
         self._clock_ms = clock_ms
         self._open: dict[str, SegmentLedger] = {}
 
-    def open(self, name: str) -> SegmentLedger:
+    def open(self, name: str, first_ledger_id: int | None = None) -> SegmentLedger:
+        """``first_ledger_id``: the id of the ledger opening starts, taken beforehand by the
+        caller, so opening may run on another thread than the one handing out ids."""
         current = self._open.get(name)
         if current is not None and not current.closed:
             raise StorageError(f"managed ledger {name!r} is already open; close it first")
-        ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms, self.budget)
+        allocate = self._allocate if first_ledger_id is None else _first_then(first_ledger_id, self._allocate)
+        ledger = SegmentLedger(self.data_dir, name, allocate, self._config, self._clock_ms, self.budget)
         self._open[name] = ledger
         return ledger
+
+
+def _first_then(first: int, then: Callable[[], int]) -> Callable[[], int]:
+    """``first`` once, then whatever ``then`` gives."""
+    taken = False
+
+    def allocate() -> int:
+        nonlocal taken
+        if taken:
+            return then()
+        taken = True
+        return first
+    return allocate
