@@ -94,9 +94,11 @@ class HeldOpening:
         monkeypatch.setattr(SegmentLedgerFactory, "open", open_held)
 
 
-def with_broker(tmp_path: Path, scenario: Callable[[BrokerOperations], Awaitable[None]]) -> None:
+def with_broker(tmp_path: Path, scenario: Callable[[BrokerOperations], Awaitable[None]],
+                **settings: Any) -> None:
     async def run() -> None:
-        broker = BrokerOperations(BrokerConfig(brokerServicePort=0, webServicePort=0), tmp_path / "data")
+        config = BrokerConfig(brokerServicePort=0, webServicePort=0, **settings)
+        broker = BrokerOperations(config, tmp_path / "data")
         broker.start(asyncio.get_running_loop())
         try:
             await scenario(broker)
@@ -168,3 +170,43 @@ async def admin_while_loading(broker: BrokerOperations, held: HeldOpening) -> No
     assert (await until(lambda: client.answer(10), "the producer")).HasField("producer_success")
     assert broker.get_topic(TopicName.parse("persistent://public/default/slow"), create=False) \
         is broker.topics["persistent://public/default/slow"]
+
+
+def test_loads_beyond_max_concurrent_topic_load_request_wait_their_turn(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with_broker(tmp_path, lambda broker: one_load_at_a_time(broker, HeldOpening(monkeypatch, "slow")),
+                maxConcurrentTopicLoadRequest=1)
+
+
+async def one_load_at_a_time(broker: BrokerOperations, held: HeldOpening) -> None:
+    first, second = Client(broker, 1), Client(broker, 2)
+    first.producer("persistent://public/default/slow", 1, 10)
+    await until(held.started.is_set, "the slow ledger to start opening")
+    second.producer("persistent://public/default/queued", 1, 20)
+    await asyncio.sleep(0.05)
+    assert len(held.threads) == 1, "the second load started while the first held the only slot"
+    assert second.answer(20) is None
+    held.release.set()
+    assert (await until(lambda: second.answer(20), "the queued load")).HasField("producer_success")
+    assert (await until(lambda: first.answer(10), "the first load")).HasField("producer_success")
+    assert len(held.threads) == 2
+
+
+def test_a_non_persistent_topic_takes_its_ledger_ids_on_the_event_loop(tmp_path: Path) -> None:
+    """Ledger ids are handed out on the loop only; an in-memory topic has no files to wait for."""
+    with_broker(tmp_path, in_memory_load)
+
+
+async def in_memory_load(broker: BrokerOperations) -> None:
+    threads: list[str] = []
+    take = broker.ledger_ids.next_id
+
+    def recorded() -> int:
+        threads.append(threading.current_thread().name)
+        return take()
+
+    broker.ledger_ids.next_id = recorded  # type: ignore[method-assign]
+    client = Client(broker, 1)
+    client.producer("non-persistent://public/default/memory", 1, 10)
+    assert (await until(lambda: client.answer(10), "the producer")).HasField("producer_success")
+    assert threads and set(threads) == {threading.current_thread().name}

@@ -87,7 +87,7 @@ class BrokerService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
-        self._budget = budget = DescriptorBudget(config.openFileLimit or default_budget())
+        budget = DescriptorBudget(config.openFileLimit or default_budget())
         #: ledger ids, a block reserved ahead on the writer's thread
         self.ledger_ids = LedgerIds(self.metadata, self.writer)
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.ledger_ids.next_id, ledger_config,
@@ -406,7 +406,9 @@ class BrokerService:
     async def _load(self, name: TopicName, create: bool) -> Topic:
         key = str(name)
         self._check_record(name, create)
-        ledger_id = self.ledger_ids.next_id() if name.persistent else None
+        if not name.persistent:  # in memory: nothing to wait for
+            return self._adopt(name, self._open_ledger(name))
+        ledger_id = self.ledger_ids.next_id()
         with _load_errors(key):
             ledger = await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, name, ledger_id)
         return self._adopt(name, ledger)
@@ -425,7 +427,6 @@ class BrokerService:
             self.check_namespace(name)
             self.check_topic_count(name)
             self.metadata.create_topic(key)
-
 
     def check_topic_count(self, name: TopicName, adding: int = 1) -> None:
         """``maxTopicsPerNamespace``: partitions count one each, as in Pulsar."""
@@ -455,7 +456,8 @@ class BrokerService:
 
     def _adopt(self, name: TopicName, ledger: ManagedLedger) -> Topic:
         if name.persistent:
-            self._budget.enforce(keep=ledger)  # opened on a worker thread, which only registers
+            if (budget := self.ledger_factory.budget) is not None:
+                budget.enforce(keep=ledger)  # opened on a worker thread, which only registers
             # its new segment file and directory entry are made durable now, which also
             # gives back the descriptors the sync holds for them
             self.committer.mark_dirty(ledger)
