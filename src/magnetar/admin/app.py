@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from magnetar import __version__
 from magnetar.admin import (
@@ -34,6 +35,7 @@ from magnetar.admin import (
 )
 from magnetar.admin.common import PLAIN_TEXT, Broker
 from magnetar.admin.durable_answers import DurableAnswers
+from magnetar.admin.metrics import metrics_text
 from magnetar.security.peer_certificates import PeerCertificates
 
 if TYPE_CHECKING:
@@ -72,9 +74,6 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)
     async def metrics(broker: Broker) -> Response:
-        from prometheus_client.exposition import CONTENT_TYPE_LATEST
-
-        from magnetar.admin.metrics import metrics_text
         return StreamingResponse(metrics_text(broker), media_type=CONTENT_TYPE_LATEST)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

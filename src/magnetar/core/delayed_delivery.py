@@ -15,6 +15,7 @@ list lives in a topic-level record (``SHARED_INDEX_CURSOR``) instead of each cur
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.core.broker_config import BrokerConfig
@@ -47,8 +48,19 @@ def in_memory_tracker(config: BrokerConfig) -> InMemoryDelayedDeliveryTracker:
         is_delayed_delivery_deliver_at_time_strict=config.isDelayedDeliveryDeliverAtTimeStrict)
 
 
+@dataclass(frozen=True, slots=True)
+class _InMemoryTrackers:
+    """A TrackerFactory as one object rather than a closure and its cell: every loaded
+    topic holds one, and every object is one more for each garbage collection to walk."""
+
+    config: BrokerConfig
+
+    def __call__(self, _sub: SubscriptionView) -> DelayedDeliveryTracker:
+        return in_memory_tracker(self.config)
+
+
 def in_memory_factory(config: BrokerConfig) -> TrackerFactory:
-    return lambda _sub: in_memory_tracker(config)
+    return _InMemoryTrackers(config)
 
 
 def uses_buckets(config: BrokerConfig) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 WINDOW_MS = 10_000
 
 
-@dataclass
+@dataclass(slots=True)
 class RateCounter:
     total_msgs: int = 0
     total_bytes: int = 0
@@ -19,7 +19,10 @@ class RateCounter:
     total_events: int = 0
     #: time of the last ``add``, 0 if never
     last_ms: int = 0
-    _samples: deque[tuple[int, int, int]] = field(default_factory=deque, repr=False)
+    #: (second, msgs, bytes) of the window's seconds; made at the first ``add``, as most
+    #: counters of a loaded topic (its consumers' redeliveries, its expiries) never count
+    #: anything, and each container is one more object for every garbage collection to walk
+    _samples: deque[tuple[int, int, int]] | None = field(default=None, repr=False)
 
     def add(self, now_ms: int, msgs: int, size_bytes: int = 0) -> None:
         self.total_msgs += msgs
@@ -27,22 +30,29 @@ class RateCounter:
         self.total_events += 1
         self.last_ms = now_ms
         bucket = now_ms // 1000
-        if self._samples and self._samples[-1][0] == bucket:
-            _, m, b = self._samples[-1]
-            self._samples[-1] = (bucket, m + msgs, b + size_bytes)
+        samples = self._samples
+        if samples is None:
+            samples = self._samples = deque()
+        if samples and samples[-1][0] == bucket:
+            _, m, b = samples[-1]
+            samples[-1] = (bucket, m + msgs, b + size_bytes)
         else:
-            self._samples.append((bucket, msgs, size_bytes))
+            samples.append((bucket, msgs, size_bytes))
             self._trim(now_ms)
 
     def rate(self, now_ms: int) -> tuple[float, float]:
         """(messages/s, bytes/s) over the window ending now."""
         self._trim(now_ms)
-        msgs = sum(m for _, m, _ in self._samples)
-        size = sum(b for _, _, b in self._samples)
+        samples = self._samples or ()
+        msgs = sum(m for _, m, _ in samples)
+        size = sum(b for _, _, b in samples)
         seconds = WINDOW_MS / 1000
         return msgs / seconds, size / seconds
 
     def _trim(self, now_ms: int) -> None:
         oldest = (now_ms - WINDOW_MS) // 1000
-        while self._samples and self._samples[0][0] <= oldest:
-            self._samples.popleft()
+        samples = self._samples
+        while samples and samples[0][0] <= oldest:
+            samples.popleft()
+        if samples is not None and not samples:
+            self._samples = None

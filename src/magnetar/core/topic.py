@@ -143,9 +143,12 @@ class Topic:
     def delayed(self, delayed: DelayedDelivery | None) -> None:
         self._delayed = delayed
         if delayed is not None:
-            delayed.on_trackers = lambda: self.on_attention(self, "delayed")
+            delayed.on_trackers = self._delayed_has_trackers
             if delayed.has_trackers:
                 self.on_attention(self, "delayed")
+
+    def _delayed_has_trackers(self) -> None:
+        self.on_attention(self, "delayed")
 
     # -- the EntrySource the dispatchers read ---------------------------------
     def read_entry(self, pos: Position) -> bytes:

@@ -16,6 +16,7 @@ import logging
 import shutil
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -560,16 +561,16 @@ class BrokerService:
         property_dedup.store_snapshots(self)
 
     def delayed_delivery_for(self, name: TopicName) -> DelayedDelivery:
-        namespace = name.namespace_name
-
-        def enabled() -> bool:
-            return policies.delayed_delivery_active(self.topic_policies(name),
-                                                    self.namespace_policies(namespace) or Policies(), self.config)
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
-        made = delayed_delivery(self.config, storage, enabled=enabled, latency_clock_ms=monotonic_ms)
+        made = delayed_delivery(self.config, storage, enabled=partial(self._delayed_delivery_active, name),
+                                latency_clock_ms=monotonic_ms)
         made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
                                                               self.config)
         return made
+
+    def _delayed_delivery_active(self, name: TopicName) -> bool:
+        return policies.delayed_delivery_active(self.topic_policies(name),
+                                                self.namespace_policies(name.namespace_name) or Policies(), self.config)
 
     def apply_delayed_tick(self, topic: Topic) -> None:
         if topic.delayed is not None:

@@ -429,11 +429,15 @@ class SegmentLedger:
         config: LedgerConfig | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
         budget: DescriptorBudget | None = None,
+        first_ledger_id: int | None = None,
     ) -> None:
+        """``first_ledger_id``: the id of the first ledger this one opens, taken beforehand
+        (then ``allocate_ledger_id`` gives the ones after it)."""
         self.name = name
         self._budget = budget
         self.directory = Path(data_dir) / topic_dir_name(name)
         self._allocate = allocate_ledger_id
+        self._first_ledger_id = first_ledger_id
         self._config = config or LedgerConfig()
         self._clock_ms = clock_ms
         self._index = LedgerIndex()
@@ -530,7 +534,10 @@ class SegmentLedger:
 
     def _open_ledger(self) -> None:
         """Create the next ledger's file and make it current."""
-        ledger_id, timestamp_ms = self._allocate(), self._clock_ms()
+        ledger_id, self._first_ledger_id = self._first_ledger_id, None
+        if ledger_id is None:
+            ledger_id = self._allocate()
+        timestamp_ms = self._clock_ms()
         if len(self._index) and ledger_id <= self._index.current.ledger_id:
             raise StorageError(
                 f"ledger id {ledger_id} for {self.name!r} does not follow {self._index.current.ledger_id}: "
@@ -985,20 +992,7 @@ class SegmentLedgerFactory:
         current = self._open.get(name)
         if current is not None and not current.closed:
             raise StorageError(f"managed ledger {name!r} is already open; close it first")
-        allocate = self._allocate if first_ledger_id is None else _first_then(first_ledger_id, self._allocate)
-        ledger = SegmentLedger(self.data_dir, name, allocate, self._config, self._clock_ms, self.budget)
+        ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms, self.budget,
+                               first_ledger_id)
         self._open[name] = ledger
         return ledger
-
-
-def _first_then(first: int, then: Callable[[], int]) -> Callable[[], int]:
-    """``first`` once, then whatever ``then`` gives."""
-    taken = False
-
-    def allocate() -> int:
-        nonlocal taken
-        if taken:
-            return then()
-        taken = True
-        return first
-    return allocate
