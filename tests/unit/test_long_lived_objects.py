@@ -95,3 +95,25 @@ def test_young_collections_run_less_often_while_installed_and_as_before_after() 
     finally:
         made.uninstall()
     assert gc.get_threshold() == before
+
+
+def test_a_middle_collection_freezes_a_large_old_generation_without_a_full_collection() -> None:
+    made = LongLivedObjects(lambda: 0, old_unfrozen_max=1_000)
+    made.install()
+    try:
+        gc.collect()  # everything older is frozen
+        before = gc.get_freeze_count()
+        kept = [[i] for i in range(5_000)]  # long-lived containers, as a topic load makes
+        gc.collect(1)  # they move to the old generation
+        gc.collect(1)  # it holds more than the bound: frozen after this middle collection
+        assert gc.get_freeze_count() - before >= len(kept)
+        assert len(gc.get_objects(generation=2)) <= 1_000
+        freezes = made.freezes
+        small = [[1]]
+        gc.collect(1)
+        gc.collect(1)  # below the bound: a middle collection leaves the old generation be
+        assert made.freezes == freezes
+        assert small[0] == [1]
+    finally:
+        made.uninstall()
+    assert gc.get_freeze_count() == 0

@@ -23,6 +23,15 @@ generation is collected every 4 young collections (CPython's default is 10): it 
 what survived them, up to 4 x 10,000 objects, and while topics load most of it survives.
 At 20 young collections per middle one, a middle collection right after loading 50,000
 topics held the loop 67 to 103 ms (``bench/metrics_bench.py``); at 4, 14 to 26 ms.
+
+What the middle collections pass on to the old generation waits there for the next full
+collection, which CPython runs once it exceeds a quarter of what the last one kept: after
+50,000 topics loaded, about 300,000 objects, one 292 ms pause. So once the old generation
+holds more than ``OLD_UNFROZEN_MAX`` objects not yet frozen, they are frozen after the
+middle collection without the full one walking them: a full collection walks at most about
+that many (25 ms at 50,000). Such objects have lived through two collections already; what
+of them is cyclic garbage (topics and connections released since, mostly) waits for the
+unfreeze like any frozen garbage.
 """
 
 from __future__ import annotations
@@ -36,14 +45,17 @@ log = logging.getLogger("magnetar.gc")
 
 #: released topics and connections tolerated before survivors are unfrozen
 MIN_RELEASED = 1000
+#: objects in the old generation, not frozen, above which a middle collection freezes them
+OLD_UNFROZEN_MAX = 50_000
 #: (young, middle, old) collection thresholds while installed
 THRESHOLDS = (10_000, 4, 10)
 
 
 class LongLivedObjects:
-    def __init__(self, loaded: Callable[[], int]) -> None:
+    def __init__(self, loaded: Callable[[], int], old_unfrozen_max: int = OLD_UNFROZEN_MAX) -> None:
         """``loaded()``: how many topics and connections the broker holds now."""
         self.loaded = loaded
+        self.old_unfrozen_max = old_unfrozen_max
         self.released_since_unfreeze = 0
         self.freezes = 0
         self.unfreezes = 0
@@ -84,6 +96,14 @@ class LongLivedObjects:
             self.released_since_unfreeze = 0
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "stop" and info.get("generation") == 2:
+        if phase != "stop":
+            return
+        generation = info.get("generation")
+        if generation == 2 or (generation == 1 and self._old_generation_is_large()):
             gc.freeze()
             self.freezes += 1
+
+    def _old_generation_is_large(self) -> bool:
+        # a list of the old generation's objects (no collection runs inside a callback):
+        # at most about OLD_UNFROZEN_MAX plus a middle collection's survivors, 1 to 2 ms
+        return len(gc.get_objects(generation=2)) > self.old_unfrozen_max
