@@ -382,8 +382,9 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
         for chunk in snapshot_text(snap):
             yield chunk
             await asyncio.sleep(0)
-        for rows in (snap.topic_rows, snap.subscription_rows, snap.consumer_rows, snap.evictions,
-                     *snap.latency.values()):
+        held: list[dict[Any, Any]] = [snap.topic_rows, snap.subscription_rows, snap.consumer_rows, snap.evictions,
+                                      *snap.latency.values()]
+        for rows in held:
             await release(rows)
 
 
