@@ -14,6 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +47,18 @@ def publish_latencies(broker: BrokerProcess, stop: threading.Event, out: list[fl
             seq += 1
 
 
+def scrape_with_curl(web_url: str, times: int) -> list[tuple[float, int]]:
+    """As ``scrape``, with curl: a scraper that spends little CPU reading, as Prometheus
+    does, where httpx's chunk decoding takes most of a core of the two."""
+    scraped = []
+    for _ in range(times):
+        started = time.perf_counter()
+        out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}", f"{web_url}/metrics"],
+                             check=True, capture_output=True, text=True).stdout
+        scraped.append((time.perf_counter() - started, int(out)))
+    return scraped
+
+
 def scrape(web_url: str, times: int) -> list[tuple[float, int]]:
     """Scrape ``times`` times back to back: (seconds, bytes) of each."""
     scraped = []
@@ -64,7 +79,8 @@ def summary(values: list[float]) -> dict[str, float]:
             "max_ms": round(ordered[-1], 2)}
 
 
-def measure(broker: BrokerProcess, seconds: float, scrapes: int) -> tuple[dict[str, float], list[tuple[float, int]]]:
+def measure(broker: BrokerProcess, seconds: float, scrapes: int,
+            scraper: str = "httpx") -> tuple[dict[str, float], list[tuple[float, int]]]:
     stop, latencies = threading.Event(), []
     probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
     probe.start()
@@ -74,7 +90,7 @@ def measure(broker: BrokerProcess, seconds: float, scrapes: int) -> tuple[dict[s
             # in another process: reading 80 MB in this one would take the interpreter lock
             # from the probe, and its waits would be counted as the broker's
             with multiprocessing.get_context("spawn").Pool(1) as pool:
-                scraped = pool.apply(scrape, (broker.web_url, scrapes))
+                scraped = pool.apply(scrape_with_curl if scraper == "curl" else scrape, (broker.web_url, scrapes))
         else:
             time.sleep(seconds)
     finally:
@@ -87,22 +103,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--scrapes", type=int, default=3)
+    parser.add_argument("--scraper", choices=["httpx", "curl"], default="httpx",
+                        help="what scrapes: httpx in Python, or curl (little CPU, as Prometheus)")
     parser.add_argument("--broker-src", help="run the broker from this source tree (to compare versions)")
     args = parser.parse_args()
 
     data = Path(tempfile.mkdtemp(prefix="metrics-bench-")) / "data"
     broker = BrokerProcess(data, config={"idleTopicUnloadSeconds": "0"})
     if args.broker_src:
-        import os
         os.environ["PYTHONPATH"] = args.broker_src
     broker.start()
     try:
         for first in range(0, args.topics, 1000):
             create_wave(broker, first, min(1000, args.topics - first))
+        # the kernel writes the new topics' files back over the next half minute, and a
+        # publish's fdatasync waits behind that (30 to 100 ms): flushed first, so the phases
+        # below measure the scrape rather than the creation's writeback
+        os.sync()
         quiet, _ = measure(broker, 5.0, 0)
-        busy, scraped = measure(broker, 0, args.scrapes)
+        if args.scraper == "curl" and shutil.which("curl") is None:
+            parser.error("--scraper curl: no curl on PATH")
+        busy, scraped = measure(broker, 0, args.scrapes, args.scraper)
         print(json.dumps({
-            "topics": args.topics,
+            "topics": args.topics, "scraper": args.scraper,
             "scrape_s": [round(s, 2) for s, _ in scraped],
             "scrape_mb": round(scraped[0][1] / 1e6, 1) if scraped else 0,
             "publish_without_scrape": quiet, "publish_during_scrapes": busy,

@@ -177,8 +177,12 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
     }
 
 
-#: topics read per slice of a scrape; the event loop serves other work between slices
-TOPICS_PER_SLICE = 20
+#: topics read per slice of a scrape; the event loop serves other work between slices. A
+#: slice is about half a millisecond; another client's publish waits for about two of them
+#: (its SEND, then its receipt), so shorter slices are lower latencies during a scrape:
+#: at 10,000 topics, publish p50 4.3 ms and p99 8 ms with 20 topics and 400 samples per
+#: slice, 1.6 ms and 3.5 to 4.3 ms with 5 and 200 (``bench/metrics_bench.py``)
+TOPICS_PER_SLICE = 5
 
 Rows = dict[tuple[str, ...], dict[str, float]]
 
@@ -292,8 +296,8 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
     return [usage, refused]
 
 
-#: samples formatted per slice of a scrape's text
-SAMPLES_PER_SLICE = 400
+#: samples formatted per slice of a scrape's text (see TOPICS_PER_SLICE)
+SAMPLES_PER_SLICE = 200
 
 
 def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
