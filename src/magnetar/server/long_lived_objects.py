@@ -9,8 +9,8 @@ So after each full collection its survivors are frozen (``gc.freeze``): later fu
 collections walk only what was allocated since. The price is that frozen objects which
 become garbage inside a reference cycle are not reclaimed while frozen; topics and
 connections are such objects, so once enough of them went away since the last freeze
-(``max(MIN_RELEASED, a quarter of what is loaded)``), everything is unfrozen and a full
-collection reclaims them there and then: one long pause instead of one per collection. Memory held
+(``max(MIN_RELEASED, a quarter of what is loaded)``), everything is unfrozen and the next
+full collection reclaims them, one long pause instead of one per collection. Memory held
 by released objects is bounded by that count.
 
 The youngest generation is collected after ``YOUNG_THRESHOLD`` net allocations instead of
@@ -61,6 +61,7 @@ class LongLivedObjects:
         self.unfreezes = 0
         self._installed = False
         self._thresholds_before = gc.get_threshold()
+        self._awaiting_full_collection = False
 
     def install(self) -> None:
         if not self._installed:
@@ -94,18 +95,21 @@ class LongLivedObjects:
             self.unfreezes += 1
             self.released_since_unfreeze = 0
             gc.unfreeze()
-            # collected now: left for later, the next middle collection would find the old
-            # generation large and freeze it again, garbage and all (50,000 topics unloaded
-            # kept 19 KB of memory each that way, 5.6 KB once collected)
-            gc.collect()
+            # until the full collection that reclaims them, a large old generation is the
+            # unfrozen objects: freezing it again would keep their garbage for good (50,000
+            # unloaded topics kept 19 KB each that way, 8.75 KB with this)
+            self._awaiting_full_collection = True
 
     def _after_collection(self, phase: str, info: dict[str, Any]) -> None:
         if phase != "stop":
             return
         generation = info.get("generation")
-        if generation == 2 or (generation == 1 and self._old_generation_is_large()):
-            gc.freeze()
-            self.freezes += 1
+        if generation == 2:
+            self._awaiting_full_collection = False
+        elif generation != 1 or self._awaiting_full_collection or not self._old_generation_is_large():
+            return
+        gc.freeze()
+        self.freezes += 1
 
     def _old_generation_is_large(self) -> bool:
         # a list of the old generation's objects (no collection runs inside a callback):
