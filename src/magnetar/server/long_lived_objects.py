@@ -29,7 +29,8 @@ collection, which CPython runs once it exceeds a quarter of what the last one ke
 50,000 topics loaded, about 300,000 objects, one 292 ms pause. So once the old generation
 holds more than ``OLD_UNFROZEN_MAX`` objects not yet frozen, they are frozen after the
 middle collection without the full one walking them: a full collection walks at most about
-that many (25 ms at 50,000). Such objects have lived through two collections already; what
+that many plus a middle collection's survivors (with a bound of 50,000, full collections
+during scrapes after loading 50,000 topics took 18 to 53 ms; hence 25,000). Such objects have lived through two collections already; what
 of them is cyclic garbage (topics and connections released since, mostly) waits for the
 unfreeze like any frozen garbage.
 """
@@ -46,7 +47,7 @@ log = logging.getLogger("magnetar.gc")
 #: released topics and connections tolerated before survivors are unfrozen
 MIN_RELEASED = 1000
 #: objects in the old generation, not frozen, above which a middle collection freezes them
-OLD_UNFROZEN_MAX = 50_000
+OLD_UNFROZEN_MAX = 25_000
 #: (young, middle, old) collection thresholds while installed
 THRESHOLDS = (10_000, 4, 10)
 
