@@ -30,9 +30,9 @@ collection, which CPython runs once it exceeds a quarter of what the last one ke
 holds more than ``OLD_UNFROZEN_MAX`` objects not yet frozen, they are frozen after the
 middle collection without the full one walking them: a full collection walks at most about
 that many plus a middle collection's survivors (with a bound of 50,000, full collections
-during scrapes after loading 50,000 topics took 18 to 53 ms; hence 25,000). Such objects have lived through two collections already; what
-of them is cyclic garbage (topics and connections released since, mostly) waits for the
-unfreeze like any frozen garbage.
+during scrapes after loading 50,000 topics took 18 to 53 ms; hence 25,000). Such objects
+have lived through two collections already; what of them is cyclic garbage (topics and
+connections released since, mostly) waits for the unfreeze like any frozen garbage.
 """
 
 from __future__ import annotations
