@@ -5,11 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 
-from magnetar.server.thread_switching import FAST_SWITCH_INTERVAL_S, faster_thread_switching
+from magnetar.server.thread_switching import FAST_SWITCH_INTERVAL_S, HAND_OVER_THREAD, faster_thread_switching
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def hand_over_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == HAND_OVER_THREAD]
+
+
+def test_one_thread_asks_for_the_lock_inside_and_it_ends_after() -> None:
+    assert hand_over_threads() == []
+    with faster_thread_switching():
+        with faster_thread_switching():
+            assert len(hand_over_threads()) == 1
+        assert len(hand_over_threads()) == 1, "the outer use still runs"
+    deadline = time.monotonic() + 10
+    while hand_over_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert hand_over_threads() == []
 
 
 def test_lowered_inside_and_restored_after_nested_uses() -> None:
