@@ -24,7 +24,7 @@ FAST_SWITCH_INTERVAL_S = 0.0001
 
 _active = 0
 _saved = 0.0
-_breaker_stop: threading.Event | None = None
+_hand_over_stop: threading.Event | None = None
 #: how often the hand-over thread asks for the lock while such work runs
 HAND_OVER_PERIOD_S = 0.002
 HAND_OVER_THREAD = "magnetar-lock-hand-over"
@@ -47,12 +47,12 @@ def _ask_for_the_lock(stop: threading.Event) -> None:
 def faster_thread_switching() -> Iterator[None]:
     """The lock handed over every FAST_SWITCH_INTERVAL_S inside (nested and overlapping
     uses share it); the interval from before once the last one ends."""
-    global _active, _saved, _breaker_stop
+    global _active, _saved, _hand_over_stop
     if _active == 0:
         _saved = sys.getswitchinterval()
         sys.setswitchinterval(FAST_SWITCH_INTERVAL_S)
-        _breaker_stop = threading.Event()
-        threading.Thread(target=_ask_for_the_lock, args=(_breaker_stop,), name=HAND_OVER_THREAD,
+        _hand_over_stop = threading.Event()
+        threading.Thread(target=_ask_for_the_lock, args=(_hand_over_stop,), name=HAND_OVER_THREAD,
                          daemon=True).start()
     _active += 1
     try:
@@ -61,5 +61,6 @@ def faster_thread_switching() -> Iterator[None]:
         _active -= 1
         if _active == 0:
             sys.setswitchinterval(_saved)
-            if _breaker_stop is not None:
-                _breaker_stop.set()
+            if _hand_over_stop is not None:
+                _hand_over_stop.set()
+                _hand_over_stop = None
