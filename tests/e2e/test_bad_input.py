@@ -101,6 +101,32 @@ def test_wrong_checksum_fails_only_that_message(broker: BrokerProcess, bystander
         assert not [f for f in conn.frames_for(0.3) if f.command.type == T.MESSAGE]
 
 
+def test_a_bad_send_among_pipelined_ones_fails_alone(broker: BrokerProcess, bystander: RawConnection) -> None:
+    """Sends that arrive in one read are published as a run; the one with a wrong checksum
+    is refused on its own, and the others are stored and receipted in their order."""
+    topic = new_topic()
+    with connected(broker) as conn:
+        conn.create_producer(topic)
+        written: list[bytes] = []
+        send_bytes = conn.send_bytes
+        conn.send_bytes = written.append  # type: ignore[method-assign]
+        for seq in range(8):
+            conn.send_message(0, seq, f"m{seq}".encode(), corrupt_checksum=seq == 3)
+        conn.send_bytes = send_bytes  # type: ignore[method-assign]
+        conn.send_bytes(b"".join(written))
+        answers = [conn.next_frame(5) for _ in range(8)]
+        errors = [f.command.send_error for f in answers if f is not None and f.command.type == T.SEND_ERROR]
+        receipts = [f.command.send_receipt for f in answers if f is not None and f.command.type == T.SEND_RECEIPT]
+        assert [(e.sequence_id, e.error) for e in errors] == [(3, pb.ChecksumError)]
+        assert [r.sequence_id for r in receipts] == [0, 1, 2, 4, 5, 6, 7]
+        entry_ids = [r.message_id.entryId for r in receipts]
+        assert entry_ids == list(range(entry_ids[0], entry_ids[0] + 7))
+        conn.subscribe(topic, "s", consumer_id=0, request_id=2, initialPosition=pb.CommandSubscribe.Earliest)
+        conn.send_command(pb.BaseCommand(type=T.FLOW, flow=pb.CommandFlow(consumer_id=0, messagePermits=10)))
+        payloads = [conn.expect(T.MESSAGE).entry[-2:] for _ in range(7)]
+        assert payloads == [b"m0", b"m1", b"m2", b"m4", b"m5", b"m6", b"m7"]
+
+
 def test_send_for_an_unknown_producer(broker: BrokerProcess, bystander: RawConnection) -> None:
     with connected(broker) as conn:
         conn.send_message(42, 7, b"who am I")

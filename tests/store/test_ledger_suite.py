@@ -237,6 +237,58 @@ def test_refuses_empty_and_non_bytes_entries(make_factory: MakeFactory) -> None:
     assert ledger.last_position() is None
 
 
+def append_all(ledger: ManagedLedger, entries: list[bytes]) -> list[Position]:
+    """What a publisher's run does: append_many until every entry is in."""
+    positions: list[Position] = []
+    while len(positions) < len(entries):
+        taken = ledger.append_many(entries[len(positions):])
+        assert taken, "append_many appends at least the first entry"
+        positions += taken
+    return positions
+
+
+@settings(max_examples=60, deadline=None)
+@given(sizes=st.lists(st.integers(1, 120), min_size=1, max_size=40),
+       runs=st.lists(st.integers(1, 12), min_size=1, max_size=40),
+       max_entries=st.integers(1, 7), max_size=st.integers(1, 400))
+def test_append_many_is_appending_one_at_a_time(sizes: list[int], runs: list[int], max_entries: int,
+                                                max_size: int) -> None:
+    config = LedgerConfig(max_entries_per_ledger=max_entries, max_size_per_ledger_bytes=max_size)
+    entries = [bytes([i % 256]) * size for i, size in enumerate(sizes)]
+    with tempfile.TemporaryDirectory() as one_dir, tempfile.TemporaryDirectory() as many_dir:
+        for kind in ("memory", "segment"):
+            one, many = (
+                MemoryLedgerFactory(itertools.count(1).__next__, config, clock_ms=lambda: 0) if kind == "memory"
+                else SegmentLedgerFactory(data_dir, itertools.count(1).__next__, config, clock_ms=lambda: 0)
+                for data_dir in (one_dir, many_dir)
+            )
+            by_one, by_many = one.open(TOPIC + kind), many.open(TOPIC + kind)
+            expected = [by_one.append(entry) for entry in entries]
+            got: list[Position] = []
+            start = 0
+            for run in itertools.cycle(runs):
+                if start >= len(entries):
+                    break
+                got += append_all(by_many, entries[start:start + run])
+                start += run
+            assert got == expected
+            assert by_many.ledgers() == by_one.ledgers()
+            by_many.flush()
+            assert [by_many.read(p) for p in got] == entries
+            assert [data for _, data in by_many.iter_entries(BEFORE_START)] == entries
+            by_one.close()
+            by_many.close()
+
+
+def test_append_many_stops_before_an_entry_no_ledger_stores(make_factory: MakeFactory) -> None:
+    ledger = make_factory().open(TOPIC)
+    assert ledger.append_many([b"a", b"b", b"", b"c"]) == [Position(1, 0), Position(1, 1)]
+    with pytest.raises(ValueError, match="empty entry"):
+        ledger.append_many([b"", b"c"])
+    assert ledger.append_many([b"c"]) == [Position(1, 2)]
+    assert ledger.last_position() == Position(1, 2)
+
+
 def test_sync_marks_appends_durable(make_factory: MakeFactory) -> None:
     ledger = make_factory().open(TOPIC)
     assert ledger.sync() is None

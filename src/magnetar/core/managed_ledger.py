@@ -20,7 +20,7 @@ Rules both implementations keep (the shared suite in ``tests/store`` checks them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -108,6 +108,13 @@ class ManagedLedger(Protocol):
 
         May flush earlier appends first (a full ledger, a full buffer): if that fails it
         raises :class:`AppendFailed` and ``data`` is not appended."""
+        ...
+
+    def append_many(self, entries: Sequence[bytes]) -> list[Position]:
+        """Append the longest prefix of ``entries`` that the current ledger takes (at least
+        the first, which fails as :meth:`append` would), with one check of the buffer and
+        the ledger for all of them: a read's worth of one producer's sends. Their positions,
+        consecutive; the caller appends the rest with the next call."""
         ...
 
     def flush(self) -> None:

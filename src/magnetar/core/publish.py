@@ -12,6 +12,7 @@ here is a function of the topic, the entry and the time, so the simulation runs 
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
@@ -20,7 +21,7 @@ from magnetar.core.errors import NotAllowed, PersistenceError
 from magnetar.core.managed_ledger import AppendFailed
 from magnetar.core.positions import Position
 from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.topic import Send, Topic
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
 from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, parse_entry
@@ -53,9 +54,30 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
     try:
         return topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms, last_id, business, info)
     except AppendFailed as exc:
-        # writing earlier buffered appends failed; this one was not appended either
-        topic.appends_taken_back(exc.position, exc.reason)
-        raise PersistenceError(f"Cannot store the message on {topic.name}: {exc.reason}; retry") from None
+        raise _not_stored(topic, exc) from None
+
+
+def publish_run(topic: Topic, producer: Producer, sends: Sequence[Send], now_ms: int) -> list[Position]:
+    """Judge and append a prefix of one producer's sends (at least the first); the
+    positions of those appended, none when the first was a duplicate (answered).
+
+    Deduplication judges one send at a time, each against what the one before it
+    recorded: on a topic that has it (either kind), the first send goes alone. Raises as
+    :func:`publish` does for the first send."""
+    if topic.dedup is not None or topic.property_dedup is not None:
+        pos = publish(topic, producer, *sends[0], now_ms)
+        return [] if pos is None else [pos]
+    try:
+        return topic.publish_run(producer, sends, now_ms)
+    except AppendFailed as exc:
+        raise _not_stored(topic, exc) from None
+
+
+def _not_stored(topic: Topic, failure: AppendFailed) -> PersistenceError:
+    """Writing earlier buffered appends failed, and the send at hand was not appended
+    either: the earlier ones are answered with errors, and so is it (the error returned)."""
+    topic.appends_taken_back(failure.position, failure.reason)
+    return PersistenceError(f"Cannot store the message on {topic.name}: {failure.reason}; retry")
 
 
 def delay_problem(limit_ms: int, metadata: pb.MessageMetadata) -> NotAllowed | None:

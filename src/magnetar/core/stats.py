@@ -24,10 +24,10 @@ class RateCounter:
     #: anything, and each container is one more object for every garbage collection to walk
     _samples: deque[tuple[int, int, int]] | None = field(default=None, repr=False)
 
-    def add(self, now_ms: int, msgs: int, size_bytes: int = 0) -> None:
+    def add(self, now_ms: int, msgs: int, size_bytes: int = 0, events: int = 1) -> None:
         self.total_msgs += msgs
         self.total_bytes += size_bytes
-        self.total_events += 1
+        self.total_events += events
         self.last_ms = now_ms
         bucket = now_ms // 1000
         samples = self._samples

@@ -42,7 +42,7 @@ from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
 from magnetar.core.subscription import Subscription
 from magnetar.core.subscription_view import EntrySource
-from magnetar.core.topic import Topic
+from magnetar.core.topic import Send, Topic
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -883,9 +883,22 @@ class BrokerOperations(BrokerService):
         if refusal is not None:
             raise PersistenceError(refusal)
         pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now_ms())
-        if pos is None:
-            return
-        self.recorder.appended(topic.ledger.name, pos)
+        if pos is not None:
+            self._appended(topic, (pos,))
+
+    def publish_run(self, topic: Topic, producer: Producer, sends: Sequence[Send]) -> int:
+        """Publish a prefix of one producer's sends (a read's worth) as :meth:`publish`
+        does each; how many were taken (at least one). Raises for the first when it fails."""
+        refusal = self.disk.refusal()
+        if refusal is not None:
+            raise PersistenceError(refusal)
+        positions = publish.publish_run(topic, producer, sends, now_ms())
+        if positions:
+            self._appended(topic, positions)
+        return max(len(positions), 1)
+
+    def _appended(self, topic: Topic, positions: Sequence[Position]) -> None:
+        self.recorder.appended(topic.ledger.name, positions)
         if topic.name.persistent:
             self.append_done(topic)
         else:

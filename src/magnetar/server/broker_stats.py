@@ -13,7 +13,9 @@ import bisect
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from magnetar.core.positions import Position
 
@@ -38,10 +40,10 @@ class LatencyBuckets:
     count: int = 0
     sum_ms: float = 0.0
 
-    def observe(self, latency_ms: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BOUNDS_MS, latency_ms)] += 1
-        self.count += 1
-        self.sum_ms += latency_ms
+    def observe(self, latency_ms: float, count: int = 1) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BOUNDS_MS, latency_ms)] += count
+        self.count += count
+        self.sum_ms += latency_ms * count
 
     def values(self) -> LatencyValues:
         """(count per bucket..., count, sum in ms): a tuple, which the garbage collector
@@ -57,10 +59,11 @@ class LatencyQuantiles:
         self.count = 0
         self.sum_s = 0.0
 
-    def observe(self, latency_s: float) -> None:
-        self._samples.append(latency_s)
-        self.count += 1
-        self.sum_s += latency_s
+    def observe(self, latency_s: float, count: int = 1) -> None:
+        samples = self._samples
+        samples.extend(repeat(latency_s, min(count, samples.maxlen or count)))
+        self.count += count
+        self.sum_s += latency_s * count
 
     def quantiles(self) -> list[tuple[float, float]]:
         ordered = sorted(self._samples)
@@ -79,11 +82,12 @@ class BrokerStatsRecorder:
         self._ledger_write_latency: dict[str, LatencyBuckets] = {}
 
     # -- publish latency (event loop) ---------------------------------------------
-    def appended(self, topic: str, pos: Position) -> None:
+    def appended(self, topic: str, positions: Iterable[Position]) -> None:
         pending = self._appended.get(topic)
         if pending is None:  # not setdefault: that would build a deque for every entry
             pending = self._appended[topic] = deque()
-        pending.append((pos, time.perf_counter()))
+        now = time.perf_counter()
+        pending.extend((pos, now) for pos in positions)
 
     def persisted(self, topic: str, upto: Position) -> None:
         pending = self._appended.get(topic)
@@ -92,9 +96,14 @@ class BrokerStatsRecorder:
         now = time.perf_counter()
         buckets = self.write_latency.setdefault(topic, LatencyBuckets())
         while pending and pending[0][0] <= upto:
-            latency_s = now - pending.popleft()[1]
-            buckets.observe(latency_s * 1000)
-            self.publish_latency.observe(latency_s)
+            appended_at = pending.popleft()[1]
+            count = 1  # the entries of one read were appended at the same time
+            while pending and pending[0][1] == appended_at and pending[0][0] <= upto:
+                pending.popleft()
+                count += 1
+            latency_s = now - appended_at
+            buckets.observe(latency_s * 1000, count)
+            self.publish_latency.observe(latency_s, count)
 
     # -- fsync latency (group-commit worker thread) ---------------------------------
     def ledger_synced(self, topic: str, seconds: float) -> None:

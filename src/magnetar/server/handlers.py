@@ -32,7 +32,7 @@ from magnetar.core.publish import delay_problem
 from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.sinks import ConsumerSink, ProducerSink
 from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic, topic_of
+from magnetar.core.topic import Send, Topic, topic_of
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
@@ -212,10 +212,31 @@ def send(conn: ClientConnection, frame: Frame) -> None:
         if problem is not None:
             conn.send_error(req.producer_id, req.sequence_id, *problem)
             return
+    conn.broker.publish(topic, prod, req.sequence_id, *_counts(req), entry, info)
+
+
+def run_send(frame: Frame) -> Send | None:
+    """The send of ``frame`` as a run of one producer's sends carries it, or None for one
+    that takes the ordinary path, alone: a missing, malformed or delayed entry (answered or
+    checked there)."""
+    entry = frame.entry
+    if not entry:
+        return None
+    try:
+        metadata = checked_metadata(entry)
+    except ProtocolError:
+        return None
+    if metadata is None or metadata.HasField("deliver_at_time"):
+        return None
+    req = frame.command.send
+    return req.sequence_id, *_counts(req), entry, EntryInfo.of(metadata)
+
+
+def _counts(req: pb.CommandSend) -> tuple[int, int]:
+    """The send's highest sequence id and message count, as the client gave them or implied."""
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
         req.highest_sequence_id >= req.sequence_id else req.sequence_id
-    num_messages = req.num_messages if req.HasField("num_messages") else 1
-    conn.broker.publish(topic, prod, req.sequence_id, highest, num_messages, entry, info)
+    return highest, req.num_messages if req.HasField("num_messages") else 1
 
 
 def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, str]:

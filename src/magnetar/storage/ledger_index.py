@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from operator import attrgetter
 
 from magnetar.core.positions import Position
@@ -61,11 +63,12 @@ class LedgerIndex:
             return self._slots[i]
         return None
 
-    def record_append(self, size_bytes: int) -> Position:
-        """Count one more entry in the current ledger and return its position."""
+    def record_append(self, size_bytes: int, entries: int = 1) -> Position:
+        """Count ``entries`` more entries of ``size_bytes`` in all in the current ledger;
+        the position of the first."""
         slot = self._slots[-1]
         pos = Position(slot.ledger_id, slot.entries)
-        slot.entries += 1
+        slot.entries += entries
         slot.size_bytes += size_bytes
         return pos
 
@@ -156,6 +159,23 @@ def check_entry(name: str, data: bytes) -> None:
         raise ValueError(f"empty entry for {name!r}: an entry holds at least the message metadata")
     if len(data) > MAX_ENTRY_SIZE_BYTES:
         raise ValueError(f"entry of {len(data)} bytes for {name!r} exceeds {MAX_ENTRY_SIZE_BYTES}")
+
+
+def appendable(name: str, slot: LedgerSlot, config: LedgerConfig, entries: Sequence[bytes]) -> tuple[int, int]:
+    """How many of ``entries`` the current ledger (not full) takes in one go, and their
+    bytes: each while the ledger was not full before it, as appending them one at a time
+    would. The first is checked (:func:`check_entry` raises for it); a later one that no
+    ledger stores ends the run, so that it is refused on its own."""
+    first = entries[0]
+    check_entry(name, first)
+    count, size_bytes = 1, len(first)
+    size_room = config.max_size_per_ledger_bytes - slot.size_bytes
+    for data in islice(entries, 1, config.max_entries_per_ledger - slot.entries):
+        if size_bytes >= size_room or type(data) is not bytes or not data or len(data) > MAX_ENTRY_SIZE_BYTES:
+            break
+        count += 1
+        size_bytes += len(data)
+    return count, size_bytes
 
 
 def is_full(slot: LedgerSlot, config: LedgerConfig) -> bool:

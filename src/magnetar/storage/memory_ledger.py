@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from magnetar.core.positions import Position
@@ -22,7 +22,7 @@ from magnetar.storage.interfaces import (
     LedgerInfo,
     StorageError,
 )
-from magnetar.storage.ledger_index import LedgerIndex, check_entry, is_full, wall_clock_ms
+from magnetar.storage.ledger_index import LedgerIndex, appendable, is_full, wall_clock_ms
 
 log = logging.getLogger("magnetar.storage")
 
@@ -85,20 +85,24 @@ class MemoryLedger:
             raise LedgerClosed(f"managed ledger {self.name!r} is closed")
 
     def append(self, data: bytes) -> Position:
+        return self.append_many((data,))[0]
+
+    def append_many(self, entries: Sequence[bytes]) -> list[Position]:
         self._check_open()
-        check_entry(self.name, data)
         if is_full(self._index.current, self._config):
             self._open_ledger()  # the rollover after the previous append failed
-        self._stored[self._index.current.ledger_id].entries.append(data)
-        pos = self._index.record_append(len(data))
+        count, size_bytes = appendable(self.name, self._index.current, self._config, entries)
+        self._stored[self._index.current.ledger_id].entries.extend(entries[:count])
+        ledger_id, first = self._index.record_append(size_bytes, count)
+        positions = [Position(ledger_id, entry_id) for entry_id in range(first, first + count)]
         with self._lock:
-            self._last_appended = pos
+            self._last_appended = positions[-1]
         if is_full(self._index.current, self._config):
             try:
                 self._open_ledger()
-            except Exception as exc:  # the entry is stored; the next append retries
+            except Exception as exc:  # the entries are stored; the next append retries
                 log.warning("managed ledger %r: rollover failed: %s", self.name, exc)
-        return pos
+        return positions
 
     def flush(self) -> None:
         """Nothing to write: an append is in memory at once."""

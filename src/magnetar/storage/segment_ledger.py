@@ -50,7 +50,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -68,7 +68,7 @@ from magnetar.storage.interfaces import (
     LedgerInfo,
     StorageError,
 )
-from magnetar.storage.ledger_index import LedgerIndex, check_entry, is_full, wall_clock_ms
+from magnetar.storage.ledger_index import LedgerIndex, appendable, is_full, wall_clock_ms
 
 log = logging.getLogger("magnetar.storage")
 
@@ -392,11 +392,20 @@ class _TailCache:
         return self._entries.get(pos)
 
     def put(self, pos: Position, data: bytes) -> None:
-        if len(data) > self._max_bytes or not self._max_entries:
+        self.put_all((pos,), (data,))
+
+    def put_all(self, positions: Sequence[Position], entries: Sequence[bytes]) -> None:
+        """Cache appended entries (``entries`` may run on past the positions)."""
+        if not self._max_entries:
             return
-        self._entries[pos] = data
-        self._bytes += len(data)
-        while len(self._entries) > self._max_entries or self._bytes > self._max_bytes:
+        cached, max_bytes = self._entries, self._max_bytes
+        added = 0
+        for pos, data in zip(positions, entries, strict=False):
+            if len(data) <= max_bytes:
+                cached[pos] = data
+                added += len(data)
+        self._bytes += added
+        while len(cached) > self._max_entries or self._bytes > max_bytes:
             self._evict_oldest()
 
     def drop_ledgers(self, ledger_ids: set[int]) -> None:
@@ -632,26 +641,36 @@ class SegmentLedger:
             )
 
     def append(self, data: bytes) -> Position:
+        return self.append_many((data,))[0]
+
+    def append_many(self, entries: Sequence[bytes]) -> list[Position]:
         self._check_writable()
-        check_entry(self.name, data)
         if self._unwritten_bytes >= _FLUSH_BYTES or len(self._unwritten) >= _IOV_MAX:
             self.flush()
         if is_full(self._index.current, self._config):
             self._open_ledger()  # flushes what the full ledger still buffers
-        segment = self._segments[self._index.current.ledger_id]
-        record = RECORD.pack(len(data), google_crc32c.value(data))
-        self._unwritten += (record, data)
-        self._unwritten_bytes += RECORD.size + len(data)
-        segment.offsets.append(segment.end_offset)
-        segment.end_offset += RECORD.size + len(data)
-        pos = self._index.record_append(len(data))
+        count, size_bytes = appendable(self.name, self._index.current, self._config, entries)
+        first = self._index.record_append(size_bytes, count)
+        ledger_id, entry_id = first
+        segment = self._segments[ledger_id]
+        offsets, end_offset, unwritten = segment.offsets, segment.end_offset, self._unwritten
+        crc32c_value = google_crc32c.value
+        positions = []
+        for data in entries[:count] if count < len(entries) else entries:
+            unwritten += (RECORD.pack(len(data), crc32c_value(data)), data)
+            offsets.append(end_offset)
+            end_offset += RECORD.size + len(data)
+            positions.append(Position(ledger_id, entry_id))
+            entry_id += 1
+        segment.end_offset = end_offset
+        self._unwritten_bytes += RECORD.size * count + size_bytes
         if self._unwritten_from is None:
-            self._unwritten_from = pos
-        self._appended = pos
-        self._cache.put(pos, data)
+            self._unwritten_from = first
+        self._appended = positions[-1]
+        self._cache.put_all(positions, entries)
         if is_full(self._index.current, self._config):
             self._roll_over_after_append()
-        return pos
+        return positions
 
     def _roll_over_after_append(self) -> None:
         """Open the next ledger (writing this one's buffer first); if the new file cannot
