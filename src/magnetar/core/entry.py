@@ -8,15 +8,17 @@ whether it is an internal marker that clients must never see.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from magnetar.core.positions import Position
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import peek_metadata
 
 
-@dataclass(frozen=True, slots=True)
-class EntryInfo:
+class EntryInfo(NamedTuple):
+    """A tuple rather than a frozen dataclass: one is made for every published entry, and
+    a tuple is made in a third of the time."""
+
     num_messages: int
     publish_time_ms: int
     deliver_at_ms: int | None
@@ -26,11 +28,11 @@ class EntryInfo:
     @classmethod
     def of(cls, metadata: pb.MessageMetadata) -> EntryInfo:
         return cls(
-            num_messages=metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1,
-            publish_time_ms=metadata.publish_time,
-            deliver_at_ms=metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None,
-            is_marker=metadata.HasField("marker_type"),
-            metadata=metadata,
+            metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1,
+            metadata.publish_time,
+            metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None,
+            metadata.HasField("marker_type"),
+            metadata,
         )
 
     @classmethod

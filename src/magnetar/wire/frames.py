@@ -37,6 +37,9 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _SIZES = struct.Struct(">II")
 _MAGIC_AND_U32 = struct.Struct(">HI")
+_CRC_PREFIX = MAGIC_CRC32C.to_bytes(2, "big")
+#: where the metadata of an entry that starts with its checksum begins
+_CRC_HEADER_END = _MAGIC_AND_U32.size + _U32.size
 _LENGTH_FIELD_BYTES = 4
 
 
@@ -263,6 +266,21 @@ def peek_metadata(entry: bytes) -> pb.MessageMetadata:
 def checked_metadata(entry: bytes) -> pb.MessageMetadata | None:
     """The entry's MessageMetadata once its CRC-32C (when it carries one) matched; None when
     it did not. One pass over the header for a published entry, which needs both."""
+    if entry[:2] == _CRC_PREFIX and len(entry) >= _CRC_HEADER_END:
+        # what clients send: checksum, then metadata; anything else, or anything wrong
+        # with it, takes the general path, which says what is wrong
+        if google_crc32c.value(entry[_MAGIC_AND_U32.size:]) != _U32.unpack_from(entry, 2)[0]:
+            return None
+        end = _CRC_HEADER_END + _U32.unpack_from(entry, _MAGIC_AND_U32.size)[0]
+        if end <= len(entry):
+            metadata = pb.MessageMetadata()
+            try:
+                metadata.ParseFromString(entry[_CRC_HEADER_END:end])
+            except DecodeError:
+                pass
+            else:
+                if metadata.IsInitialized():
+                    return metadata
     offset = _skip_broker_entry_metadata(entry)
     checksum, covered_from = _read_checksum(entry, offset)
     if checksum is not None and crc32c(entry[covered_from:]) != checksum:
