@@ -72,6 +72,7 @@ def core_phase(messages: int) -> dict[str, Any]:
 
     class PSink:
         def send_receipt(self, *args: object) -> None: ...
+        def send_receipts(self, *args: object) -> None: ...
 
     def run(sub_type: str, classic: bool) -> float:
         config = BrokerConfig(subscriptionKeySharedUseClassicPersistentImplementation=classic)

@@ -3,6 +3,7 @@ what a failed append leaves behind."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -32,6 +33,9 @@ class ProducerSink:
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest: int, pos: Position) -> None:
         self.receipts.append((sequence_id, pos))
+
+    def send_receipts(self, producer_id: int, receipts: Sequence[tuple[int, int, Position]]) -> None:
+        self.receipts += ((sequence_id, pos) for sequence_id, _, pos in receipts)
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.errors.append((sequence_id, code))

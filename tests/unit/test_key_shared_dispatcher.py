@@ -804,6 +804,7 @@ def test_reg_K3_two_subscriptions_each_keep_per_key_order() -> None:
     topic = Topic(TopicName.parse("persistent://public/default/k3"), ledger, BrokerConfig())
     class Receipts:
         def send_receipt(self, *args: object) -> None: ...
+        def send_receipts(self, *args: object) -> None: ...
 
     producer = Producer(1, "p", Receipts())  # type: ignore[arg-type]
     topic.add_producer(producer)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from magnetar.wire import commands
 from magnetar.wire.frames import encode_command, payload_frame_header
-from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, varint
+from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, send_receipt_frames, varint
 
 U64 = st.integers(0, (1 << 64) - 1)
 LONG = st.integers(-(1 << 63), (1 << 63) - 1)
@@ -19,6 +19,14 @@ def test_send_receipt_frame_is_protobufs(producer_id: int, sequence_id: int, led
                                          highest: int) -> None:
     expected = encode_command(commands.send_receipt(producer_id, sequence_id, ledger_id, entry_id, highest))
     assert send_receipt_frame(producer_id, sequence_id, ledger_id, entry_id, highest) == expected
+
+
+@given(U64, st.lists(st.tuples(U64, U64, st.tuples(LONG, LONG)), max_size=5))
+def test_send_receipt_frames_are_protobufs_back_to_back(producer_id: int,
+                                                        receipts: list[tuple[int, int, tuple[int, int]]]) -> None:
+    expected = b"".join(encode_command(commands.send_receipt(producer_id, sequence_id, ledger_id, entry_id, highest))
+                        for sequence_id, highest, (ledger_id, entry_id) in receipts)
+    assert send_receipt_frames(producer_id, receipts) == expected
 
 
 @given(U64, LONG, LONG, INT32, st.integers(0, (1 << 32) - 1), st.integers(0, 10_000_000))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
@@ -12,6 +13,11 @@ from magnetar.core.stats import RateCounter
 
 class ProducerSink(Protocol):
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None: ...
+
+    def send_receipts(self, producer_id: int, receipts: Sequence[tuple[int, int, Position]]) -> None:
+        """Receipts for stored sends of one producer, in order: (sequence id, highest sequence
+        id, position) each; what a sync made durable is answered a producer at a time."""
+        ...
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
 

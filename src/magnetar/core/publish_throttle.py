@@ -59,13 +59,15 @@ class PendingPublishes:
         self.count += 1
         self.buffer.add(size)
 
-    def answered(self, producer_id: int) -> bool:
-        """A receipt or error went out; True when the whole buffer just fell to half."""
+    def answered(self, producer_id: int, count: int = 1) -> bool:
+        """``count`` receipts or errors went out; True when the whole buffer just fell to half."""
         sizes = self._sizes.get(producer_id)
         if not sizes:
             return False
-        self.count -= 1
-        return self.buffer.release(sizes.popleft())
+        count = min(count, len(sizes))
+        self.count -= count
+        popleft = sizes.popleft
+        return self.buffer.release(sum(popleft() for _ in range(count)))
 
     def dropped(self, producer_id: int) -> bool:
         """The producer is gone: its unanswered sends no longer count."""

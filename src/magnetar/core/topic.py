@@ -323,8 +323,13 @@ class Topic:
         if self.last_durable is None or upto > self.last_durable:
             self.last_durable = upto
         receipts = self.pending_receipts
+        batch: list[tuple[int, int, Position]] = []  # receipts of one producer, sent together
+        producer: Producer | None = None
         while receipts and receipts[0].pos <= upto:
             r = receipts.popleft()
+            if r.producer is not producer or r.duplicate_of is not None:
+                _send_receipts(producer, batch)
+                producer, batch = r.producer, []
             if r.duplicate_of is not None:
                 if not r.producer.closed:
                     r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id,
@@ -334,8 +339,8 @@ class Topic:
                 self.dedup.on_persisted(r.producer.producer_name, r.last_sequence_id, r.pos, now_ms)
             if r.dedup_id is not None and self.property_dedup is not None:
                 self.property_dedup.on_persisted(r.dedup_id)
-            if not r.producer.closed:
-                r.producer.sink.send_receipt(r.producer.producer_id, r.sequence_id, r.highest_sequence_id, r.pos)
+            batch.append((r.sequence_id, r.highest_sequence_id, r.pos))
+        _send_receipts(producer, batch)
         self.dispatch_all(now_ms)
         if not self.name.persistent:
             self._drop_what_was_not_taken(upto)
@@ -547,6 +552,12 @@ class Topic:
         if self.idle_since_ms is None:
             self.idle_since_ms = now_ms
         return now_ms - self.idle_since_ms
+
+
+
+def _send_receipts(producer: Producer | None, batch: list[tuple[int, int, Position]]) -> None:
+    if producer is not None and batch and not producer.closed:
+        producer.sink.send_receipts(producer.producer_id, batch)
 
 
 def topic_of(sub: Subscription) -> Topic:

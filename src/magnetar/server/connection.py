@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import islice
 from typing import Any, cast
 
@@ -39,7 +39,7 @@ from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command
-from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame
+from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, send_receipt_frames
 
 log = logging.getLogger("magnetar.connection")
 
@@ -235,8 +235,8 @@ class ServerConnection(asyncio.Protocol):
             self.transport.resume_reading()
             self._release_held()
 
-    def _answered(self, producer_id: int) -> None:
-        if self.pending_publishes.answered(producer_id):
+    def _answered(self, producer_id: int, count: int = 1) -> None:
+        if self.pending_publishes.answered(producer_id, count):
             self.broker.resume_publishers()
         elif self.reading_paused:
             self.update_reading()
@@ -335,6 +335,10 @@ class ServerConnection(asyncio.Protocol):
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
         self.write(send_receipt_frame(producer_id, sequence_id, pos.ledger_id, pos.entry_id, highest_sequence_id))
         self._answered(producer_id)
+
+    def send_receipts(self, producer_id: int, receipts: Sequence[tuple[int, int, Position]]) -> None:
+        self.write(send_receipt_frames(producer_id, receipts))
+        self._answered(producer_id, len(receipts))
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.write_command(commands.send_error(producer_id, sequence_id, code, message))

@@ -11,6 +11,7 @@ Anything unusual (an ack set, an epoch) goes through :mod:`magnetar.wire.command
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -72,6 +73,7 @@ _K_HIGHEST = _key(_RECEIPT, "highest_sequence_id", _WIRE_VARINT)
 _K_CONSUMER_ID = _key(_MESSAGE, "consumer_id", _WIRE_VARINT)
 _K_MESSAGE_ID = _key(_MESSAGE, "message_id", _WIRE_LEN)
 _K_REDELIVERY = _key(_MESSAGE, "redelivery_count", _WIRE_VARINT)
+_RECEIPT_HEAD = _TYPE_RECEIPT + _K_RECEIPT
 
 
 #: the bytes of a message id before its entry id, by ledger (a few ledgers are live at a time)
@@ -104,10 +106,21 @@ def _frame(body: bytes) -> bytes:
 def send_receipt_frame(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int,
                        highest_sequence_id: int) -> bytes:
     """The SEND_RECEIPT frame :func:`magnetar.wire.commands.send_receipt` would give."""
-    mid = _message_id(ledger_id, entry_id, None)
-    receipt = (_K_PRODUCER_ID + varint(producer_id & _U64) + _K_SEQUENCE_ID + varint(sequence_id & _U64)
-               + _K_RECEIPT_ID + varint(len(mid)) + mid + _K_HIGHEST + varint(highest_sequence_id & _U64))
-    return _frame(_TYPE_RECEIPT + _K_RECEIPT + varint(len(receipt)) + receipt)
+    return send_receipt_frames(producer_id, ((sequence_id, highest_sequence_id, (ledger_id, entry_id)),))
+
+
+def send_receipt_frames(producer_id: int, receipts: Iterable[tuple[int, int, tuple[int, int]]]) -> bytes:
+    """One producer's SEND_RECEIPT frames, back to back: (sequence id, highest sequence id,
+    (ledger id, entry id)) each."""
+    head = _K_PRODUCER_ID + varint(producer_id & _U64) + _K_SEQUENCE_ID
+    frames: list[bytes] = []
+    for sequence_id, highest, (ledger_id, entry_id) in receipts:
+        mid = _message_id(ledger_id, entry_id, None)
+        receipt = b"".join((head, varint(sequence_id & _U64), _K_RECEIPT_ID, varint(len(mid)), mid,
+                            _K_HIGHEST, varint(highest & _U64)))
+        body = _RECEIPT_HEAD + varint(len(receipt)) + receipt
+        frames += (_SIZES.pack(4 + len(body), len(body)), body)
+    return b"".join(frames)
 
 
 def message_frame_header(consumer_id: int, ledger_id: int, entry_id: int, partition: int,
@@ -124,4 +137,4 @@ def message_frame_header(consumer_id: int, ledger_id: int, entry_id: int, partit
     return _SIZES.pack(4 + len(body) + entry_size, len(body)) + body
 
 
-__all__ = ["message_frame_header", "send_receipt_frame", "varint"]
+__all__ = ["message_frame_header", "send_receipt_frame", "send_receipt_frames", "varint"]

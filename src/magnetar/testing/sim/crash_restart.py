@@ -27,6 +27,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from magnetar.core import publish
@@ -80,6 +81,9 @@ class SimProducer:
     # -- ProducerSink ----------------------------------------------------------------
     def send_receipt(self, producer_id: int, sequence_id: int, highest: int, pos: Position) -> None:
         self.in_flight.append((sequence_id, pos))
+
+    def send_receipts(self, producer_id: int, receipts: Sequence[tuple[int, int, Position]]) -> None:
+        self.in_flight += ((sequence_id, pos) for sequence_id, _, pos in receipts)
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         """The send stays outstanding: the client resends it."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,6 +109,9 @@ class _Sink:
 
 class _ProducerSink:
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
+        pass
+
+    def send_receipts(self, producer_id: int, receipts: Sequence[tuple[int, int, Position]]) -> None:
         pass
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
