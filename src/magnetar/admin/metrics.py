@@ -13,9 +13,9 @@ Process and Python runtime metrics come from prometheus-client's collectors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import operator
-from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +24,16 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from prometheus_client.utils import floatToGoString
 
 from magnetar.admin.delayed_metrics import DelayedIndexRows
+from magnetar.admin.metrics_text import (
+    SAMPLES_PER_SLICE,
+    TOPIC_COUNTERS,
+    TOPIC_GAUGES,
+    ScrapeRows,
+    rows_text,
+)
+from magnetar.admin.metrics_worker import text_elsewhere
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
     extra_consumer_stats,
@@ -35,9 +42,11 @@ from magnetar.admin.stats import (
 from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
 from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.server import topic_lifecycle
-from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyValues
+from magnetar.server.broker_stats import LatencyValues
 from magnetar.server.clock import now_ms
 from magnetar.server.thread_switching import faster_thread_switching
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from magnetar.core.consumer import Consumer
@@ -45,81 +54,16 @@ if TYPE_CHECKING:
     from magnetar.core.topic import Topic
     from magnetar.server.broker import BrokerOperations
 
-TOPIC_GAUGES = {
-    "pulsar_subscriptions_count": "Number of subscriptions",
-    "pulsar_producers_count": "Number of producers",
-    "pulsar_consumers_count": "Number of consumers",
-    "pulsar_rate_in": "Messages published per second",
-    "pulsar_rate_out": "Messages dispatched per second",
-    "pulsar_throughput_in": "Bytes published per second",
-    "pulsar_throughput_out": "Bytes dispatched per second",
-    "pulsar_storage_size": "Bytes stored",
-    "pulsar_storage_logical_size": "Bytes stored, before replication",
-    "pulsar_storage_backlog_size": "Estimated bytes of unacknowledged backlog",
-    "pulsar_msg_backlog": "Entries not yet acknowledged, over all subscriptions",
-    "pulsar_storage_write_rate": "Entries written per second",
-    "pulsar_delayed_message_index_size_bytes": "Memory of the delayed delivery indexes",
-    "pulsar_storage_backlog_quota_limit": "Backlog quota size limit in bytes (-1: none)",
-    "pulsar_storage_backlog_quota_limit_time": "Backlog quota time limit in seconds (-1: none)",
-    "pulsar_storage_backlog_age_seconds": "Age of the oldest unacknowledged message",
-}
-EVICTIONS = "pulsar_storage_backlog_quota_exceeded_evictions_total"
-EVICTIONS_DOC = "Backlog evictions for an exceeded quota (consumer_backlog_eviction), by quota_type (size, time)"
-TOPIC_COUNTERS = {
-    "pulsar_in_bytes_total": "Bytes published",
-    "pulsar_in_messages_total": "Messages published",
-    "pulsar_out_bytes_total": "Bytes dispatched",
-    "pulsar_out_messages_total": "Messages dispatched",
-}
-SUBSCRIPTION_GAUGES = {
-    "pulsar_subscription_back_log": "Entries not yet acknowledged",
-    "pulsar_subscription_back_log_no_delayed": "Backlog without delayed messages",
-    "pulsar_subscription_delayed": "Delayed messages tracked",
-    "pulsar_subscription_msg_rate_out": "Messages dispatched per second",
-    "pulsar_subscription_msg_throughput_out": "Bytes dispatched per second",
-    "pulsar_subscription_msg_rate_redeliver": "Messages redelivered per second",
-    "pulsar_subscription_msg_ack_rate": "Acknowledgements per second",
-    "pulsar_subscription_unacked_messages": "Messages delivered and not acknowledged",
-    "pulsar_subscription_blocked_on_unacked_messages": "1 when dispatch is blocked on unacked messages",
-    "pulsar_subscription_consumers_count": "Number of consumers",
-    "pulsar_subscription_msg_rate_expired": "Messages expired per second",
-    "pulsar_subscription_total_msg_expired": "Messages expired",
-    "pulsar_subscription_last_expire_timestamp": "Last expiry (ms since epoch)",
-    "pulsar_subscription_draining_hashes_count": "Key_Shared: hashes draining at the subscription's consumers",
-    "pulsar_subscription_draining_hashes_unacked_messages": "Key_Shared: unacked messages of draining hashes",
-}
-SUBSCRIPTION_COUNTERS = {
-    "pulsar_subscription_draining_hashes_cleared_total": "Key_Shared: hashes cleared from draining",
-}
 #: Key_Shared draining-hash stats fields and the metric suffix each one feeds
 DRAINING_FIELDS = {
     "draining_hashes_count": "drainingHashesCount",
     "draining_hashes_unacked_messages": "drainingHashesUnackedMessages",
     "draining_hashes_cleared_total": "drainingHashesClearedTotal",
 }
-CONSUMER_GAUGES = {
-    "pulsar_consumer_msg_rate_out": "Messages dispatched per second",
-    "pulsar_consumer_msg_throughput_out": "Bytes dispatched per second",
-    "pulsar_consumer_msg_rate_redeliver": "Messages redelivered per second",
-    "pulsar_consumer_msg_ack_rate": "Acknowledgements per second",
-    "pulsar_consumer_unacked_messages": "Messages delivered and not acknowledged",
-    "pulsar_consumer_blocked_on_unacked_messages": "1 when blocked on unacked messages",
-    "pulsar_consumer_available_permits": "Permits the consumer granted",
-    "pulsar_consumer_draining_hashes_count": "Key_Shared: hashes draining at the consumer",
-    "pulsar_consumer_draining_hashes_unacked_messages": "Key_Shared: unacked messages of its draining hashes",
-}
-CONSUMER_COUNTERS = {
-    "pulsar_consumer_draining_hashes_cleared_total": "Key_Shared: hashes cleared from draining at the consumer",
-}
 
 
 def _draining_values(prefix: str, stats: dict[str, Any]) -> dict[str, float]:
     return {f"{prefix}_{suffix}": float(stats.get(field) or 0) for suffix, field in DRAINING_FIELDS.items()}
-LATENCY_SERIES = {
-    "pulsar_storage_write_latency": "Publish latency: append to durable (ms)",
-    "pulsar_storage_ledger_write_latency": "fsync latency of the group commit (ms)",
-}
-
 
 def _topic_values(topic: Topic, quotas: BacklogQuotas, now: int) -> dict[str, float]:
     rate_in, throughput_in = topic.msg_in.rate(now)
@@ -184,27 +128,12 @@ def _subscription_values(broker: BrokerOperations, sub: Subscription, now: int) 
 #: slice, 1.6 ms and 3.5 to 4.3 ms with 5 and 200 (``bench/metrics_bench.py``)
 TOPICS_PER_SLICE = 5
 
-Rows = dict[tuple[str, ...], dict[str, float]]
-
-
 @dataclass
-class MetricsSnapshot:
-    """Every value a scrape reports, copied from live state on the event loop; turning it
-    into text (the costly part at many topics) happens on another thread."""
+class MetricsSnapshot(ScrapeRows):
+    """Every value a scrape reports, copied from live state on the event loop a slice of
+    topics at a time; turning the rows into text is :mod:`magnetar.admin.metrics_text`'s."""
 
-    cluster: str
-    by_topic: bool
-    with_consumers: bool
-    topic_counts: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-    topic_rows: Rows = field(default_factory=dict)
-    #: series base -> topic key -> (count per bucket..., count, sum in ms)
-    latency: dict[str, dict[tuple[str, ...], LatencyValues]] = field(
-        default_factory=lambda: {base: {} for base in LATENCY_SERIES})
-    subscription_rows: Rows = field(default_factory=dict)
-    consumer_rows: Rows = field(default_factory=dict)
     delayed: DelayedIndexRows = field(default_factory=DelayedIndexRows)
-    #: (*topic key, quota_type) -> evictions
-    evictions: dict[tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
     extra: list[Metric] = field(default_factory=list)
 
     def key(self, topic: Topic, by_topic: bool) -> tuple[str, ...]:
@@ -296,66 +225,6 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
     return [usage, refused]
 
 
-#: samples formatted per slice of a scrape's text (see TOPICS_PER_SLICE)
-SAMPLES_PER_SLICE = 200
-
-
-def snapshot_text(snap: MetricsSnapshot) -> Iterator[bytes]:
-    """The scrape's families as text, in slices of at most SAMPLES_PER_SLICE samples."""
-    labels = ["cluster", "namespace", "topic"] if snap.by_topic else ["cluster", "namespace"]
-    counts = (((snap.cluster, ns), float(n)) for ns, n in sorted(snap.topic_counts.items()))
-    yield from _family_text("pulsar_topics_count", "Number of topics", "gauge", ["cluster", "namespace"], counts)
-    yield from _row_families(TOPIC_GAUGES, TOPIC_COUNTERS, labels, snap.topic_rows)
-    yield from _family_text(EVICTIONS, EVICTIONS_DOC, "counter", [*labels, "quota_type"], snap.evictions.items())
-    for base, doc in LATENCY_SERIES.items():
-        merged = snap.latency[base]
-        columns = [f"_le_{suffix}" for suffix in LATENCY_BUCKET_NAMES] + ["_count", "_sum"]
-        titles = [f"bucket le {suffix}" for suffix in LATENCY_BUCKET_NAMES] + ["count", "sum"]
-        for index, (column, title) in enumerate(zip(columns, titles, strict=True)):
-            yield from _family_text(f"{base}{column}", f"{doc}, {title}", "gauge", labels,
-                                    ((key, float(values[index])) for key, values in merged.items()))
-    if snap.by_topic:
-        yield from _row_families(SUBSCRIPTION_GAUGES, SUBSCRIPTION_COUNTERS,
-                                 ["cluster", "namespace", "topic", "subscription"], snap.subscription_rows)
-        if snap.with_consumers:
-            yield from _row_families(CONSUMER_GAUGES, CONSUMER_COUNTERS, [
-                "cluster", "namespace", "topic", "subscription", "consumer_name", "consumer_id"], snap.consumer_rows)
-    for metric in [*snap.delayed.families(), *snap.extra]:
-        yield generate_latest(_One(metric))  # type: ignore[arg-type]
-
-
-def _row_families(gauges: dict[str, str], counters: dict[str, str], labels: list[str],
-                  rows: Rows) -> Iterator[bytes]:
-    for kind, names in (("gauge", gauges), ("counter", counters)):
-        for name, doc in names.items():
-            yield from _family_text(name, doc, kind, labels, ((key, values[name]) for key, values in rows.items()))
-
-
-def _family_text(name: str, doc: str, kind: str, labels: list[str],
-                 values: Iterable[tuple[tuple[str, ...], float]]) -> Iterator[bytes]:
-    """Prometheus text of one family, as prometheus-client writes it (labels sorted by
-    name, Go float format), without its per-sample checks: names here are fixed and valid."""
-    if kind == "counter":
-        name = name.removesuffix("_total") + "_total"
-    doc = doc.replace("\\", r"\\").replace("\n", r"\n")
-    order = sorted(range(len(labels)), key=labels.__getitem__)
-    heads = [f'{labels[i]}="' for i in order]
-    lines = [f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"]
-    for key, value in values:
-        pairs = ",".join(head + _escape(key[i]) + '"' for head, i in zip(heads, order, strict=True))
-        lines.append(f"{name}{{{pairs}}} {floatToGoString(value)}\n")
-        if len(lines) >= SAMPLES_PER_SLICE:
-            yield "".join(lines).encode()
-            lines = []
-    if lines:
-        yield "".join(lines).encode()
-
-
-def _escape(value: str) -> str:
-    if "\\" in value or '"' in value or "\n" in value:
-        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r'\"')
-    return value
-
 
 class _One:
     """One family as a collector, for prometheus-client's formatter."""
@@ -376,20 +245,36 @@ def _process_text() -> bytes:
 
 
 async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
-    """The scrape, streamed: values read a slice of topics at a time and text made a slice
-    of samples at a time, all on the event loop and yielding to it between slices, so a
-    scrape of many topics does not hold up publishing (a worker thread would, through
-    the interpreter lock)."""
+    """The scrape, streamed: values read on the event loop a slice of topics at a time,
+    then made into text by a child process (:mod:`magnetar.admin.metrics_worker`) while
+    the loop passes the text on; if no child can be started, made on the loop a slice of
+    samples at a time. The loop yields between slices, so a scrape of many topics does
+    not hold up publishing (a worker thread would, through the interpreter lock)."""
     with faster_thread_switching():  # the committer thread is not kept waiting meanwhile
         yield _process_text()
         snap = await take_snapshot(broker)
-        for chunk in snapshot_text(snap):
+        async for chunk in _rows_text(snap):
             yield chunk
-            await asyncio.sleep(0)
-        held: list[dict[Any, Any]] = [snap.topic_rows, snap.subscription_rows, snap.consumer_rows, snap.evictions,
-                                      *snap.latency.values()]
-        for rows in held:
+        for metric in [*snap.delayed.families(), *snap.extra]:
+            yield generate_latest(_One(metric))  # type: ignore[arg-type]
+        for rows in snap.tables().values():
             await release(rows)
+
+
+async def _rows_text(snap: MetricsSnapshot) -> AsyncIterator[bytes]:
+    sent = False
+    try:
+        async for chunk in text_elsewhere(snap):
+            sent = True
+            yield chunk
+        return
+    except OSError as exc:
+        if sent:
+            raise
+        log.warning("metrics text made on the event loop: no worker process (%s)", exc)
+    for chunk in rows_text(snap):
+        yield chunk
+        await asyncio.sleep(0)
 
 
 async def release(rows: dict[Any, Any]) -> None:
