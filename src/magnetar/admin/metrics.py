@@ -268,7 +268,7 @@ async def _rows_text(snap: MetricsSnapshot) -> AsyncIterator[bytes]:
             sent = True
             yield chunk
         return
-    except OSError as exc:
+    except (OSError, RuntimeError) as exc:  # no child, or it failed before it wrote anything
         if sent:
             raise
         log.warning("metrics text made on the event loop: no worker process (%s)", exc)
