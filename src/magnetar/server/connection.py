@@ -248,8 +248,11 @@ class ServerConnection(asyncio.Protocol):
         self._out.append(data)
         self._out_bytes += len(data)
         if not self._flush_scheduled:
-            self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        self._flush_scheduled = True
+        asyncio.get_running_loop().call_soon(self._flush)
 
     def write_command(self, cmd: pb.BaseCommand) -> None:
         self.write(encode_command(cmd))
@@ -313,9 +316,14 @@ class ServerConnection(asyncio.Protocol):
     # -- sinks used by core ---------------------------------------------------------
     def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
                      redelivery_count: int, ack_set: list[int] | None) -> None:
-        self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
-                                        ack_set, len(entry)))
-        self.write(entry)
+        if self.closed:
+            return
+        header = message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
+                                      ack_set, len(entry))
+        self._out += (header, entry)
+        self._out_bytes += len(header) + len(entry)
+        if not self._flush_scheduled:
+            self._schedule_flush()
         if self._out_bytes > self._gather_limit or self._transport_paused:
             self._pause_consumers()
 
