@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.config import BrokerConfig
+from magnetar.core import publish
 from magnetar.core.broker import BrokerCore
 from magnetar.core.consumer import Consumer
 from magnetar.core.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
+from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import BrokerError
 from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
 from magnetar.core.names import TopicName
@@ -227,7 +229,10 @@ class World:
         if n > 1:
             metadata.num_messages_in_batch = n
         entry = make_entry(metadata, b"x" * 8)
-        pos = self.topic.publish(self.producer, self.sequence_id, self.sequence_id, n, entry, self.now_ms)
+        # the broker's publish path for a read's worth of sends (here, one)
+        pos, = publish.publish_run(self.topic, self.producer,
+                                   [(self.sequence_id, self.sequence_id, n, entry, EntryInfo.of(metadata))],
+                                   self.now_ms)
         self.entries[pos] = entry
         self.order.append(pos)
         self.messages[pos] = n
