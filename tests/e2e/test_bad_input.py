@@ -107,13 +107,9 @@ def test_a_bad_send_among_pipelined_ones_fails_alone(broker: BrokerProcess, byst
     topic = new_topic()
     with connected(broker) as conn:
         conn.create_producer(topic)
-        written: list[bytes] = []
-        send_bytes = conn.send_bytes
-        conn.send_bytes = written.append  # type: ignore[method-assign]
-        for seq in range(8):
-            conn.send_message(0, seq, f"m{seq}".encode(), corrupt_checksum=seq == 3)
-        conn.send_bytes = send_bytes  # type: ignore[method-assign]
-        conn.send_bytes(b"".join(written))
+        with conn.corked():
+            for seq in range(8):
+                conn.send_message(0, seq, f"m{seq}".encode(), corrupt_checksum=seq == 3)
         answers = [conn.next_frame(5) for _ in range(8)]
         errors = [f.command.send_error for f in answers if f is not None and f.command.type == T.SEND_ERROR]
         receipts = [f.command.send_receipt for f in answers if f is not None and f.command.type == T.SEND_RECEIPT]

@@ -75,3 +75,24 @@ def test_last_chunk_sent_after_the_first_is_persisted_is_stored(broker: BrokerPr
     assert receipts[1].entryId == receipts[0].entryId + 1
     assert to_signed64(duplicate.entryId) == -1
     assert read_topic(client, topic) == [b"first half|second half"]
+
+
+def test_a_repeated_id_among_pipelined_sends_is_judged_alone(broker: BrokerProcess, client: pulsar.Client,
+                                                            topic: str) -> None:
+    """Sends that arrive in one read go through deduplication one at a time. An id repeated
+    while its first send is not yet stored cannot be judged yet: as Pulsar does, that send
+    gets a retryable error, the others their receipts in order, and the message is stored once."""
+    with RawConnection.to_service(broker.service_url) as conn:
+        conn.handshake()
+        conn.create_producer(topic, producer_id=0, request_id=1, producer_name="p-pipelined")
+        with conn.corked():
+            for seq in (0, 1, 2, 1, 3):
+                conn.send_message(0, seq, f"m{seq}".encode(), producer_name="p-pipelined")
+        answers = [conn.next_frame(10) for _ in range(5)]
+    errors = [f.command.send_error for f in answers if f is not None and f.command.type == T.SEND_ERROR]
+    receipts = [f.command.send_receipt for f in answers if f is not None and f.command.type == T.SEND_RECEIPT]
+    assert [(e.sequence_id, e.error) for e in errors] == [(1, pb.PersistenceError)]
+    assert [r.sequence_id for r in receipts] == [0, 1, 2, 3]
+    entry_ids = [r.message_id.entryId for r in receipts]
+    assert entry_ids == list(range(entry_ids[0], entry_ids[0] + 4))
+    assert read_topic(client, topic) == [b"m0", b"m1", b"m2", b"m3"]

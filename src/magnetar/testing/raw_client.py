@@ -12,7 +12,8 @@ import socket
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -52,6 +53,8 @@ class RawConnection:
     _buffer: bytearray = field(default_factory=bytearray, init=False)
     _queued: deque[RawFrame] = field(default_factory=deque, init=False)
     _closed_by_peer: bool = field(default=False, init=False)
+    #: what is sent while corked, written at once when uncorked
+    _corked: list[bytes] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -78,7 +81,21 @@ class RawConnection:
 
     # -- writing ---------------------------------------------------------------
     def send_bytes(self, data: bytes) -> None:
-        self.sock.sendall(data)
+        if self._corked is not None:
+            self._corked.append(data)
+        else:
+            self.sock.sendall(data)
+
+    @contextmanager
+    def corked(self) -> Iterator[None]:
+        """Everything sent inside goes out in one write, as a pipelining client's sends do,
+        so the broker reads the frames together."""
+        self._corked = []
+        try:
+            yield
+        finally:
+            data, self._corked = b"".join(self._corked), None
+            self.sock.sendall(data)
 
     def send_command(self, cmd: pb.BaseCommand) -> None:
         self.send_bytes(encode_command(cmd))
