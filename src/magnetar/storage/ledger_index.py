@@ -63,7 +63,7 @@ class LedgerIndex:
             return self._slots[i]
         return None
 
-    def record_append(self, size_bytes: int, entries: int = 1) -> Position:
+    def record_append(self, size_bytes: int, entries: int) -> Position:
         """Count ``entries`` more entries of ``size_bytes`` in all in the current ledger;
         the position of the first."""
         slot = self._slots[-1]

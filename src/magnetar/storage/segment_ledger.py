@@ -391,9 +391,6 @@ class _TailCache:
     def get(self, pos: Position) -> bytes | None:
         return self._entries.get(pos)
 
-    def put(self, pos: Position, data: bytes) -> None:
-        self.put_all((pos,), (data,))
-
     def put_all(self, positions: Sequence[Position], entries: Sequence[bytes]) -> None:
         """Cache appended entries (``entries`` may run on past the positions)."""
         if not self._max_entries:

@@ -99,10 +99,6 @@ def _message_id(ledger_id: int, entry_id: int, partition: int | None) -> bytes:
     return prefix + varint(entry_id & _U64) + suffix
 
 
-def _frame(body: bytes) -> bytes:
-    return _SIZES.pack(4 + len(body), len(body)) + body
-
-
 def send_receipt_frame(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int,
                        highest_sequence_id: int) -> bytes:
     """The SEND_RECEIPT frame :func:`magnetar.wire.commands.send_receipt` would give."""
