@@ -10,13 +10,10 @@ import pytest
 
 from magnetar.admin.metrics import MetricsSnapshot, _rows_text
 from magnetar.admin.metrics_text import (
-    CONSUMER_COUNTERS,
-    CONSUMER_GAUGES,
+    CONSUMER_COLUMNS,
     LATENCY_SERIES,
-    SUBSCRIPTION_COUNTERS,
-    SUBSCRIPTION_GAUGES,
-    TOPIC_COUNTERS,
-    TOPIC_GAUGES,
+    SUBSCRIPTION_COLUMNS,
+    TOPIC_COLUMNS,
     ScrapeRows,
     rows_text,
 )
@@ -28,14 +25,13 @@ def sample_rows(topics: int, rows: type[ScrapeRows] = ScrapeRows) -> ScrapeRows:
     for i in range(topics):
         key = ("standalone", "public/default", f"persistent://public/default/t-{i}")
         snap.topic_counts["public/default"] += 1
-        snap.topic_rows[key] = {name: float(i) for name in (*TOPIC_GAUGES, *TOPIC_COUNTERS)}
-        snap.subscription_rows[(*key, "sub")] = dict.fromkeys((*SUBSCRIPTION_GAUGES, *SUBSCRIPTION_COUNTERS), i / 3)
-        snap.consumer_rows[(*key, "sub", "c", "0")] = dict.fromkeys((*CONSUMER_GAUGES, *CONSUMER_COUNTERS), 1.0)
+        snap.topic_rows[key] = tuple(float(i + column) for column in range(len(TOPIC_COLUMNS)))
+        snap.subscription_rows[(*key, "sub")] = (i / 3,) * len(SUBSCRIPTION_COLUMNS)
+        snap.consumer_rows[(*key, "sub", "c", "0")] = (1.0,) * len(CONSUMER_COLUMNS)
         snap.evictions[(*key, "size")] += 1.0
         for base in LATENCY_SERIES:
             snap.latency[base][key] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13.5)
-    snap.subscription_rows[("standalone", "public/default", 'odd "name"\\', "s")] = dict.fromkeys(
-        (*SUBSCRIPTION_GAUGES, *SUBSCRIPTION_COUNTERS), 1e100)
+    snap.subscription_rows[("standalone", "public/default", 'odd "name"\\', "s")] = (1e100,) * len(SUBSCRIPTION_COLUMNS)
     return snap
 
 

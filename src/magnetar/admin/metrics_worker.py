@@ -4,7 +4,7 @@ At 50,000 topics the text of one scrape is about 440 MB; made on the event loop,
 in slices, it takes the loop's interpreter for 15 to 20 seconds, and every publish
 waits behind a slice or two (p99 4 to 6 ms against 0.6 without a scrape). Here the
 loop only pickles the rows, a slice at a time, into the stdin of a child process
-(``python -m magnetar.admin.metrics_worker``), which writes the text to its stdout for
+(this module's :func:`main`), which writes the text to its stdout for
 the loop to pass on: the formatting runs on another core and under another interpreter
 lock.
 
@@ -28,14 +28,19 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from magnetar.admin.metrics_text import ScrapeRows, rows_text
+from magnetar.admin.scrape_pacing import ScrapePacer
 
-#: rows pickled per frame: about half a millisecond of the event loop's time
-ROWS_PER_FRAME = 200
+#: rows pickled per frame: about a tenth of a millisecond of the event loop's time
+ROWS_PER_FRAME = 50
 #: bytes read from the child at a time
 READ_BYTES = 1 << 16
 #: the child's scheduling priority: the lowest, as a scrape may wait and a publish should not
 WORKER_NICENESS = 19
 _LENGTH = struct.Struct(">I")
+#: the child's program: this module's main, at the lowest priority from its first import on
+#: (the interpreter's start and imports are 100 ms of CPU, which at the default priority took
+#: a core from the broker and its clients: publishes of 4 to 14 ms as each scrape's child started)
+_CHILD_START = f"import os, runpy; os.nice({WORKER_NICENESS}); runpy.run_module({__name__!r}, run_name='__main__')"
 
 
 def frames(rows: ScrapeRows) -> Iterator[bytes]:
@@ -82,7 +87,7 @@ async def text_elsewhere(rows: ScrapeRows) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     # subprocess starts the child with vfork; uvloop's own spawn forks, which copies the
     # page tables of a broker with many topics on the loop (70 ms at 1.5 GB)
-    child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", _CHILD_START], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              env=_child_environment())
     assert child.stdin is not None and child.stdout is not None
     reader = asyncio.StreamReader()
@@ -94,10 +99,11 @@ async def text_elsewhere(rows: ScrapeRows) -> AsyncIterator[bytes]:
         await loop.run_in_executor(None, child.wait)
         raise
     try:
+        pacer = ScrapePacer()
         for frame in frames(rows):
             write_transport.write(frame)
             await pipe.writable()
-            await asyncio.sleep(0)  # a slice of rows per turn of the loop
+            await pacer.turn()
         write_transport.close()
         while chunk := await reader.read(READ_BYTES):
             yield chunk
@@ -140,8 +146,6 @@ def _child_environment() -> dict[str, str]:
 
 
 def main() -> None:
-    # background work: on a busy machine the broker and its clients go first
-    os.nice(WORKER_NICENESS)
     rows = read_rows(sys.stdin.buffer)
     out = sys.stdout.buffer
     for chunk in rows_text(rows):
