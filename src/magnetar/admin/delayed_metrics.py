@@ -88,11 +88,15 @@ class DelayedIndexRows(_Rows):
     """The delayed-index series, fed one topic at a time."""
 
     def add_topic(self, cluster: str, topic: Topic, by_topic: bool) -> None:
+        per_subscription = list(subscription_samples(topic))
+        shared = shared_index_samples(topic)
+        if not per_subscription and not shared:
+            return  # most topics: no labels made for nothing (a scrape holds them to its end)
         base: Labels = (("cluster", cluster), ("namespace", topic.name.namespace_name))
         if by_topic:
             base += (("topic", str(topic.name)),)
-        for name, samples in subscription_samples(topic):
+        for name, samples in per_subscription:
             if by_topic:
                 self.add(base + (("subscription", name),), samples)
             self.add(base, samples)
-        self.add(base, shared_index_samples(topic))
+        self.add(base, shared)
