@@ -1,14 +1,17 @@
-"""A scrape's text made by a child process is the text the event loop would make."""
+"""A scrape's text made by a child process, fed the rows a part at a time, is the text
+the event loop would make from all of them."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import sys
+from collections.abc import AsyncIterator, Iterable
+from types import SimpleNamespace
 
 import pytest
 
-from magnetar.admin.metrics import MetricsSnapshot, _rows_text
+from magnetar.admin.metrics import _rows_text, text_on_the_loop
 from magnetar.admin.metrics_text import (
     CONSUMER_COLUMNS,
     LATENCY_SERIES,
@@ -17,52 +20,108 @@ from magnetar.admin.metrics_text import (
     ScrapeRows,
     rows_text,
 )
-from magnetar.admin.metrics_worker import ROWS_PER_FRAME, frames, read_rows, text_elsewhere
+from magnetar.admin.metrics_worker import NoWorker, header_frame, part_frame, read_rows, text_elsewhere
+
+NAMESPACE = ("standalone", "public/default")
 
 
-def sample_rows(topics: int, rows: type[ScrapeRows] = ScrapeRows) -> ScrapeRows:
-    snap = rows("standalone", True, True)
-    for i in range(topics):
-        key = ("standalone", "public/default", f"persistent://public/default/t-{i}")
-        snap.topic_counts["public/default"] += 1
-        snap.topic_rows[key] = tuple(float(i + column) for column in range(len(TOPIC_COLUMNS)))
-        snap.subscription_rows[(*key, "sub")] = (i / 3,) * len(SUBSCRIPTION_COLUMNS)
-        snap.consumer_rows[(*key, "sub", "c", "0")] = (1.0,) * len(CONSUMER_COLUMNS)
-        snap.evictions[(*key, "size")] += 1.0
-        for base in LATENCY_SERIES:
-            snap.latency[base][key] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13.5)
-    snap.subscription_rows[("standalone", "public/default", 'odd "name"\\', "s")] = (1e100,) * len(SUBSCRIPTION_COLUMNS)
-    return snap
+def topic_part(i: int, by_topic: bool = True) -> ScrapeRows:
+    """One topic's rows, as the scrape makes them (keyed by namespace when not by topic)."""
+    part = ScrapeRows("standalone", by_topic, True)
+    key = (*NAMESPACE, f"persistent://public/default/t-{i}") if by_topic else NAMESPACE
+    part.topic_counts["public/default"] += 1
+    part.topic_rows[key] = tuple(float(i + column) for column in range(len(TOPIC_COLUMNS)))
+    part.evictions[(*key, "size")] += 1.0
+    for base in LATENCY_SERIES:
+        part.latency[base][key] = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13.5)
+    if by_topic:
+        part.subscription_rows[(*key, "sub")] = (i / 3,) * len(SUBSCRIPTION_COLUMNS)
+        part.consumer_rows[(*key, "sub", "c", "0")] = (1.0,) * len(CONSUMER_COLUMNS)
+    return part
 
 
-def collect(chunks: object) -> bytes:
+def sample_parts(topics: int, per_part: int = 7, by_topic: bool = True) -> list[ScrapeRows]:
+    parts = []
+    for first in range(0, topics, per_part):
+        part = ScrapeRows("standalone", by_topic, True)
+        for i in range(first, min(topics, first + per_part)):
+            part.add(topic_part(i, by_topic))
+        parts.append(part)
+    if by_topic:
+        parts[-1].subscription_rows[(*NAMESPACE, 'odd "name"\\', "s")] = (1e100,) * len(SUBSCRIPTION_COLUMNS)
+    return parts
+
+
+def whole(parts: Iterable[ScrapeRows]) -> ScrapeRows:
+    parts = list(parts)
+    rows = parts[0].empty()
+    for part in parts:
+        rows.add(part)
+    return rows
+
+
+async def each(parts: Iterable[ScrapeRows]) -> AsyncIterator[ScrapeRows]:
+    for part in parts:
+        yield part
+
+
+def collect(chunks: AsyncIterator[bytes]) -> bytes:
     async def gather() -> bytes:
-        return b"".join([chunk async for chunk in chunks])  # type: ignore[attr-defined]
+        return b"".join([chunk async for chunk in chunks])
     return asyncio.run(gather())
 
 
-def test_the_rows_survive_the_stream() -> None:
-    rows = sample_rows(3 * ROWS_PER_FRAME + 7)
-    assert read_rows(io.BytesIO(b"".join(frames(rows)))) == rows
+def stream(parts: list[ScrapeRows]) -> bytes:
+    return header_frame(parts[0]) + b"".join(part_frame(part) for part in parts)
+
+
+def test_the_parts_survive_the_stream() -> None:
+    parts = sample_parts(50)
+    assert read_rows(io.BytesIO(stream(parts))) == whole(parts)
+
+
+def test_rows_by_namespace_are_summed_over_parts() -> None:
+    rows = read_rows(io.BytesIO(stream(sample_parts(10, per_part=3, by_topic=False))))
+    assert rows.topic_counts == {"public/default": 10}
+    assert rows.topic_rows[NAMESPACE][0] == sum(range(10))
+    assert rows.evictions[(*NAMESPACE, "size")] == 10.0
+    assert rows.latency["pulsar_storage_write_latency"][NAMESPACE][0] == 10
 
 
 def test_a_stream_cut_inside_a_frame_is_an_error() -> None:
-    stream = b"".join(frames(sample_rows(5)))
     with pytest.raises(EOFError, match="inside a frame"):
-        read_rows(io.BytesIO(stream[:-3]))
+        read_rows(io.BytesIO(stream(sample_parts(5))[:-3]))
 
 
 @pytest.mark.timeout(60)
 def test_the_child_writes_the_text_the_loop_would() -> None:
-    rows = sample_rows(2 * ROWS_PER_FRAME + 1)
-    expected = b"".join(rows_text(rows))
+    parts = sample_parts(400)
+    expected = b"".join(rows_text(whole(parts)))
     assert b'odd \\"name\\"\\\\' in expected
-    assert collect(text_elsewhere(rows)) == expected
+    assert collect(text_elsewhere(parts[0].empty(), each(parts))) == expected
 
 
 @pytest.mark.timeout(60)
-def test_without_a_child_the_loop_makes_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = sample_rows(10, MetricsSnapshot)
-    assert isinstance(rows, MetricsSnapshot)
+def test_without_a_child_nothing_is_read_and_the_loop_makes_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = sample_parts(20)
+    taken: list[ScrapeRows] = []
+
+    async def watched() -> AsyncIterator[ScrapeRows]:
+        for part in parts:
+            taken.append(part)
+            yield part
+
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    assert collect(_rows_text(rows)) == b"".join(rows_text(rows))
+    with pytest.raises(NoWorker):
+        collect(text_elsewhere(parts[0].empty(), watched()))
+    assert taken == []
+    expected = b"".join(rows_text(whole(parts)))
+    assert collect(text_on_the_loop(parts[0].empty(), each(parts))) == expected
+
+
+@pytest.mark.timeout(60)
+def test_a_scrape_falls_back_to_the_loop_when_no_child_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    header = ScrapeRows("standalone", True, True)
+    scrape = SimpleNamespace(header=header, broker=SimpleNamespace(topics={}))
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    assert collect(_rows_text(scrape)) == b"".join(rows_text(header))  # type: ignore[arg-type]

@@ -13,9 +13,7 @@ Process and Python runtime metrics come from prometheus-client's collectors.
 from __future__ import annotations
 
 import logging
-import operator
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -30,9 +28,10 @@ from magnetar.admin.metrics_text import (
     SUBSCRIPTION_COLUMNS,
     TOPIC_COLUMNS,
     ScrapeRows,
+    add_to,
     rows_text,
 )
-from magnetar.admin.metrics_worker import text_elsewhere
+from magnetar.admin.metrics_worker import NoWorker, text_elsewhere
 from magnetar.admin.scrape_pacing import ScrapePacer
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
@@ -149,19 +148,28 @@ def _subscription_values(sub: Subscription, backlog: int, now: int) -> tuple[flo
     ))
 
 
-@dataclass
-class MetricsSnapshot(ScrapeRows):
-    """Every value a scrape reports, copied from live state on the event loop a slice of
-    topics at a time; turning the rows into text is :mod:`magnetar.admin.metrics_text`'s."""
+class ScrapeState:
+    """What a scrape keeps on the event loop from start to end: the labels wanted, the
+    delayed-delivery index rows (few: only topics with such an index), and the backlog
+    quotas resolved so far. The rows themselves go out a part at a time."""
 
-    delayed: DelayedIndexRows = field(default_factory=DelayedIndexRows)
-    extra: list[Metric] = field(default_factory=list)
-    #: namespace -> the backlog quotas of its topics that have none of their own
-    quotas: dict[str, BacklogQuotas] = field(default_factory=dict)
+    def __init__(self, broker: BrokerOperations) -> None:
+        config = broker.config
+        self.broker = broker
+        self.header = ScrapeRows(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
+                                 config.exposeConsumerLevelMetricsInPrometheus)
+        self.delayed = DelayedIndexRows()
+        #: namespace -> the backlog quotas of its topics that have none of their own
+        self.quotas: dict[str, BacklogQuotas] = {}
+        recorder = broker.recorder
+        self.latency_sources: dict[str, Callable[[str], LatencyValues | None]] = {
+            "pulsar_storage_write_latency": recorder.write_latency_of,
+            "pulsar_storage_ledger_write_latency": recorder.ledger_write_latency_of}
 
-    def quotas_of(self, broker: BrokerOperations, topic: Topic) -> BacklogQuotas:
+    def quotas_of(self, topic: Topic) -> BacklogQuotas:
         """As ``topic_lifecycle.backlog_quotas_of``, resolved once per namespace for
         topics without quotas of their own."""
+        broker = self.broker
         if broker.topic_policies(topic.name).backLogQuotaMap:
             return topic_lifecycle.backlog_quotas_of(broker, topic)
         namespace = topic.name.namespace_name
@@ -171,53 +179,43 @@ class MetricsSnapshot(ScrapeRows):
         return found
 
 
-async def take_snapshot(broker: BrokerOperations) -> MetricsSnapshot:
-    config = broker.config
-    snap = MetricsSnapshot(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
-                           config.exposeConsumerLevelMetricsInPrometheus)
-    topics = list(broker.topics.values())
-    recorder = broker.recorder
-    sources: dict[str, Callable[[str], LatencyValues | None]] = {
-               "pulsar_storage_write_latency": recorder.write_latency_of,
-               "pulsar_storage_ledger_write_latency": recorder.ledger_write_latency_of}
+async def snapshot_parts(scrape: ScrapeState) -> AsyncIterator[ScrapeRows]:
+    """The rows of every loaded topic, copied from live state a slice of topics at a time:
+    each slice's rows are a part, handed on before the loop rests."""
+    broker = scrape.broker
     pacer = ScrapePacer()
-    for topic in topics:
+    part = scrape.header.empty()
+    for topic in list(broker.topics.values()):
         if broker.topics.get(str(topic.name)) is not topic:
             continue  # unloaded or deleted since the scrape began
-        _add_topic(snap, broker, topic, sources, now_ms())
-        await pacer.turn()
-    snap.extra = [_publish_latency(broker), *_disk(broker)]
-    return snap
+        _add_topic(part, scrape, topic, now_ms())
+        if pacer.due():
+            yield part
+            part = scrape.header.empty()
+            await pacer.rest()
+    yield part
 
 
-def _add_topic(snap: MetricsSnapshot, broker: BrokerOperations, topic: Topic,
-               sources: dict[str, Callable[[str], LatencyValues | None]], now: int) -> None:
+def _add_topic(part: ScrapeRows, scrape: ScrapeState, topic: Topic, now: int) -> None:
     namespace = topic.name.namespace_name
-    snap.topic_counts[namespace] += 1
-    key = (snap.cluster, namespace, str(topic.name)) if snap.by_topic else (snap.cluster, namespace)
+    add_to(part.topic_counts, namespace, 1)
+    key = (part.cluster, namespace, str(topic.name)) if part.by_topic else (part.cluster, namespace)
     backlogs = {name: sub.backlog() for name, sub in topic.subscriptions.items()}
-    values = _topic_values(topic, snap.quotas_of(broker, topic), backlogs, now)
+    add_to(part.topic_rows, key, _topic_values(topic, scrape.quotas_of(topic), backlogs, now))
     for kind, count in topic.quota_evictions.items():
-        snap.evictions[(*key, kind)] += count
-    row = snap.topic_rows.get(key)
-    if row is None:
-        snap.topic_rows[key] = values
-    else:  # the namespace's sum
-        snap.topic_rows[key] = tuple(map(operator.add, row, values))
-    for base, source in sources.items():
+        add_to(part.evictions, (*key, kind), count)
+    for base, source in scrape.latency_sources.items():
         latency = source(topic.ledger.name)
         if latency is not None:
-            merged = snap.latency[base]
-            total = merged.get(key)
-            merged[key] = latency if total is None else tuple(map(operator.add, total, latency))
-    if snap.by_topic:
+            add_to(part.latency[base], key, latency)
+    if part.by_topic:
         for name, sub in sorted(topic.subscriptions.items()):
-            snap.subscription_rows[(*key, name)] = _subscription_values(sub, backlogs[name], now)
-            if snap.with_consumers:
+            part.subscription_rows[(*key, name)] = _subscription_values(sub, backlogs[name], now)
+            if part.with_consumers:
                 for c in sub.consumers:
-                    snap.consumer_rows[(*key, name, c.consumer_name, str(c.consumer_id))] = \
+                    part.consumer_rows[(*key, name, c.consumer_name, str(c.consumer_id))] = \
                         _consumer_values(sub, c, now)
-    snap.delayed.add_topic(snap.cluster, topic, snap.by_topic)
+    scrape.delayed.add_topic(part.cluster, topic, part.by_topic)
 
 
 def _consumer_values(sub: Subscription, c: Consumer, now: int) -> tuple[float, ...]:
@@ -280,37 +278,42 @@ def _process_text() -> bytes:
 
 
 async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
-    """The scrape, streamed: values read on the event loop a slice of topics at a time,
-    then made into text by a child process (:mod:`magnetar.admin.metrics_worker`) while
-    the loop passes the text on; if no child can be started, made on the loop a slice of
-    samples at a time. The loop yields between slices, so a scrape of many topics does
-    not hold up publishing (a worker thread would, through the interpreter lock)."""
+    """The scrape, streamed: values read on the event loop a slice of topics at a time and
+    handed to a child process (:mod:`magnetar.admin.metrics_worker`) that makes the text,
+    which the loop passes on; if no child can be started, made on the loop. Each slice is
+    followed by a rest (:mod:`magnetar.admin.scrape_pacing`), so a scrape of many topics
+    does not hold up publishing (a worker thread would, through the interpreter lock)."""
     with faster_thread_switching():  # the committer thread is not kept waiting meanwhile
         yield _process_text()
-        snap = await take_snapshot(broker)
-        async for chunk in _rows_text(snap):
+        scrape = ScrapeState(broker)
+        async for chunk in _rows_text(scrape):
             yield chunk
-        for metric in [*snap.delayed.families(), *snap.extra]:
+        for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker)]:
             yield generate_latest(_One(metric))  # type: ignore[arg-type]
-        for rows in snap.tables().values():
-            await release(rows)
 
 
-async def _rows_text(snap: MetricsSnapshot) -> AsyncIterator[bytes]:
-    sent = False
+async def _rows_text(scrape: ScrapeState) -> AsyncIterator[bytes]:
     try:
-        async for chunk in text_elsewhere(snap):
-            sent = True
+        async for chunk in text_elsewhere(scrape.header, snapshot_parts(scrape)):
             yield chunk
         return
-    except (OSError, RuntimeError) as exc:  # no child, or it failed before it wrote anything
-        if sent:
-            raise
+    except NoWorker as exc:
         log.warning("metrics text made on the event loop: no worker process (%s)", exc)
+    async for chunk in text_on_the_loop(scrape.header, snapshot_parts(scrape)):
+        yield chunk
+
+
+async def text_on_the_loop(header: ScrapeRows, parts: AsyncIterable[ScrapeRows]) -> AsyncIterator[bytes]:
+    """The parts' text made here, a slice at a time, when no child can make it."""
+    rows = header.empty()
+    async for part in parts:
+        rows.add(part)
     pacer = ScrapePacer()
-    for chunk in rows_text(snap):
+    for chunk in rows_text(rows):
         yield chunk
         await pacer.turn()
+    for table in rows.tables().values():
+        await release(table)
 
 
 #: rows freed between two looks at the clock
@@ -318,12 +321,11 @@ RELEASED_PER_TURN = 50
 
 
 async def release(rows: dict[Any, Any]) -> None:
-    """Free a scrape's rows a slice at a time: freeing a row per topic at once, when the
-    snapshot goes, holds the event loop as long as building them did (the latency and
-    eviction rows left to go with the snapshot held it 47 to 55 ms at 50,000 topics)."""
+    """Free the rows a slice at a time: freeing a row per topic at once holds the event
+    loop as long as building them did (the latency and eviction rows left to go with
+    the snapshot held it 47 to 55 ms at 50,000 topics)."""
     pacer = ScrapePacer()
     while rows:
         for _ in range(min(len(rows), RELEASED_PER_TURN)):
             rows.popitem()
         await pacer.turn()
-

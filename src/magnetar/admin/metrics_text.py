@@ -7,6 +7,7 @@ formatting would otherwise hold the broker's interpreter for seconds at a time.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -111,10 +112,36 @@ class ScrapeRows:
     evictions: dict[tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
 
     def tables(self) -> dict[str, dict[Any, Any]]:
-        """Each table of rows by a name, for sending them elsewhere a slice at a time."""
+        """Each table of rows by a name, for sending them elsewhere a part at a time."""
         return {"topic_counts": self.topic_counts, "topic_rows": self.topic_rows,
                 "subscription_rows": self.subscription_rows, "consumer_rows": self.consumer_rows,
                 "evictions": self.evictions, **{f"latency {base}": rows for base, rows in self.latency.items()}}
+
+    def empty(self) -> ScrapeRows:
+        """A part to fill: no rows, the same labels."""
+        return ScrapeRows(self.cluster, self.by_topic, self.with_consumers)
+
+    def add_table(self, name: str, items: Iterable[tuple[Any, Any]]) -> None:
+        """Rows of another part added in (a key already here gets the sum)."""
+        table = self.tables()[name]
+        for key, value in items:
+            add_to(table, key, value)
+
+    def add(self, part: ScrapeRows) -> None:
+        for name, table in part.tables().items():
+            self.add_table(name, table.items())
+
+
+def add_to(table: dict[Any, Any], key: Any, value: Any) -> None:
+    """``table[key]`` plus ``value``: numbers add, rows add column by column. Rows by
+    namespace sum their topics', which may come in different parts of a scrape."""
+    held = table.get(key)
+    if held is None:
+        table[key] = value
+    elif isinstance(held, tuple):
+        table[key] = tuple(map(operator.add, held, value))
+    else:
+        table[key] = held + value
 
 
 #: samples formatted per slice of a scrape's text

@@ -41,8 +41,12 @@ class ScrapePacer:
         self.slice_started = clock()
         self.pauses = 0
 
+    def due(self) -> bool:
+        """Whether the slice's time is up."""
+        return self.clock() - self.slice_started >= self.busy_s
+
     async def turn(self) -> None:
-        if self.clock() - self.slice_started >= self.busy_s:
+        if self.due():
             await self.rest()
 
     async def rest(self) -> None:
