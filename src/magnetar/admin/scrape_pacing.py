@@ -11,9 +11,10 @@ without a scrape, although no slice was longer than 0.7 ms (``bench/metrics_benc
 So each slice runs for at most :data:`SLICE_BUSY_S` and is followed by
 :data:`SLICE_PAUSE_S` of sleep, in which the loop waits for I/O with the lock released
 and serves whatever arrived. The scrape takes longer; the publishes do not. At 50,000
-topics: scrapes of 27 to 29 s instead of 14 to 17, publish during them p99 0.99 ms
-(0.73 without a scrape; 2.2 to 3.0 ms before the pacing), p50 0.53 ms (0.48).
-With 0.4 ms slices instead of 0.15, p99 at 10,000 topics was about twice as high.
+topics: scrapes of 24 to 27 s instead of 14 to 17, publish during them p99 0.99 to 1.05
+ms (0.67 to 0.73 without a scrape; 2.2 to 3.0 ms before the pacing). At 10,000 topics,
+0.4 ms slices gave about twice the p99 of 0.15 ms ones; 0.1 ms ones no clear gain over
+0.15 for scrapes a third longer.
 (uvloop's timers count whole milliseconds: a shorter sleep is no sleep at all.)
 """
 
