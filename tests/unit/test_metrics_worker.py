@@ -125,3 +125,22 @@ def test_a_scrape_falls_back_to_the_loop_when_no_child_starts(monkeypatch: pytes
     scrape = SimpleNamespace(header=header, broker=SimpleNamespace(topics={}))
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     assert collect(_rows_text(scrape)) == b"".join(rows_text(header))  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(60)
+def test_a_child_that_fails_fails_the_scrape_and_is_fed_no_further(monkeypatch: pytest.MonkeyPatch) -> None:
+    import magnetar.admin.metrics_worker as worker
+
+    monkeypatch.setattr(worker, "_CHILD_START", "import sys; sys.stdin.buffer.read(10); sys.exit(3)")
+    parts = sample_parts(3000, per_part=1)
+    taken: list[ScrapeRows] = []
+
+    async def watched() -> AsyncIterator[ScrapeRows]:
+        for part in parts:
+            taken.append(part)
+            yield part
+            await asyncio.sleep(0.001)  # time for the child's exit to be seen
+
+    with pytest.raises(RuntimeError, match="exited with status 3"):
+        collect(text_elsewhere(parts[0].empty(), watched()))
+    assert len(taken) < len(parts)

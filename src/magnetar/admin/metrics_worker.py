@@ -107,6 +107,8 @@ async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows]) -
     try:
         write_transport.write(header_frame(header))
         async for part in parts:
+            if pipe.lost:
+                break  # the child is gone: its exit status below says so
             write_transport.write(part_frame(part))
             await pipe.writable()
         write_transport.close()
@@ -128,6 +130,7 @@ class _PipeWriter(asyncio.BaseProtocol):
     def __init__(self) -> None:
         self._ready = asyncio.Event()
         self._ready.set()
+        self.lost = False
 
     def pause_writing(self) -> None:
         self._ready.clear()
@@ -136,7 +139,8 @@ class _PipeWriter(asyncio.BaseProtocol):
         self._ready.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._ready.set()  # a write after this fails in the transport
+        self.lost = True
+        self._ready.set()
 
     async def writable(self) -> None:
         await self._ready.wait()
