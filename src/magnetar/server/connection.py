@@ -242,17 +242,15 @@ class ServerConnection(asyncio.Protocol):
             self.update_reading()
 
     # -- writing ------------------------------------------------------------------
-    def write(self, data: bytes) -> None:
+    def write(self, *parts: bytes) -> None:
+        """Queue ``parts``; what a loop turn queued goes out in one write at its end."""
         if self.closed:
             return
-        self._out.append(data)
-        self._out_bytes += len(data)
+        self._out += parts
+        self._out_bytes += sum(map(len, parts))
         if not self._flush_scheduled:
-            self._schedule_flush()
-
-    def _schedule_flush(self) -> None:
-        self._flush_scheduled = True
-        asyncio.get_running_loop().call_soon(self._flush)
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def write_command(self, cmd: pb.BaseCommand) -> None:
         self.write(encode_command(cmd))
@@ -316,14 +314,8 @@ class ServerConnection(asyncio.Protocol):
     # -- sinks used by core ---------------------------------------------------------
     def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
                      redelivery_count: int, ack_set: list[int] | None) -> None:
-        if self.closed:
-            return
-        header = message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
-                                      ack_set, len(entry))
-        self._out += (header, entry)
-        self._out_bytes += len(header) + len(entry)
-        if not self._flush_scheduled:
-            self._schedule_flush()
+        self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
+                                        ack_set, len(entry)), entry)
         if self._out_bytes > self._gather_limit or self._transport_paused:
             self._pause_consumers()
 
