@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -35,6 +35,7 @@ from magnetar.admin.metrics_worker import NoWorker, text_elsewhere
 from magnetar.admin.scrape_pacing import ScrapePacer
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
+    DelayedStats,
     extra_consumer_stats,
     extra_subscription_stats,
 )
@@ -86,27 +87,57 @@ def _row(columns: dict[str, int], values: Iterable[tuple[str, float]]) -> tuple[
     return tuple(row)
 
 
-def _topic_values(topic: Topic, quotas: BacklogQuotas, backlogs: dict[str, int], now: int) -> tuple[float, ...]:
-    """The topic's row, in TOPIC_COLUMNS order; ``backlogs``: each subscription's backlog."""
+class _ConsumerReading(NamedTuple):
+    """A consumer's rates, read once per scrape for its topic's, subscription's and own rows."""
+
+    consumer: Consumer
+    rate_out: float
+    throughput_out: float
+    rate_redeliver: float
+    ack_rate: float
+
+    @classmethod
+    def of(cls, consumer: Consumer, now: int) -> _ConsumerReading:
+        rate, throughput = consumer.msg_out.rate(now)
+        return cls(consumer, rate, throughput, consumer.redeliver.rate(now)[0], consumer.acks.rate(now)[0])
+
+
+class _SubscriptionReading(NamedTuple):
+    """What the topic's and the subscription's rows both need, read once."""
+
+    subscription: Subscription
+    backlog: int
+    delayed: DelayedStats
+    consumers: list[_ConsumerReading]
+
+    @classmethod
+    def of(cls, sub: Subscription, now: int) -> _SubscriptionReading:
+        return cls(sub, sub.backlog(), DELAYED_DELIVERY_STATS(sub),
+                   [_ConsumerReading.of(c, now) for c in sub.consumers])
+
+
+def _topic_values(topic: Topic, quotas: BacklogQuotas, subs: list[_SubscriptionReading],
+                  now: int) -> tuple[float, ...]:
+    """The topic's row, in TOPIC_COLUMNS order."""
     rate_in, throughput_in = topic.msg_in.rate(now)
     oldest = oldest_backlog(topic)
     size = topic.ledger.total_size_bytes()
     msg_in = topic.msg_in
-    consumers = index_size = rate_out = throughput_out = out_bytes = out_messages = 0.0
-    for sub in topic.subscriptions.values():
+    consumers = index_size = rate_out = throughput_out = out_bytes = out_messages = backlog = 0.0
+    for sub in subs:
         consumers += len(sub.consumers)
-        index_size += DELAYED_DELIVERY_STATS(sub).index_size_bytes
-        for consumer in sub.consumers:
-            rate, throughput = consumer.msg_out.rate(now)
-            rate_out += rate
-            throughput_out += throughput
-            out_bytes += consumer.msg_out.total_bytes
-            out_messages += consumer.msg_out.total_msgs
+        index_size += sub.delayed.index_size_bytes
+        backlog += sub.backlog
+        for reading in sub.consumers:
+            rate_out += reading.rate_out
+            throughput_out += reading.throughput_out
+            out_bytes += reading.consumer.msg_out.total_bytes
+            out_messages += reading.consumer.msg_out.total_msgs
     return _row(_TOPIC, (
         ("pulsar_storage_backlog_quota_limit", quotas.size.limit),
         ("pulsar_storage_backlog_quota_limit_time", quotas.time.limit),
         ("pulsar_storage_backlog_age_seconds", oldest.age_s(now) if oldest is not None else 0),
-        ("pulsar_subscriptions_count", len(topic.subscriptions)),
+        ("pulsar_subscriptions_count", len(subs)),
         ("pulsar_producers_count", len(topic.producers)),
         ("pulsar_consumers_count", consumers),
         ("pulsar_rate_in", rate_in),
@@ -116,7 +147,7 @@ def _topic_values(topic: Topic, quotas: BacklogQuotas, backlogs: dict[str, int],
         ("pulsar_storage_size", size),
         ("pulsar_storage_logical_size", size),
         ("pulsar_storage_backlog_size", topic_backlog_bytes(topic)),
-        ("pulsar_msg_backlog", sum(backlogs.values())),
+        ("pulsar_msg_backlog", backlog),
         ("pulsar_storage_write_rate", rate_in * msg_in.total_events / msg_in.total_msgs if msg_in.total_msgs else 0.0),
         ("pulsar_delayed_message_index_size_bytes", index_size),
         ("pulsar_in_bytes_total", msg_in.total_bytes),
@@ -126,21 +157,26 @@ def _topic_values(topic: Topic, quotas: BacklogQuotas, backlogs: dict[str, int],
     ))
 
 
-def _subscription_values(sub: Subscription, backlog: int, now: int) -> tuple[float, ...]:
+def _subscription_values(reading: _SubscriptionReading, now: int) -> tuple[float, ...]:
     """The subscription's row, in SUBSCRIPTION_COLUMNS order."""
-    delayed = DELAYED_DELIVERY_STATS(sub).messages
-    consumers = sub.consumers
+    sub, backlog, delayed = reading.subscription, reading.backlog, reading.delayed.messages
+    rate_out = throughput_out = rate_redeliver = ack_rate = 0.0
+    for c in reading.consumers:
+        rate_out += c.rate_out
+        throughput_out += c.throughput_out
+        rate_redeliver += c.rate_redeliver
+        ack_rate += c.ack_rate
     return _row(_SUBSCRIPTION, (
         ("pulsar_subscription_back_log", backlog),
         ("pulsar_subscription_back_log_no_delayed", max(0, backlog - delayed)),
         ("pulsar_subscription_delayed", delayed),
-        ("pulsar_subscription_msg_rate_out", sum(c.msg_out.rate(now)[0] for c in consumers)),
-        ("pulsar_subscription_msg_throughput_out", sum(c.msg_out.rate(now)[1] for c in consumers)),
-        ("pulsar_subscription_msg_rate_redeliver", sum(c.redeliver.rate(now)[0] for c in consumers)),
-        ("pulsar_subscription_msg_ack_rate", sum(c.acks.rate(now)[0] for c in consumers)),
+        ("pulsar_subscription_msg_rate_out", rate_out),
+        ("pulsar_subscription_msg_throughput_out", throughput_out),
+        ("pulsar_subscription_msg_rate_redeliver", rate_redeliver),
+        ("pulsar_subscription_msg_ack_rate", ack_rate),
         ("pulsar_subscription_unacked_messages", sub.unacked_messages()),
         ("pulsar_subscription_blocked_on_unacked_messages", 1.0 if sub.dispatcher.blocked_on_unacked else 0.0),
-        ("pulsar_subscription_consumers_count", len(consumers)),
+        ("pulsar_subscription_consumers_count", len(reading.consumers)),
         ("pulsar_subscription_msg_rate_expired", sub.expired.rate(now)[0]),
         ("pulsar_subscription_total_msg_expired", sub.expired.total_msgs),
         ("pulsar_subscription_last_expire_timestamp", sub.expired.last_ms),
@@ -200,8 +236,8 @@ def _add_topic(part: ScrapeRows, scrape: ScrapeState, topic: Topic, now: int) ->
     namespace = topic.name.namespace_name
     add_to(part.topic_counts, namespace, 1)
     key = (part.cluster, namespace, str(topic.name)) if part.by_topic else (part.cluster, namespace)
-    backlogs = {name: sub.backlog() for name, sub in topic.subscriptions.items()}
-    add_to(part.topic_rows, key, _topic_values(topic, scrape.quotas_of(topic), backlogs, now))
+    subs = [_SubscriptionReading.of(sub, now) for sub in topic.subscriptions.values()]
+    add_to(part.topic_rows, key, _topic_values(topic, scrape.quotas_of(topic), subs, now))
     for kind, count in topic.quota_evictions.items():
         add_to(part.evictions, (*key, kind), count)
     for base, source in scrape.latency_sources.items():
@@ -209,23 +245,29 @@ def _add_topic(part: ScrapeRows, scrape: ScrapeState, topic: Topic, now: int) ->
         if latency is not None:
             add_to(part.latency[base], key, latency)
     if part.by_topic:
-        for name, sub in sorted(topic.subscriptions.items()):
-            part.subscription_rows[(*key, name)] = _subscription_values(sub, backlogs[name], now)
+        for reading in sorted(subs, key=_subscription_name):
+            name = reading.subscription.name
+            part.subscription_rows[(*key, name)] = _subscription_values(reading, now)
             if part.with_consumers:
-                for c in sub.consumers:
-                    part.consumer_rows[(*key, name, c.consumer_name, str(c.consumer_id))] = \
-                        _consumer_values(sub, c, now)
+                for c in reading.consumers:
+                    consumer = c.consumer
+                    part.consumer_rows[(*key, name, consumer.consumer_name, str(consumer.consumer_id))] = \
+                        _consumer_values(reading.subscription, c)
     scrape.delayed.add_topic(part.cluster, topic, part.by_topic)
 
 
-def _consumer_values(sub: Subscription, c: Consumer, now: int) -> tuple[float, ...]:
+def _subscription_name(reading: _SubscriptionReading) -> str:
+    return reading.subscription.name
+
+
+def _consumer_values(sub: Subscription, reading: _ConsumerReading) -> tuple[float, ...]:
     """The consumer's row, in CONSUMER_COLUMNS order."""
-    rate, throughput = c.msg_out.rate(now)
+    c = reading.consumer
     return _row(_CONSUMER, (
-        ("pulsar_consumer_msg_rate_out", rate),
-        ("pulsar_consumer_msg_throughput_out", throughput),
-        ("pulsar_consumer_msg_rate_redeliver", c.redeliver.rate(now)[0]),
-        ("pulsar_consumer_msg_ack_rate", c.acks.rate(now)[0]),
+        ("pulsar_consumer_msg_rate_out", reading.rate_out),
+        ("pulsar_consumer_msg_throughput_out", reading.throughput_out),
+        ("pulsar_consumer_msg_rate_redeliver", reading.rate_redeliver),
+        ("pulsar_consumer_msg_ack_rate", reading.ack_rate),
         ("pulsar_consumer_unacked_messages", c.unacked_messages),
         ("pulsar_consumer_blocked_on_unacked_messages", 1.0 if c.blocked_on_unacked else 0.0),
         ("pulsar_consumer_available_permits", max(0, c.permits)),

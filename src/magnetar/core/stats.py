@@ -9,6 +9,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 WINDOW_MS = 10_000
+_WINDOW_S = WINDOW_MS / 1000
+_IDLE = (0.0, 0.0)
 
 
 @dataclass(slots=True)
@@ -42,12 +44,14 @@ class RateCounter:
 
     def rate(self, now_ms: int) -> tuple[float, float]:
         """(messages/s, bytes/s) over the window ending now."""
+        if self._samples is None:
+            return _IDLE  # most counters of a loaded topic; a scrape asks for every one
         self._trim(now_ms)
-        samples = self._samples or ()
-        msgs = sum(m for _, m, _ in samples)
-        size = sum(b for _, _, b in samples)
-        seconds = WINDOW_MS / 1000
-        return msgs / seconds, size / seconds
+        msgs = size = 0
+        for _, m, b in self._samples or ():
+            msgs += m
+            size += b
+        return msgs / _WINDOW_S, size / _WINDOW_S
 
     def _trim(self, now_ms: int) -> None:
         oldest = (now_ms - WINDOW_MS) // 1000
