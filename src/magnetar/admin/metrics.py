@@ -44,7 +44,6 @@ from magnetar.core.backlog_quota import BacklogQuotas
 from magnetar.server import topic_lifecycle
 from magnetar.server.broker_stats import LatencyValues
 from magnetar.server.clock import now_ms
-from magnetar.server.thread_switching import faster_thread_switching
 
 log = logging.getLogger(__name__)
 
@@ -325,13 +324,12 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     which the loop passes on; if no child can be started, made on the loop. Each slice is
     followed by a rest (:mod:`magnetar.admin.scrape_pacing`), so a scrape of many topics
     does not hold up publishing (a worker thread would, through the interpreter lock)."""
-    with faster_thread_switching():  # the committer thread is not kept waiting meanwhile
-        yield _process_text()
-        scrape = ScrapeState(broker)
-        async for chunk in _rows_text(scrape):
-            yield chunk
-        for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker)]:
-            yield generate_latest(_One(metric))  # type: ignore[arg-type]
+    yield _process_text()
+    scrape = ScrapeState(broker)
+    async for chunk in _rows_text(scrape):
+        yield chunk
+    for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker)]:
+        yield generate_latest(_One(metric))  # type: ignore[arg-type]
 
 
 async def _rows_text(scrape: ScrapeState) -> AsyncIterator[bytes]:
