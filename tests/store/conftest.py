@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,3 +28,17 @@ def make_factory(request: pytest.FixtureRequest, tmp_path: Path) -> MakeFactory:
         return SegmentLedgerFactory(tmp_path / "data", ids.__next__, config, clock_ms=lambda: FIXED_CLOCK_MS)
 
     return make
+
+
+@pytest.fixture
+def disk_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The offsets of every ``os.pread`` from here on: reads that missed the tail cache."""
+    reads: list[int] = []
+    real = os.pread
+
+    def counting(fd: int, length: int, offset: int) -> bytes:
+        reads.append(offset)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", counting)
+    return reads

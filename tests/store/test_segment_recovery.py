@@ -206,18 +206,11 @@ def test_block_reads_at_open_and_in_scans_cut_records_anywhere(
     assert path.stat().st_size == ends[-1]
 
 
-def test_tailing_reads_come_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_tailing_reads_come_from_the_cache(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     config = LedgerConfig(cache_max_entries=3)
     ledger = SegmentLedger(tmp_path, TOPIC, itertools.count(1).__next__, config)
     positions = [ledger.append(entry) for entry in ENTRIES]
-    disk_reads: list[int] = []
-    real_pread = os.pread
-
-    def counting_pread(fd: int, length: int, offset: int) -> bytes:
-        disk_reads.append(offset)
-        return real_pread(fd, length, offset)
-
-    monkeypatch.setattr(os, "pread", counting_pread)
+    disk_reads: list[int] = request.getfixturevalue("disk_reads")  # counted from here on
     assert [ledger.read(p) for p in positions[2:]] == ENTRIES[2:]
     assert disk_reads == []
     assert ledger.read(positions[0]) == ENTRIES[0]

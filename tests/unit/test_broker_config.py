@@ -17,6 +17,8 @@ from magnetar.core.broker_config import BrokerConfig, ConfigError
     ("pulsarChannelPauseReceivingRequestsIfUnwritable", "sometimes"),
     ("maxMessagePublishBufferSizeInMB", "lots"),
     ("maxConcurrentTopicLoadRequest", "0"),
+    ("managedLedgerCacheSizeMB", "-1"),
+    ("managedLedgerCacheSizeMB", "a lot"),
 ])
 def test_bad_limit_values_name_their_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):
@@ -32,3 +34,10 @@ def test_publish_buffer_default_and_off() -> None:
     assert BrokerConfig().publish_buffer_bytes == 512 * 1024 * 1024
     assert BrokerConfig().with_overrides({"maxMessagePublishBufferSizeInMB": "0"}).publish_buffer_bytes == 0
     assert BrokerConfig().with_overrides({"maxMessagePublishBufferSizeInMB": "64"}).publish_buffer_bytes == 64 << 20
+
+
+def test_entry_cache_size_unset_zero_and_set() -> None:
+    assert BrokerConfig().managedLedgerCacheSizeMB is None
+    assert BrokerConfig().with_overrides({"managedLedgerCacheSizeMB": ""}).managedLedgerCacheSizeMB is None
+    assert BrokerConfig().with_overrides({"managedLedgerCacheSizeMB": "0"}).managedLedgerCacheSizeMB == 0
+    assert BrokerConfig().with_overrides({"managedLedgerCacheSizeMB": "256"}).managedLedgerCacheSizeMB == 256

@@ -299,6 +299,16 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
     return [usage, refused]
 
 
+def _entry_cache(broker: BrokerOperations) -> Metric:
+    """Pulsar's ``pulsar_ml_cache_used_size``: bytes held by the tail caches of all topics
+    (bounded by ``managedLedgerCacheSizeMB``)."""
+    used = GaugeMetricFamily("pulsar_ml_cache_used_size", "Bytes of entries held by the managed ledger cache",
+                             labels=["cluster"])
+    budget = broker.ledger_factory.cache_budget
+    used.add_metric([broker.config.clusterName], budget.used_bytes if budget is not None else 0)
+    return used
+
+
 
 class _One:
     """One family as a collector, for prometheus-client's formatter."""
@@ -328,7 +338,7 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     scrape = ScrapeState(broker)
     async for chunk in _rows_text(scrape):
         yield chunk
-    for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker)]:
+    for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker), _entry_cache(broker)]:
         yield generate_latest(_One(metric))  # type: ignore[arg-type]
 
 

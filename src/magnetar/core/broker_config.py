@@ -91,6 +91,9 @@ class BrokerConfig:
     #: BookKeeper's name: ledgers that may hold open files at once (the least recently used
     #: give theirs back); 0: a quarter of the process's descriptor limit
     openFileLimit: int = 0
+    #: memory for the tail caches of all topics together, in MB (0: nothing is cached);
+    #: unset, a fifth of the machine's memory (Pulsar: a fifth of the JVM's direct memory)
+    managedLedgerCacheSizeMB: int | None = None
     # delayed delivery
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -269,6 +272,9 @@ class BrokerConfig:
                     "dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte",
                     "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+        for key in ("managedLedgerCacheSizeMB",):
+            if getattr(self, key) is not None and getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
 
     def _validate_lifecycle(self) -> None:

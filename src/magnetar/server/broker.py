@@ -16,6 +16,7 @@ import logging
 import shutil
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
@@ -56,6 +57,7 @@ from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
+from magnetar.storage.entry_cache_budget import cache_budget
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger, StorageError
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -88,11 +90,14 @@ class BrokerService:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._dispatcher_factory = self.core.dispatcher_factory
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
+        if config.managedLedgerCacheSizeMB == 0:
+            ledger_config = replace(ledger_config, cache_max_entries=0, cache_max_bytes=0)
         budget = DescriptorBudget(config.openFileLimit or default_budget())
         #: ledger ids, a block reserved ahead on the writer's thread
         self.ledger_ids = LedgerIds(self.metadata, self.writer)
         self.ledger_factory = SegmentLedgerFactory(data_dir / "ledgers", self.ledger_ids.next_id, ledger_config,
-                                                   budget=budget)
+                                                   budget=budget,
+                                                   cache_budget=cache_budget(config.managedLedgerCacheSizeMB))
         self.ledger_config = ledger_config
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
                                         on_error=self._on_sync_error_from_thread)

@@ -59,6 +59,7 @@ import google_crc32c
 
 from magnetar.core.positions import Position
 from magnetar.storage.descriptor_budget import DescriptorBudget
+from magnetar.storage.entry_cache_budget import EntryCacheBudget
 from magnetar.storage.interfaces import (
     AppendFailed,
     EntryNotFound,
@@ -380,11 +381,13 @@ class _DetachedScan:
 
 
 class _TailCache:
-    """The most recently appended entries, so tailing consumers never touch the disk."""
+    """The most recently appended entries, so tailing consumers never touch the disk.
+    Bounded per ledger, and across ledgers by the broker's :class:`EntryCacheBudget`."""
 
-    def __init__(self, max_entries: int, max_bytes: int) -> None:
+    def __init__(self, max_entries: int, max_bytes: int, budget: EntryCacheBudget | None = None) -> None:
         self._max_entries = max_entries
         self._max_bytes = max_bytes
+        self._budget = budget
         self._entries: OrderedDict[Position, bytes] = OrderedDict()
         self._bytes = 0
 
@@ -402,26 +405,48 @@ class _TailCache:
                 cached[pos] = data
                 added += len(data)
         self._bytes += added
+        freed = 0
+        budget = self._budget
+        if budget is not None and added:
+            budget.added(self, added)
+            budget.make_room(self)
+            excess = budget.used_bytes - budget.limit_bytes
+            while cached and freed < excess:
+                freed += self._evict_oldest()
         while len(cached) > self._max_entries or self._bytes > max_bytes:
-            self._evict_oldest()
+            freed += self._evict_oldest()
+        self._released(freed)
 
     def drop_ledgers(self, ledger_ids: set[int]) -> None:
         """Forget trimmed ledgers; entries are in position order, so theirs come first."""
+        freed = 0
         while self._entries and next(iter(self._entries)).ledger_id in ledger_ids:
-            self._evict_oldest()
+            freed += self._evict_oldest()
+        self._released(freed)
 
     def drop_from(self, pos: Position) -> None:
         """Forget the entries at and after ``pos`` (appends taken back)."""
+        freed = 0
         while self._entries and next(reversed(self._entries)) >= pos:
-            self._bytes -= len(self._entries.popitem(last=True)[1])
+            data = self._entries.popitem(last=True)[1]
+            self._bytes -= len(data)
+            freed += len(data)
+        self._released(freed)
 
-    def clear(self) -> None:
+    def release_all(self) -> None:
+        freed, self._bytes = self._bytes, 0
         self._entries.clear()
-        self._bytes = 0
+        self._released(freed)
 
-    def _evict_oldest(self) -> None:
+    def _evict_oldest(self) -> int:
+        """Drop the oldest entry; its size, for the budget (told once per change)."""
         _, data = self._entries.popitem(last=False)
         self._bytes -= len(data)
+        return len(data)
+
+    def _released(self, size: int) -> None:
+        if size and self._budget is not None:
+            self._budget.released(self, size, not self._entries)
 
 
 class SegmentLedger:
@@ -436,9 +461,11 @@ class SegmentLedger:
         clock_ms: Callable[[], int] = wall_clock_ms,
         budget: DescriptorBudget | None = None,
         first_ledger_id: int | None = None,
+        cache_budget: EntryCacheBudget | None = None,
     ) -> None:
         """``first_ledger_id``: the id of the first ledger this one opens, taken beforehand
-        (then ``allocate_ledger_id`` gives the ones after it)."""
+        (then ``allocate_ledger_id`` gives the ones after it); ``cache_budget``: the limit
+        its tail cache shares with every other ledger's."""
         self.name = name
         self._budget = budget
         self.directory = Path(data_dir) / topic_dir_name(name)
@@ -448,7 +475,7 @@ class SegmentLedger:
         self._clock_ms = clock_ms
         self._index = LedgerIndex()
         self._segments: dict[int, _Segment] = {}
-        self._cache = _TailCache(self._config.cache_max_entries, self._config.cache_max_bytes)
+        self._cache = _TailCache(self._config.cache_max_entries, self._config.cache_max_bytes, cache_budget)
         self._write_fd = -1
         #: a current segment exists (its descriptor may have been given back to the budget)
         self._writing = False
@@ -970,7 +997,7 @@ class SegmentLedger:
             self._budget.forget(self)
         with self._fd_lock:
             self._closed = True
-            self._cache.clear()
+            self._cache.release_all()
             self._unwritten, self._unwritten_bytes, self._unwritten_from = [], 0, None
             if self._write_fd >= 0:
                 os.close(self._write_fd)
@@ -994,9 +1021,11 @@ class SegmentLedgerFactory:
         config: LedgerConfig | None = None,
         clock_ms: Callable[[], int] = wall_clock_ms,
         budget: DescriptorBudget | None = None,
+        cache_budget: EntryCacheBudget | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.budget = budget
+        self.cache_budget = cache_budget
         self._allocate = allocate_ledger_id
         self._config = config or LedgerConfig()
         self._clock_ms = clock_ms
@@ -1009,6 +1038,6 @@ class SegmentLedgerFactory:
         if current is not None and not current.closed:
             raise StorageError(f"managed ledger {name!r} is already open; close it first")
         ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms, self.budget,
-                               first_ledger_id)
+                               first_ledger_id, self.cache_budget)
         self._open[name] = ledger
         return ledger
