@@ -9,7 +9,6 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -31,14 +30,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = BrokerProcess(data, config={"maxPendingPublishRequestsPerConnection": "200"}).start()
     yield proc
     proc.kill()
-
-
-def rss_bytes(proc: BrokerProcess) -> int:
-    assert proc.proc is not None
-    for line in Path(f"/proc/{proc.proc.pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc status")
 
 
 def short(topic: str) -> str:
@@ -67,12 +58,12 @@ def test_a_consumer_that_does_not_read_holds_the_broker_to_its_write_buffer(brok
         reader.handshake()
         reader.subscribe(topic, "s", consumer_id=7, request_id=1)
         publish_backlog(broker, topic, BACKLOG_ENTRIES)
-        before = rss_bytes(broker)
+        before = broker.rss_bytes()
         reader.send_command(flow(7, 1_000_000))
         wait_until(lambda: consumer_stats(broker, topic, "s").get("msgOutCounter", 0) > 0, what="a first dispatch")
         publish_backlog(broker, new_topic("other"), 3)  # the broker went round its loop many times since
         sent = consumer_stats(broker, topic, "s")["msgOutCounter"]
-        grown = rss_bytes(broker) - before
+        grown = broker.rss_bytes() - before
         assert sent < BACKLOG_ENTRIES // 4, \
             f"{sent} of {BACKLOG_ENTRIES} 1 MB entries went to a consumer that reads nothing"
         assert grown < 24 * MB, f"broker RSS grew by {grown / MB:.1f} MB for a consumer that reads nothing"
@@ -119,9 +110,9 @@ def test_a_producer_that_does_not_read_its_receipts_is_no_longer_read(broker: Br
         conn.handshake()
         conn.send_command(producer(new_topic("flood"), 1, 1, producer_name="flood"))
         conn.expect_reply(1, T.PRODUCER_SUCCESS)
-        before = rss_bytes(broker)
+        before = broker.rss_bytes()
         pushed = push_until_stalled(conn.sock, blob, stall_s=2.0)
-        grown = rss_bytes(broker) - before
+        grown = broker.rss_bytes() - before
         assert pushed < len(blob) // 2, f"the broker read {pushed // frame_size} of {count} sends without receipts read"
         assert grown < 48 * MB, f"broker RSS grew by {grown / MB:.1f} MB"
 

@@ -48,3 +48,21 @@ def test_topics_share_one_cache_budget_and_lose_nothing(broker: BrokerProcess) -
             assert read_topic(client, topic) == [f"{index}:{n}:".encode().ljust(SIZE, b".") for n in range(MESSAGES)]
     finally:
         client.close()
+
+
+def test_memory_does_not_follow_what_was_published(broker: BrokerProcess) -> None:
+    """100 MB published into 50 topics; neither the caches nor anything else keeps it."""
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:
+        before = broker.rss_bytes()
+        payload = b"m" * 100_000
+        for _ in range(50):
+            producer = client.create_producer(new_topic("volume"), batching_enabled=False)
+            for _ in range(20):
+                producer.send_async(payload, None)
+            producer.flush()
+            producer.close()
+        grown = broker.rss_bytes() - before
+        assert grown < 50 * 1024 * 1024, f"RSS grew {grown / 1e6:.0f} MB for 100 MB published"
+    finally:
+        client.close()

@@ -39,7 +39,8 @@ from magnetar.core.stats import RateCounter
 from magnetar.core.subscription import Subscription, default_dispatcher
 from magnetar.core.subscription_view import SubscriptionView
 
-#: Recently published entries whose parsed metadata a topic keeps for dispatch.
+#: Recently published entries whose parsed metadata a topic keeps for dispatch (the facts
+#: only: the entry's bytes are the ledger's to keep, within its cache's budget).
 RECENT_ENTRIES_MAX = 2048
 
 
@@ -112,7 +113,7 @@ class Topic:
         #: recently published entries with the metadata parsed when they were checked
         # oldest first; an OrderedDict drops its oldest in constant time, where a dict's
         # next(iter()) walks past the slots of every entry deleted before it
-        self._recent: OrderedDict[Position, tuple[bytes, EntryInfo]] = OrderedDict()
+        self._recent: OrderedDict[Position, EntryInfo] = OrderedDict()
 
     def __str__(self) -> str:
         return str(self.name)
@@ -163,11 +164,9 @@ class Topic:
 
     def read_entry_info(self, pos: Position) -> tuple[bytes, EntryInfo]:
         """The entry and its metadata facts, parsed at publish for recent entries."""
-        found = self._recent.get(pos)
-        if found is not None:
-            return found
         entry = self.ledger.read(pos)
-        return entry, EntryInfo.read(entry)
+        info = self._recent.get(pos)
+        return entry, info if info is not None else EntryInfo.read(entry)
 
     def _forget_recent_before(self, pos: Position) -> None:
         recent = self._recent
@@ -243,7 +242,7 @@ class Topic:
             raise
         if info is not None:
             recent = self._recent
-            recent[pos] = (entry, info)
+            recent[pos] = info
             if len(recent) > RECENT_ENTRIES_MAX:
                 recent.popitem(last=False)
         self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id,
@@ -267,7 +266,7 @@ class Topic:
         recent, receipts = self._recent, self.pending_receipts
         messages = size = 0
         for pos, (sequence_id, highest, num_messages, entry, info) in zip(positions, sends, strict=False):
-            recent[pos] = (entry, info)
+            recent[pos] = info
             receipts.append(PendingReceipt(pos, producer, sequence_id, highest, None, sequence_id))
             messages += num_messages
             size += len(entry)

@@ -825,12 +825,12 @@ class SegmentLedger:
     # -- reading ----------------------------------------------------------------------
 
     def read(self, pos: Position) -> bytes:
+        cached = self._cache.get(pos)  # held only while open, stored and not trimmed
+        if cached is not None:
+            return cached
         self._check_open()
         if not self._index.contains(pos):
             raise EntryNotFound(self.name, pos)
-        cached = self._cache.get(pos)
-        if cached is not None:
-            return cached
         if self._unwritten_from is not None and pos >= self._unwritten_from:
             self.flush()  # not in the cache (too large for it): read it from the file
         segment = self._segments[pos.ledger_id]

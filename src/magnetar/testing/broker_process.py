@@ -72,6 +72,14 @@ class BrokerProcess:
         assert self.proc is not None
         return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
 
+    def rss_bytes(self) -> int:
+        """The broker process's resident memory now."""
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS in /proc status")
+
     def wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
