@@ -390,9 +390,9 @@ class _TailCache:
         self._budget = budget
         self._entries: OrderedDict[Position, bytes] = OrderedDict()
         self._bytes = 0
-
-    def get(self, pos: Position) -> bytes | None:
-        return self._entries.get(pos)
+        #: the cached entry at a position, or None (the dict's own method: every dispatched
+        #: entry is looked up here)
+        self.get: Callable[[Position], bytes | None] = self._entries.get
 
     def put_all(self, positions: Sequence[Position], entries: Sequence[bytes]) -> None:
         """Cache appended entries (``entries`` may run on past the positions)."""
