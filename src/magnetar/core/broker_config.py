@@ -273,9 +273,8 @@ class BrokerConfig:
                     "ttlDurationDefaultInSeconds", "brokerServiceCompactionThresholdInBytes"):
             if getattr(self, key) < 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
-        for key in ("managedLedgerCacheSizeMB",):
-            if getattr(self, key) is not None and getattr(self, key) < 0:
-                raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
+        if self.managedLedgerCacheSizeMB is not None and self.managedLedgerCacheSizeMB < 0:
+            raise ConfigError(f"managedLedgerCacheSizeMB={self.managedLedgerCacheSizeMB} must not be negative")
 
     def _validate_lifecycle(self) -> None:
         for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",

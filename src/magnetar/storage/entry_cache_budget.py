@@ -83,6 +83,7 @@ class EntryCacheBudget:
                     return candidate
         return None
 
+
 def cache_budget(size_mb: int | None) -> EntryCacheBudget:
     """The budget ``managedLedgerCacheSizeMB`` asks for (None: a fifth of the machine's memory)."""
     if size_mb is None:
