@@ -19,6 +19,7 @@ from magnetar.core.broker_config import BrokerConfig, ConfigError
     ("maxConcurrentTopicLoadRequest", "0"),
     ("managedLedgerCacheSizeMB", "-1"),
     ("managedLedgerCacheSizeMB", "a lot"),
+    ("journalRemoveFromPageCache", "sometimes"),
 ])
 def test_bad_limit_values_name_their_key(key: str, value: str) -> None:
     with pytest.raises(ConfigError, match=key):

@@ -83,6 +83,9 @@ class BrokerConfig:
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerDefaultMarkDeleteRateLimit: float = 1.0
     journalSyncData: bool = True
+    #: BookKeeper's name: synced data more than 256 MB behind a topic's end leaves the OS
+    #: page cache (readers further behind read from the disk)
+    journalRemoveFromPageCache: bool = True
     #: BookKeeper's names: appends are refused from this share of the data disk used...
     diskUsageThreshold: float = 0.95
     #: ...a warning is logged from this one, and usage is read every diskCheckInterval ms

@@ -86,6 +86,9 @@ class LedgerConfig:
     #: Recently appended entries kept in memory per topic so tailing reads skip the disk.
     cache_max_entries: int = 10_000
     cache_max_bytes: int = 16 * 1024 * 1024
+    #: Synced data further than this behind a ledger's end leaves the OS page cache (None:
+    #: kept until the kernel needs the memory); ``journalRemoveFromPageCache``
+    page_cache_window_bytes: int | None = 256 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for field_name in ("max_entries_per_ledger", "max_size_per_ledger_bytes"):
@@ -94,6 +97,8 @@ class LedgerConfig:
         for field_name in ("cache_max_entries", "cache_max_bytes"):
             if getattr(self, field_name) < 0:
                 raise ValueError(f"LedgerConfig.{field_name} must not be negative")
+        if self.page_cache_window_bytes is not None and self.page_cache_window_bytes < 0:
+            raise ValueError("LedgerConfig.page_cache_window_bytes must not be negative")
 
 
 class ManagedLedger(Protocol):

@@ -92,6 +92,8 @@ class BrokerService:
         ledger_config = LedgerConfig(max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger)
         if config.managedLedgerCacheSizeMB == 0:
             ledger_config = replace(ledger_config, cache_max_entries=0, cache_max_bytes=0)
+        if not config.journalRemoveFromPageCache:
+            ledger_config = replace(ledger_config, page_cache_window_bytes=None)
         budget = DescriptorBudget(config.openFileLimit or default_budget())
         #: ledger ids, a block reserved ahead on the writer's thread
         self.ledger_ids = LedgerIds(self.metadata, self.writer)
