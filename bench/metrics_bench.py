@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from topics_bench import create_wave  # noqa: E402
 
-from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
+from magnetar.testing.broker_process import BrokerProcess, checkout_source  # noqa: E402
 from magnetar.testing.raw_client import RawConnection, T  # noqa: E402
 
 
@@ -105,14 +105,18 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=3)
     parser.add_argument("--scraper", choices=["httpx", "curl"], default="httpx",
                         help="what scrapes: httpx in Python, or curl (little CPU, as Prometheus)")
-    parser.add_argument("--broker-src", help="run the broker from this source tree (to compare versions)")
+    parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
     args = parser.parse_args()
+    try:
+        source = checkout_source(args.broker_src) if args.broker_src else None
+    except ValueError as exc:
+        parser.error(str(exc))
 
     scratch = Path(tempfile.mkdtemp(prefix="metrics-bench-"))  # removed at the end: 1 to 2 GB at 50,000 topics
     data = scratch / "data"
     broker = BrokerProcess(data, config={"idleTopicUnloadSeconds": "0"})
-    if args.broker_src:
-        os.environ["PYTHONPATH"] = args.broker_src
+    if source is not None:
+        os.environ["PYTHONPATH"] = source
     broker.start()
     try:
         for first in range(0, args.topics, 1000):

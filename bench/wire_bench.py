@@ -39,7 +39,7 @@ import google_crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
+from magnetar.testing.broker_process import BrokerProcess, checkout_source  # noqa: E402
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
 from magnetar.wire.batch import make_batch  # noqa: E402
 from magnetar.wire.frames import FrameDecoder, encode_command, encode_payload_command, make_entry  # noqa: E402
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         broker = BrokerProcess(Path(tmp) / "data", config)
         saved = os.environ.get("PYTHONPATH")
         if args.broker_src:
-            os.environ["PYTHONPATH"] = str(Path(args.broker_src) / "src")
+            os.environ["PYTHONPATH"] = checkout_source(args.broker_src)
         try:
             broker.start()
         finally:
@@ -242,9 +242,15 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=1000, help="outstanding sends per generator")
     parser.add_argument("--rate", type=float, default=0, help="entries/s in all (0: as fast as possible)")
     parser.add_argument("--no-sync", action="store_true", help="journalSyncData=false")
-    parser.add_argument("--broker-src", help="run the broker from this checkout's src/")
+    parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
     parser.add_argument("--timeout", type=float, default=900, help="seconds before giving up")
-    result = run(parser.parse_args())
+    args = parser.parse_args()
+    if args.broker_src:
+        try:
+            checkout_source(args.broker_src)
+        except ValueError as exc:
+            parser.error(str(exc))
+    result = run(args)
     print(json.dumps(result), flush=True)
     print(f"{result['mode']}: {result['end_to_end_msgs_per_s']:,} msgs/s end to end, {result['mb_per_s']} MB/s, "
           f"broker {result['broker_cpu_us_per_entry']} us CPU/entry, lost {result['lost']}, "

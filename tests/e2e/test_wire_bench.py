@@ -27,3 +27,11 @@ def test_batched_run_at_a_fixed_rate_reports_latency() -> None:
     result = run_bench("--messages", "20000", "--batch", "100", "--rate", "400")
     assert (result["messages"], result["lost"], result["duplicates"]) == (20000, 0, 0)
     assert result["publish_p99_ms"] is not None
+
+
+def test_another_checkout_must_hold_the_package(tmp_path: Path) -> None:
+    """A folder without Magnetar's sources would run the installed broker and compare it with
+    itself: refused before anything starts."""
+    done = subprocess.run([sys.executable, str(BENCH), "--broker-src", str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 2 and "is not a checkout of Magnetar" in done.stderr, done.stderr

@@ -17,6 +17,16 @@ from pathlib import Path
 READY_LINE = b"magnetar standalone ready"
 
 
+def checkout_source(checkout: str | Path) -> str:
+    """The ``src`` folder of another checkout of Magnetar, to run its broker instead of this
+    one (benchmarks comparing versions). A folder without the package would silently run the
+    installed broker, so it is refused."""
+    source = Path(checkout) / "src"
+    if not (source / "magnetar" / "__init__.py").is_file():
+        raise ValueError(f"{checkout} is not a checkout of Magnetar: no src/magnetar/__init__.py in it")
+    return str(source)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
