@@ -16,9 +16,10 @@ time per entry (user + system time of the broker process, all its threads).
 Batched runs of a few million messages last a second or two and give the burst rate; for
 the sustained rate give ``--messages 30000000`` or more. Over a longer run the segment
 grows by gigabytes, and every page of it is new page cache: on a virtual machine whose
-host takes freed guest memory back, the first touch of each page costs the broker's
+host takes freed guest memory back, the first touch of each page cost the broker's
 ``writev`` most of its time (on the 2-core machine, ``dd`` of 4 GB into a file ran at
-590 MB/s, and at 1.9 GB/s when repeated at once).
+590 MB/s, and at 1.9 GB/s when repeated at once), until synced data far behind the end
+was given back to the kernel (``journalRemoveFromPageCache``).
 """
 
 from __future__ import annotations
