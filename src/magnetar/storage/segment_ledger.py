@@ -394,6 +394,7 @@ class _TailCache:
         self._budget = budget
         self._entries: OrderedDict[Position, bytes] = OrderedDict()
         self._bytes = 0
+        self._release_lock = threading.Lock()
         #: the cached entry at a position, or None (the dict's own method: every dispatched
         #: entry is looked up here)
         self.get: Callable[[Position], bytes | None] = self._entries.get
@@ -438,8 +439,11 @@ class _TailCache:
         self._released(freed)
 
     def release_all(self) -> None:
-        freed, self._bytes = self._bytes, 0
-        self._entries.clear()
+        """Drop everything. The budget may ask for this on the loop while the ledger closes
+        on a worker thread, so the bytes are taken under a lock and counted once."""
+        with self._release_lock:
+            freed, self._bytes = self._bytes, 0
+            self._entries.clear()
         self._released(freed)
 
     def _evict_oldest(self) -> int:
