@@ -3,7 +3,8 @@
 A connection is an asyncio protocol. It decodes frames, routes each command to a
 handler, and implements the sinks core uses to send MESSAGE frames, receipts and
 broker-initiated closes. Outgoing frames are gathered and written once per loop
-iteration, so a dispatch of many entries costs one write.
+iteration, so a dispatch of many entries costs one write; a connection that gathered
+more than a few high-water marks writes at once and goes on while the transport takes it.
 
 Back-pressure both ways, as Pulsar does with netty's channel writability and auto-read:
 dispatch to the connection's consumers stops while its outgoing bytes (gathered plus the
@@ -44,7 +45,7 @@ from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame,
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
-#: high-water marks of outgoing bytes a connection gathers within one loop turn
+#: high-water marks of outgoing bytes a connection gathers before it writes them
 GATHER_MARKS = 8
 #: the challenge data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA)
 REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
@@ -79,8 +80,8 @@ class ServerConnection(asyncio.Protocol):
         self.pending_publishes = PendingPublishes(config.maxPendingPublishRequestsPerConnection,
                                                   broker.publish_buffer)
         self._high_water = config.pulsarChannelWriteBufferHighWaterMark
-        #: bytes one loop turn may gather for the connection before dispatch to it stops:
-        #: a few marks, so large entries still go several to a write
+        #: bytes a connection gathers before it writes them without waiting for the loop
+        #: turn to end: a few marks, so large entries still go several to a write
         self._gather_limit = GATHER_MARKS * self._high_water
         self._low_water = config.pulsarChannelWriteBufferLowWaterMark
         self._pause_reading_if_unwritable = config.pulsarChannelPauseReceivingRequestsIfUnwritable
@@ -270,12 +271,17 @@ class ServerConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self._write_out()
+        if self.consumers_paused and not self._transport_paused:
+            self._resume_consumers()
+
+    def _write_out(self) -> None:
+        """Hand what was gathered to the transport, which calls ``pause_writing`` at once
+        if its buffer is then above high water."""
         if self.transport is not None and self._out and not self.closed:
             self.transport.writelines(self._out)
         self._out = []
         self._out_bytes = 0
-        if self.consumers_paused and not self._transport_paused:
-            self._resume_consumers()
 
     def close(self) -> None:
         self._flush()
@@ -316,7 +322,11 @@ class ServerConnection(asyncio.Protocol):
                      redelivery_count: int, ack_set: list[int] | None) -> None:
         self.write(message_frame_header(consumer_id, pos.ledger_id, pos.entry_id, partition, redelivery_count,
                                         ack_set, len(entry)), entry)
-        if self._out_bytes > self._gather_limit or self._transport_paused:
+        if self._out_bytes > self._gather_limit:
+            # Waiting for the loop turn to end would send one gathering a turn; a turn
+            # that also takes in publishes lasts milliseconds, and the consumer would starve.
+            self._write_out()
+        if self._transport_paused:
             self._pause_consumers()
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
