@@ -12,7 +12,7 @@ consumer does. It prints the broker's CPU time per entry (the loop thread alone,
 whole process), so a change to the send, receipt, dispatch or ack path can be judged
 from a few runs.
 
-    python bench/broker_path_bench.py --entries 200000 [--batch 1] [--sync] [--profile out.prof]
+    python bench/broker_path_bench.py --entries 200000 [--batch 1] [--sync] [--rate 10000] [--profile out.prof]
 """
 
 from __future__ import annotations
@@ -117,7 +117,9 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     consumer.data_received(command(cmd))
     await until(lambda: 1 in consumer.consumers and 1 in producer.producers)
     consumer.data_received(command(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=1, messagePermits=1 << 30))))
-    chunks = reads(send_frames(args.entries, args.batch, args.size))
+    frames = send_frames(args.entries, args.batch, args.size)
+    # at a fixed rate each SEND comes in a read of its own, as from a client sending one at a time
+    chunks = frames if args.rate > 0 else reads(frames)
 
     bench_consumer = consumer.consumers[1][0]
 
@@ -141,9 +143,11 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     started, cpu0, thread0 = time.perf_counter(), time.process_time(), time.thread_time()
     if profiler is not None:
         profiler.enable()
-    for chunk in chunks:
+    for sent, chunk in enumerate(chunks):
         while producer.reading_paused:  # a socket would not be read now (pending-publish limit)
             await asyncio.sleep(0.0002)
+        if args.rate > 0 and (ahead := started + sent / args.rate - time.perf_counter()) > 0:
+            await asyncio.sleep(ahead)
         producer.data_received(chunk)
         await asyncio.sleep(0)
         if consumer_entries() - acked >= 1000:
@@ -160,6 +164,7 @@ async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     cpu, thread = time.process_time() - cpu0, time.thread_time() - thread0
     await broker.close()
     return {"entries": args.entries, "batch": args.batch, "size": args.size, "journalSyncData": args.sync,
+            "rate": args.rate,
             "elapsed_s": round(elapsed, 3), "entries_per_s": round(args.entries / elapsed),
             "loop_cpu_us_per_entry": round(thread / args.entries * 1e6, 2),
             "process_cpu_us_per_entry": round(cpu / args.entries * 1e6, 2),
@@ -172,6 +177,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1, help="messages per entry")
     parser.add_argument("--size", type=int, default=100, help="bytes per message")
     parser.add_argument("--sync", action="store_true", help="journalSyncData=true (fsync before receipts)")
+    parser.add_argument("--rate", type=float, default=0,
+                        help="entries/s, each in a read of its own (0: as fast as possible, 256 KB reads)")
     parser.add_argument("--profile", help="write a cProfile of the measured part here")
     args = parser.parse_args()
     try:
