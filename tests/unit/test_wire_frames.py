@@ -16,6 +16,7 @@ from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import (
     FRAME_PADDING,
+    LARGE_FRAME_BYTES,
     MAGIC_BROKER_ENTRY_METADATA,
     MAGIC_CRC32C,
     Frame,
@@ -197,6 +198,43 @@ def test_large_frame_in_small_pieces_is_linear() -> None:
     assert frames == [Frame(send_command(), entry)]
     # Re-copying the buffered prefix on every piece would move ~64 GiB here.
     assert elapsed_s < 3.0
+
+
+def test_a_large_frame_across_reads_is_joined_from_its_pieces() -> None:
+    entry = make_entry(example_metadata(), b"y" * 200_000)
+    frame = encode_payload_command(send_command(), entry)
+    stream = PING_FRAME + frame + PONG_FRAME + frame[:100]
+    decoder = FrameDecoder(LIMIT)
+    assert decoder.feed(stream[:1000]) == [Frame(commands.ping())]
+    assert decoder.buffered_bytes == 1000 - len(PING_FRAME)
+    assert decoder.feed(stream[1000:150_000]) == []
+    assert decoder.buffered_bytes == 150_000 - len(PING_FRAME)
+    # the read that completes it brings the next frame and the start of another
+    assert decoder.feed(stream[150_000:]) == [Frame(send_command(), entry), Frame(commands.pong())]
+    assert decoder.buffered_bytes == 100
+    assert decoder.feed(frame[100:]) == [Frame(send_command(), entry)]
+    assert decoder.buffered_bytes == 0
+
+
+def test_a_large_frame_whose_command_is_split_waits_for_it_whole() -> None:
+    entry = make_entry(example_metadata(), b"z" * 100_000)
+    frame = encode_payload_command(send_command(), entry)
+    decoder = FrameDecoder(LIMIT)
+    assert decoder.feed(frame[:3]) == []
+    assert decoder.feed(frame[3:10]) == []
+    assert decoder.feed(frame[10:70_000]) == []
+    assert decoder.feed(frame[70_000:]) == [Frame(send_command(), entry)]
+
+
+def test_a_large_simple_command_across_reads_is_malformed() -> None:
+    body = PING_FRAME[8:]
+    stream = raw_frame(body, b"p" * 100_000)
+    decoder = FrameDecoder(LIMIT, large_frame_bytes=1000)
+    assert decoder.feed(stream[:5000]) == []
+    with pytest.raises(MalformedFrame, match="PING frame has 100000 bytes after the command"):
+        decoder.feed(stream[5000:])
+    with pytest.raises(MalformedFrame):
+        decoder.feed(PING_FRAME)
 
 
 # ---------------------------------------------------------------------------
@@ -461,17 +499,28 @@ def encode(command: pb.BaseCommand, entry: bytes | None) -> bytes:
     return encode_command(command) if entry is None else encode_payload_command(command, entry)
 
 
+@pytest.mark.parametrize("large_frame_bytes", [LARGE_FRAME_BYTES, 1], ids=["usual", "every-frame-large"])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(frames(), min_size=1, max_size=12), st.data())
 def test_encode_then_decode_at_any_split_points(
-    sent: list[tuple[pb.BaseCommand, bytes | None]], data: st.DataObject
+    large_frame_bytes: int, sent: list[tuple[pb.BaseCommand, bytes | None]], data: st.DataObject
 ) -> None:
+    """With every frame large, each one that spans reads is joined from its pieces."""
     stream = b"".join(encode(command, entry) for command, entry in sent)
     cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
-    decoder = FrameDecoder(LIMIT)
+    decoder = FrameDecoder(LIMIT, large_frame_bytes)
     received = feed_in_pieces(decoder, stream, cuts)
     assert received == [Frame(command, entry) for command, entry in sent]
     assert decoder.buffered_bytes == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.lists(st.integers(0, 200), max_size=6))
+def test_garbage_in_pieces_raises_only_protocol_errors(garbage: bytes, cuts: list[int]) -> None:
+    try:
+        feed_in_pieces(FrameDecoder(1000, large_frame_bytes=1), garbage, cuts)
+    except ProtocolError:
+        pass
 
 
 @settings(max_examples=200, deadline=None)
