@@ -309,7 +309,6 @@ def _entry_cache(broker: BrokerOperations) -> Metric:
     return used
 
 
-
 class _One:
     """One family as a collector, for prometheus-client's formatter."""
 
