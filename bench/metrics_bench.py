@@ -34,7 +34,8 @@ from magnetar.testing.broker_process import BrokerProcess, checkout_source  # no
 from magnetar.testing.raw_client import RawConnection, T  # noqa: E402
 
 
-def publish_latencies(broker: BrokerProcess, stop: threading.Event, out: list[float]) -> None:
+def publish_latencies(broker: BrokerProcess, stop: threading.Event, out: list[tuple[float, float]]) -> None:
+    """(start on the monotonic clock, round trip in ms) of each publish, one at a time."""
     with RawConnection.to_service(broker.service_url, timeout_s=60) as conn:
         conn.handshake()
         conn.create_producer("persistent://public/default/probe", producer_id=1, request_id=1)
@@ -43,11 +44,15 @@ def publish_latencies(broker: BrokerProcess, stop: threading.Event, out: list[fl
             started = time.perf_counter()
             conn.send_message(1, seq, b"x" * 100)
             conn.expect(T.SEND_RECEIPT)
-            out.append((time.perf_counter() - started) * 1000)
+            out.append((started, (time.perf_counter() - started) * 1000))
             seq += 1
 
 
-def scrape_with_curl(web_url: str, times: int) -> list[tuple[float, int]]:
+#: a scrape: (start and end on the monotonic clock, which all processes share; bytes)
+Scraped = tuple[float, float, int]
+
+
+def scrape_with_curl(web_url: str, times: int) -> list[Scraped]:
     """As ``scrape``, with curl: a scraper that spends little CPU reading, as Prometheus
     does, where httpx's chunk decoding takes most of a core of the two."""
     scraped = []
@@ -55,19 +60,25 @@ def scrape_with_curl(web_url: str, times: int) -> list[tuple[float, int]]:
         started = time.perf_counter()
         out = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{size_download}", f"{web_url}/metrics"],
                              check=True, capture_output=True, text=True).stdout
-        scraped.append((time.perf_counter() - started, int(out)))
+        scraped.append((started, time.perf_counter(), int(out)))
     return scraped
 
 
-def scrape(web_url: str, times: int) -> list[tuple[float, int]]:
-    """Scrape ``times`` times back to back: (seconds, bytes) of each."""
+def scrape(web_url: str, times: int) -> list[Scraped]:
+    """Scrape ``times`` times back to back."""
     scraped = []
     with httpx.Client(timeout=600) as http:
         for _ in range(times):
             started = time.perf_counter()
             body = http.get(f"{web_url}/metrics").content
-            scraped.append((time.perf_counter() - started, len(body)))
+            scraped.append((started, time.perf_counter(), len(body)))
     return scraped
+
+
+def during(latencies: list[tuple[float, float]], scraped: list[Scraped]) -> list[float]:
+    """The round trips of publishes started while a scrape ran: the scraping process's
+    own start (an interpreter and its imports, half a second of CPU) is not a scrape."""
+    return [ms for started, ms in latencies if any(begin <= started < end for begin, end, _ in scraped)]
 
 
 def summary(values: list[float]) -> dict[str, float]:
@@ -80,11 +91,12 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def measure(broker: BrokerProcess, seconds: float, scrapes: int,
-            scraper: str = "httpx") -> tuple[dict[str, float], list[tuple[float, int]]]:
-    stop, latencies = threading.Event(), []
+            scraper: str = "httpx") -> tuple[dict[str, float], list[Scraped]]:
+    stop = threading.Event()
+    latencies: list[tuple[float, float]] = []
     probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
     probe.start()
-    scraped: list[tuple[float, int]] = []
+    scraped: list[Scraped] = []
     try:
         if scrapes:
             # in another process: reading 80 MB in this one would take the interpreter lock
@@ -96,7 +108,7 @@ def measure(broker: BrokerProcess, seconds: float, scrapes: int,
     finally:
         stop.set()
         probe.join()
-    return summary(latencies), scraped
+    return summary(during(latencies, scraped) if scrapes else [ms for _, ms in latencies]), scraped
 
 
 def main() -> None:
@@ -131,8 +143,8 @@ def main() -> None:
         busy, scraped = measure(broker, 0, args.scrapes, args.scraper)
         print(json.dumps({
             "topics": args.topics, "scraper": args.scraper,
-            "scrape_s": [round(s, 2) for s, _ in scraped],
-            "scrape_mb": round(scraped[0][1] / 1e6, 1) if scraped else 0,
+            "scrape_s": [round(end - begin, 2) for begin, end, _ in scraped],
+            "scrape_mb": round(scraped[0][2] / 1e6, 1) if scraped else 0,
             "publish_without_scrape": quiet, "publish_during_scrapes": busy,
         }))
     finally:

@@ -122,7 +122,7 @@ def test_without_a_child_nothing_is_read_and_the_loop_makes_the_text(monkeypatch
 @pytest.mark.timeout(60)
 def test_a_scrape_falls_back_to_the_loop_when_no_child_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     header = ScrapeRows("standalone", True, True)
-    scrape = SimpleNamespace(header=header, broker=SimpleNamespace(topics={}))
+    scrape = SimpleNamespace(header=header, broker=SimpleNamespace(topics={}, activity=None))
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
     assert collect(_rows_text(scrape)) == b"".join(rows_text(header))  # type: ignore[arg-type]
 

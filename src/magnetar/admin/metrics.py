@@ -32,7 +32,7 @@ from magnetar.admin.metrics_text import (
     rows_text,
 )
 from magnetar.admin.metrics_worker import NoWorker, text_elsewhere
-from magnetar.admin.scrape_pacing import ScrapePacer
+from magnetar.admin.scrape_pacing import Activity, ScrapePacer
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
     DelayedStats,
@@ -214,19 +214,27 @@ class ScrapeState:
         return found
 
 
+#: topics read into a part before it is handed on (when a slice ends), so a slice cut
+#: short by a client does not also pickle and send a part before the loop serves it
+PART_TOPICS = 32
+
+
 async def snapshot_parts(scrape: ScrapeState) -> AsyncIterator[ScrapeRows]:
     """The rows of every loaded topic, copied from live state a slice of topics at a time:
     each slice's rows are a part, handed on before the loop rests."""
     broker = scrape.broker
-    pacer = ScrapePacer()
+    pacer = ScrapePacer(broker.activity)
     part = scrape.header.empty()
+    in_part = 0
     for topic in list(broker.topics.values()):
         if broker.topics.get(str(topic.name)) is not topic:
             continue  # unloaded or deleted since the scrape began
         _add_topic(part, scrape, topic, now_ms())
+        in_part += 1
         if pacer.due():
-            yield part
-            part = scrape.header.empty()
+            if in_part >= PART_TOPICS or not pacer.gave_way:
+                yield part
+                part, in_part = scrape.header.empty(), 0
             await pacer.rest()
     yield part
 
@@ -343,37 +351,38 @@ async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
 
 async def _rows_text(scrape: ScrapeState) -> AsyncIterator[bytes]:
     try:
-        async for chunk in text_elsewhere(scrape.header, snapshot_parts(scrape)):
+        async for chunk in text_elsewhere(scrape.header, snapshot_parts(scrape), scrape.broker.activity):
             yield chunk
         return
     except NoWorker as exc:
         log.warning("metrics text made on the event loop: no worker process (%s)", exc)
-    async for chunk in text_on_the_loop(scrape.header, snapshot_parts(scrape)):
+    async for chunk in text_on_the_loop(scrape.header, snapshot_parts(scrape), scrape.broker.activity):
         yield chunk
 
 
-async def text_on_the_loop(header: ScrapeRows, parts: AsyncIterable[ScrapeRows]) -> AsyncIterator[bytes]:
+async def text_on_the_loop(header: ScrapeRows, parts: AsyncIterable[ScrapeRows],
+                           activity: Activity | None = None) -> AsyncIterator[bytes]:
     """The parts' text made here, a slice at a time, when no child can make it."""
     rows = header.empty()
     async for part in parts:
         rows.add(part)
-    pacer = ScrapePacer()
+    pacer = ScrapePacer(activity)
     for chunk in rows_text(rows):
         yield chunk
         await pacer.turn()
     for table in rows.tables().values():
-        await release(table)
+        await release(table, activity)
 
 
 #: rows freed between two looks at the clock
 RELEASED_PER_TURN = 50
 
 
-async def release(rows: dict[Any, Any]) -> None:
+async def release(rows: dict[Any, Any], activity: Activity | None = None) -> None:
     """Free the rows a slice at a time: freeing a row per topic at once holds the event
     loop as long as building them did (the latency and eviction rows left to go with
     the snapshot held it 47 to 55 ms at 50,000 topics)."""
-    pacer = ScrapePacer()
+    pacer = ScrapePacer(activity)
     while rows:
         for _ in range(min(len(rows), RELEASED_PER_TURN)):
             rows.popitem()

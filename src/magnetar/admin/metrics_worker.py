@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from magnetar.admin.metrics_text import ScrapeRows, rows_text
+from magnetar.admin.scrape_pacing import Activity, ScrapePacer
 
 #: bytes read from the child at a time
 READ_BYTES = 1 << 16
@@ -83,10 +84,13 @@ def _read_frame(source: BinaryIO) -> Any:
     return pickle.loads(data)
 
 
-async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows]) -> AsyncIterator[bytes]:
+async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows],
+                         activity: Activity | None = None) -> AsyncIterator[bytes]:
     """The text of the parts' rows (labelled as ``header`` says), made by a child process
     that is fed each part as it comes. Raises NoWorker when the child cannot be started,
-    before ``parts`` is touched; the child is killed if the scrape is dropped."""
+    before ``parts`` is touched; the child is killed if the scrape is dropped. Each piece
+    of text is passed on when the loop is idle (``activity``): a piece is copied twice
+    on its way to the scraper, and pieces taken as they come landed inside publishes."""
     loop = asyncio.get_running_loop()
     try:
         # subprocess starts the child with vfork; uvloop's own spawn forks, which copies the
@@ -112,8 +116,11 @@ async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows]) -
             write_transport.write(part_frame(part))
             await pipe.writable()
         write_transport.close()
+        pacer = ScrapePacer(activity)
         while chunk := await reader.read(READ_BYTES):
             yield chunk
+            if activity is not None:
+                await pacer.rest()
         if await loop.run_in_executor(None, child.wait) != 0:
             raise RuntimeError(f"the metrics worker exited with status {child.returncode}")
     finally:

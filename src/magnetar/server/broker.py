@@ -54,6 +54,7 @@ from magnetar.server.compaction import TopicCompaction
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
+from magnetar.server.loop_activity import LoopActivity
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry, encode_version
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
@@ -104,6 +105,7 @@ class BrokerService:
         self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
                                         on_error=self._on_sync_error_from_thread)
         self.recorder = BrokerStatsRecorder()
+        self.activity = LoopActivity(self.committer, lambda: bool(self._unflushed))
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
         #: namespace -> its policies, and topic -> its own policies, valid while the store's
@@ -669,7 +671,13 @@ class BrokerService:
     def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         loop = self.loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._on_synced, synced)
+            self.activity.reports_posted += 1
+            loop.call_soon_threadsafe(self._on_synced_report, synced)
+
+    def _on_synced_report(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
+        self.activity.reports_handled += 1
+        self._on_synced(synced)
+        self.activity.settled()
 
     def _on_synced(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         now = now_ms()
@@ -795,6 +803,7 @@ class BrokerService:
             self.compaction.release(topic)
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
+        self.activity.close()
 
     def metadata_error(self, exc: Exception) -> MetadataError:
         log.exception("metadata store failure")

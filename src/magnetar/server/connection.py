@@ -72,6 +72,8 @@ class ServerConnection(asyncio.Protocol):
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
         self._out: list[bytes] = []
         self._flush_scheduled = False
+        #: the socket's descriptor, watched for unread bytes while the connection lasts
+        self._fd = -1
         self._received_since_ping = True
         self._ping_pending = False
         self._keepalive: asyncio.TimerHandle | None = None
@@ -117,9 +119,16 @@ class ServerConnection(asyncio.Protocol):
             return
         self.peer_common_name = peer_common_name(transport.get_extra_info("ssl_object"))
         self.broker.connections.add(self)
+        self._watch_socket(transport)
         self._admitted_at = self.broker.long_lived.epoch
         transport.set_write_buffer_limits(high=self._high_water, low=self._low_water)
         self._arm_keepalive()
+
+    def _watch_socket(self, transport: asyncio.Transport) -> None:
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._fd = sock.fileno()
+            self.broker.activity.watch(self._fd, self)
 
     def data_received(self, data: bytes) -> None:
         self._received_since_ping = True
@@ -162,6 +171,8 @@ class ServerConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.broker.activity.unwatch(self._fd, self)
+        self.broker.activity.replies_waiting.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
         if self._auth_refresh is not None:
@@ -251,6 +262,7 @@ class ServerConnection(asyncio.Protocol):
         self._out_bytes += sum(map(len, parts))
         if not self._flush_scheduled:
             self._flush_scheduled = True
+            self.broker.activity.replies_waiting.add(self)
             asyncio.get_running_loop().call_soon(self._flush)
 
     def write_command(self, cmd: pb.BaseCommand) -> None:
@@ -271,6 +283,7 @@ class ServerConnection(asyncio.Protocol):
 
     def _flush(self) -> None:
         self._flush_scheduled = False
+        self.broker.activity.replies_waiting.discard(self)
         self._write_out()
         if self.consumers_paused and not self._transport_paused:
             self._resume_consumers()

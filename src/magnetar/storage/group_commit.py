@@ -94,6 +94,12 @@ class GroupCommitter:
             target = self._rounds_started + 1 if self._dirty else self._rounds_started
             return self._round_done.wait_for(lambda: self.rounds >= target, timeout_s)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing marked and no round running (read without the lock: a glance, for work
+        that only wants to keep out of a sync's way)."""
+        return not self._dirty and self.rounds == self._rounds_started
+
     def mark_dirty(self, ledger: ManagedLedger) -> None:
         """Ask for everything appended to ``ledger`` so far to be made durable and reported.
 
