@@ -214,14 +214,15 @@ class ScrapeState:
         return found
 
 
-#: topics read into a part before it is handed on (when a slice ends), so a slice cut
-#: short by a client does not also pickle and send a part before the loop serves it
-PART_TOPICS = 32
+#: topics read into a part before it is handed on, at the start of the next slice: the loop
+#: is idle then (a slice cut short by a client must not pickle and send a part before the
+#: loop serves it), and pickling a part of this size is about as long as reading a topic
+PART_TOPICS = 8
 
 
 async def snapshot_parts(scrape: ScrapeState) -> AsyncIterator[ScrapeRows]:
-    """The rows of every loaded topic, copied from live state a slice of topics at a time:
-    each slice's rows are a part, handed on before the loop rests."""
+    """The rows of every loaded topic, copied from live state a slice of topics at a time
+    and handed on in parts of at least PART_TOPICS topics, each at the start of a slice."""
     broker = scrape.broker
     pacer = ScrapePacer(broker.activity)
     part = scrape.header.empty()
@@ -232,10 +233,10 @@ async def snapshot_parts(scrape: ScrapeState) -> AsyncIterator[ScrapeRows]:
         _add_topic(part, scrape, topic, now_ms())
         in_part += 1
         if pacer.due():
-            if in_part >= PART_TOPICS or not pacer.gave_way:
+            await pacer.rest()
+            if in_part >= PART_TOPICS:
                 yield part
                 part, in_part = scrape.header.empty(), 0
-            await pacer.rest()
     yield part
 
 

@@ -32,8 +32,10 @@ from typing import Any, BinaryIO
 from magnetar.admin.metrics_text import ScrapeRows, rows_text
 from magnetar.admin.scrape_pacing import Activity, ScrapePacer
 
-#: bytes read from the child at a time
-READ_BYTES = 1 << 16
+#: bytes read from the child at a time: each piece's way to the scraper holds the loop
+#: once, so fewer, larger pieces (publish p99 during scrapes at 10,000 topics, interleaved:
+#: 0.92 ms with 16 KB pieces, 0.82 with 64 KB, 0.79 with 256 KB, 0.69 without a scrape)
+READ_BYTES = 1 << 18
 #: the child's scheduling priority: the lowest, as a scrape may wait and a publish should not
 WORKER_NICENESS = 19
 _LENGTH = struct.Struct(">I")
@@ -100,7 +102,7 @@ async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows],
     except OSError as exc:
         raise NoWorker(str(exc)) from exc
     assert child.stdin is not None and child.stdout is not None
-    reader = asyncio.StreamReader()
+    reader = asyncio.StreamReader(limit=READ_BYTES)
     try:
         read_transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), child.stdout)
         write_transport, pipe = await loop.connect_write_pipe(_PipeWriter, child.stdin)

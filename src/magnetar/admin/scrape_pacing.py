@@ -62,18 +62,14 @@ class ScrapePacer:
         self.forced = 0
         self._budget = busy_s
         self._gives_way = False
-        #: whether the last slice ended early because the loop had work
-        self.gave_way = False
 
     def due(self) -> bool:
         """Whether the slice is over: its time is up, or it gives way and the loop has work."""
         if self.activity is not None:
             os.sched_yield()  # a client thread woken on this core runs now, not after the slice
-        self.gave_way = False
         if self.clock() - self.slice_started >= self._budget:
             return True
-        self.gave_way = self._gives_way and self.activity is not None and self.activity.busy()
-        return self.gave_way
+        return self._gives_way and self.activity is not None and self.activity.busy()
 
     async def turn(self) -> None:
         if self.due():
