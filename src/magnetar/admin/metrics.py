@@ -339,8 +339,8 @@ def _process_text() -> bytes:
 async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
     """The scrape, streamed: values read on the event loop a slice of topics at a time and
     handed to a child process (:mod:`magnetar.admin.metrics_worker`) that makes the text,
-    which the loop passes on; if no child can be started, made on the loop. Each slice is
-    followed by a rest (:mod:`magnetar.admin.scrape_pacing`), so a scrape of many topics
+    which the loop passes on; if no child can be started, made on the loop. Slices run
+    while the loop is idle (:mod:`magnetar.admin.scrape_pacing`), so a scrape of many topics
     does not hold up publishing (a worker thread would, through the interpreter lock)."""
     yield _process_text()
     scrape = ScrapeState(broker)
