@@ -36,6 +36,7 @@ from magnetar.testing.memory_transport import MemoryTransport  # noqa: E402
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
 from magnetar.wire.batch import make_batch  # noqa: E402
 from magnetar.wire.frames import encode_command, encode_payload_command, make_entry  # noqa: E402
+from magnetar.wire.gathering import gathered  # noqa: E402
 
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/broker-path-bench"
@@ -73,18 +74,7 @@ def send_frames(entries: int, batch: int, size: int) -> list[bytes]:
 
 def reads(frames: list[bytes]) -> list[bytes]:
     """The frames as a socket would hand them over: about READ_BYTES per read."""
-    out: list[bytes] = []
-    current: list[bytes] = []
-    size = 0
-    for frame in frames:
-        current.append(frame)
-        size += len(frame)
-        if size >= READ_BYTES:
-            out.append(b"".join(current))
-            current, size = [], 0
-    if current:
-        out.append(b"".join(current))
-    return out
+    return list(gathered(frames, READ_BYTES))
 
 
 async def until(condition: Any, timeout_s: float = 600) -> None:

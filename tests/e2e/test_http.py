@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import http.client
+import socket
+import struct
+import time
 import urllib.request
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pulsar
 from e2e_helpers import receive_n
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.testing.broker_process import BrokerProcess
 
@@ -65,3 +71,82 @@ def test_scrapes_at_once_each_name_every_topic_once_with_its_count(broker: Broke
                 name = labels.split('topic="', 1)[1].split('"', 1)[0]
                 found.setdefault(name, []).append(float(value))
         assert {name: found.get(name) for name in topics} == {name: [float(n)] for name, n in topics.items()}
+
+
+def web_address(broker: BrokerProcess) -> tuple[str, int]:
+    host, port = broker.web_url.split("//", 1)[1].rsplit(":", 1)
+    return host, int(port)
+
+
+#: a family from the loop before the rows, one of the rows, and one the loop writes after them
+EVERY_PART = {"process_virtual_memory_bytes", "pulsar_in_messages", "pulsar_ml_cache_used_size"}
+
+
+def family_names(body: str) -> set[str]:
+    """The families of a scrape; the text must parse as Prometheus text to its end."""
+    return {family.name for family in text_string_to_metric_families(body)}
+
+
+def sent_one(client: pulsar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    producer.send(b"x")
+    producer.close()
+
+
+def test_scrapes_on_one_connection_are_whole_and_leave_it_usable(broker: BrokerProcess,
+                                                                client: pulsar.Client, topic: str) -> None:
+    """An HTTP/1.1 scrape's rows are written to the scraper's socket by the child process
+    that makes their text, between what the web server writes before (the process
+    families) and after (the broker's own families): each response on a kept-alive
+    connection must be whole, and the connection fit for the next request."""
+    sent_one(client, topic)
+    connection = http.client.HTTPConnection(*web_address(broker), timeout=30)
+    try:
+        for _ in range(2):
+            connection.request("GET", "/metrics")
+            response = connection.getresponse()
+            body = response.read().decode()
+            assert response.status == 200
+            assert response.getheader("Transfer-Encoding") == "chunked"
+            assert EVERY_PART <= family_names(body)
+            assert f'topic="{topic}"' in body
+        connection.request("GET", "/admin/v2/brokers/health")
+        response = connection.getresponse()
+        assert (response.status, response.read().strip(b'"')) == (200, b"ok")
+    finally:
+        connection.close()
+
+
+def test_an_http_10_scrape_is_whole(broker: BrokerProcess, client: pulsar.Client, topic: str) -> None:
+    """HTTP/1.0 has no chunks: its text passes through the loop, the body ends at close."""
+    sent_one(client, topic)
+    with socket.create_connection(web_address(broker), timeout=30) as sock:
+        sock.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        received = bytearray()
+        while data := sock.recv(1 << 16):
+            received += data
+    head, _, body = bytes(received).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    assert b"chunked" not in head.lower()
+    assert EVERY_PART <= family_names(body.decode())
+    assert f'topic="{topic}"'.encode() in body
+
+
+def children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+
+
+def test_a_scraper_that_leaves_at_once_leaves_no_child_behind(broker: BrokerProcess, client: pulsar.Client,
+                                                              topic: str) -> None:
+    sent_one(client, topic)
+    for _ in range(5):
+        sock = socket.create_connection(web_address(broker), timeout=30)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()  # a reset, not a goodbye
+    deadline = time.monotonic() + 30
+    while children(broker.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children(broker.proc.pid) == []
+    status, _, body = get(f"{broker.web_url}/metrics")
+    assert status == 200 and f'topic="{topic}"' in body

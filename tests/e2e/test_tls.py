@@ -13,6 +13,7 @@ import httpx
 import pulsar
 import pytest
 from e2e_helpers import new_topic, quiet_logger, wait_until
+from prometheus_client.parser import text_string_to_metric_families
 
 from magnetar.testing.broker_process import BrokerProcess, free_port
 from magnetar.testing.tls_certs import Pki, make_pki
@@ -76,6 +77,25 @@ def test_https_admin_and_lookup_answer_tls_urls(tls_broker: BrokerProcess, pki: 
     assert found["httpUrlTls"] == https_url(tls_broker)
     assert cluster["brokerServiceUrlTls"] == tls_url(tls_broker)
     assert httpx.get(f"{tls_broker.web_url}/admin/v2/tenants").status_code == 200  # the plain web port stays
+
+
+def test_an_https_scrape_is_whole(tls_broker: BrokerProcess, pki: Pki) -> None:
+    """A TLS connection's bytes belong to its session, so its scrape's text passes through
+    the loop (a plain scrape's is written to the socket by the child that makes it)."""
+    client = pulsar.Client(tls_url(tls_broker), tls_trust_certs_file_path=str(pki.ca),
+                           operation_timeout_seconds=5, logger=quiet_logger())
+    topic = new_topic("scraped-over-tls")
+    try:
+        client.create_producer(topic).send(b"x")
+    finally:
+        client.close()
+    with httpx.Client(base_url=https_url(tls_broker), verify=str(pki.ca), timeout=30) as admin:
+        for _ in range(2):  # the connection is kept for the second
+            response = admin.get("/metrics")
+            assert response.status_code == 200
+            names = {family.name for family in text_string_to_metric_families(response.text)}
+            assert {"process_virtual_memory_bytes", "pulsar_in_messages", "pulsar_ml_cache_used_size"} <= names
+            assert f'topic="{topic}"' in response.text
 
 
 def test_a_client_that_does_not_trust_the_ca_fails(tls_broker: BrokerProcess, tmp_path: Path) -> None:

@@ -4,8 +4,12 @@ the event loop would make from all of them."""
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import io
+import os
+import socket
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterable
 from types import SimpleNamespace
 
@@ -20,7 +24,14 @@ from magnetar.admin.metrics_text import (
     ScrapeRows,
     rows_text,
 )
-from magnetar.admin.metrics_worker import NoWorker, header_frame, part_frame, read_rows, text_elsewhere
+from magnetar.admin.metrics_worker import (
+    READ_BYTES,
+    NoWorker,
+    header_frame,
+    part_frame,
+    read_rows,
+    text_elsewhere,
+)
 
 NAMESPACE = ("standalone", "public/default")
 
@@ -144,3 +155,57 @@ def test_a_child_that_fails_fails_the_scrape_and_is_fed_no_further(monkeypatch: 
     with pytest.raises(RuntimeError, match="exited with status 3"):
         collect(text_elsewhere(parts[0].empty(), watched()))
     assert len(taken) < len(parts)
+
+
+def unchunked(body: bytes) -> list[bytes]:
+    """The chunks of an HTTP/1.1 chunked body (without its last, empty chunk)."""
+    chunks = []
+    while body:
+        head, _, rest = body.partition(b"\r\n")
+        size = int(head, 16)
+        assert size > 0, "an empty chunk would end the response"
+        assert rest[size:size + 2] == b"\r\n"
+        chunks.append(rest[:size])
+        body = rest[size + 2:]
+    return chunks
+
+
+def read_until_closed(sock: socket.socket, into: bytearray) -> None:
+    while data := sock.recv(1 << 16):
+        into += data
+
+
+@pytest.mark.timeout(60)
+def test_given_the_scrapers_socket_the_child_writes_the_text_there_as_chunks() -> None:
+    parts = sample_parts(400)
+    expected = b"".join(rows_text(whole(parts)))
+    assert len(expected) > 3 * READ_BYTES
+    ours, scraper = socket.socketpair()
+    ours.setblocking(False)  # as the web server keeps it: the child shares its flags
+    received = bytearray()
+    reader = threading.Thread(target=read_until_closed, args=(scraper, received))
+    reader.start()
+    try:
+        yielded = collect(text_elsewhere(parts[0].empty(), each(parts), socket_fd=ours.fileno()))
+        assert fcntl.fcntl(ours.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
+    finally:
+        ours.close()
+        reader.join(30)
+        scraper.close()
+    assert yielded == b""
+    chunks = unchunked(bytes(received))
+    assert b"".join(chunks) == expected
+    assert all(len(chunk) >= READ_BYTES for chunk in chunks[:-1])
+
+
+@pytest.mark.timeout(60)
+def test_a_scraper_that_is_gone_fails_the_scrape() -> None:
+    parts = sample_parts(400)
+    ours, scraper = socket.socketpair()
+    ours.setblocking(False)
+    scraper.close()
+    try:
+        with pytest.raises(RuntimeError, match="exited with status 1"):
+            collect(text_elsewhere(parts[0].empty(), each(parts), socket_fd=ours.fileno()))
+    finally:
+        ours.close()

@@ -28,8 +28,9 @@ from magnetar.core.errors import InvalidTopicName
 from magnetar.core.names import TopicName
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
-from magnetar.security.peer_certificates import PeerCertificates
+from magnetar.security.peer_certificates import peer_common_name
 from magnetar.server.broker import BrokerOperations
+from magnetar.server.http_connections import HttpConnections
 
 Kind = Literal["public", "authenticated", "super_user", "tenant", "namespace", "topic"]
 
@@ -169,17 +170,18 @@ class Authenticate:
     """ASGI middleware: the request's identity in ``scope["state"]["identity"]`` (None
     without credentials and without ``anonymousUserRole``); a 401 for bad credentials."""
 
-    def __init__(self, app: ASGIApp, service: AuthenticationService, peers: PeerCertificates | None = None) -> None:
+    def __init__(self, app: ASGIApp, service: AuthenticationService,
+                 connections: HttpConnections | None = None) -> None:
         self.app = app
         self.service = service
-        self.peers = peers
+        self.connections = connections
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         header = _header(scope, b"authorization")
-        common_name = self.peers.common_name(scope.get("client")) if self.peers is not None else ""
+        common_name = request_common_name(self.connections, scope) if self.connections is not None else ""
         identity: Identity | None = None
         try:
             identity = await asyncio.to_thread(self.service.authenticate_http, header, common_name)
@@ -189,6 +191,12 @@ class Authenticate:
                 return
         scope.setdefault("state", {})["identity"] = identity
         await self.app(scope, receive, send)
+
+
+def request_common_name(connections: HttpConnections, scope: Scope) -> str:
+    """The CN of the client certificate of the connection that brought an HTTP request."""
+    transport = connections.of_request(scope)
+    return peer_common_name(transport.get_extra_info("ssl_object")) if transport is not None else ""
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

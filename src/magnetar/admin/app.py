@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI
+from fastapi import Depends, FastAPI, Request
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import Response, StreamingResponse
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -36,7 +36,8 @@ from magnetar.admin import (
 from magnetar.admin.common import PLAIN_TEXT, Broker
 from magnetar.admin.durable_answers import DurableAnswers
 from magnetar.admin.metrics import metrics_text
-from magnetar.security.peer_certificates import PeerCertificates
+from magnetar.admin.scrape_socket import CHUNKED, ScrapeSocket
+from magnetar.server.http_connections import HttpConnections
 
 if TYPE_CHECKING:
     from magnetar.server.broker import BrokerOperations
@@ -45,9 +46,9 @@ ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "r
               "title": "ErrorData"}
 
 
-def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) -> FastAPI:
-    """``peers``: the client certificates of the HTTPS port's connections, for
-    ``AuthenticationProviderTls``."""
+def create_app(broker: BrokerOperations, connections: HttpConnections | None = None) -> FastAPI:
+    """``connections``: the HTTP ports' open connections, for ``AuthenticationProviderTls``
+    (their client certificates) and ``/metrics`` (their sockets)."""
     app = FastAPI(title="Magnetar admin API", version=__version__,
                   description="Apache Pulsar admin REST API v2, lookup and metrics.",
                   dependencies=[Depends(access.guard)])
@@ -56,7 +57,7 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
     app.add_middleware(DurableAnswers, changes=lambda: broker.metadata.changes, writer=broker.writer)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:
-        app.add_middleware(access.Authenticate, service=broker.authentication, peers=peers)
+        app.add_middleware(access.Authenticate, service=broker.authentication, connections=connections)
     for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
                    routes_namespaces.router, routes_permissions.namespace_router, routes_schemas.router,
                    routes_unsupported.namespace_router,
@@ -73,8 +74,10 @@ def create_app(broker: BrokerOperations, peers: PeerCertificates | None = None) 
 
     @app.get("/metrics", response_class=Response, tags=["metrics"], summary="Prometheus metrics",
              responses=PLAIN_TEXT)
-    async def metrics(broker: Broker) -> Response:
-        return StreamingResponse(metrics_text(broker), media_type=CONTENT_TYPE_LATEST)
+    async def metrics(broker: Broker, request: Request) -> Response:
+        direct = ScrapeSocket.of_request(request.scope, connections)
+        return StreamingResponse(metrics_text(broker, direct), media_type=CONTENT_TYPE_LATEST,
+                                 headers=CHUNKED if direct is not None else None)
 
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app

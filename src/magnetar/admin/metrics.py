@@ -33,6 +33,7 @@ from magnetar.admin.metrics_text import (
 )
 from magnetar.admin.metrics_worker import NoWorker, text_elsewhere
 from magnetar.admin.scrape_pacing import Activity, ScrapePacer
+from magnetar.admin.scrape_socket import ScrapeSocket
 from magnetar.admin.stats import (
     DELAYED_DELIVERY_STATS,
     DelayedStats,
@@ -336,23 +337,26 @@ def _process_text() -> bytes:
     return generate_latest(registry)
 
 
-async def metrics_text(broker: BrokerOperations) -> AsyncIterator[bytes]:
+async def metrics_text(broker: BrokerOperations, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
     """The scrape, streamed: values read on the event loop a slice of topics at a time and
     handed to a child process (:mod:`magnetar.admin.metrics_worker`) that makes the text,
-    which the loop passes on; if no child can be started, made on the loop. Slices run
-    while the loop is idle (:mod:`magnetar.admin.scrape_pacing`), so a scrape of many topics
-    does not hold up publishing (a worker thread would, through the interpreter lock)."""
+    which the loop passes on, or which the child writes to the scraper's socket itself
+    (``direct``, :mod:`magnetar.admin.scrape_socket`); if no child can be started, made on
+    the loop. Slices run while the loop is idle (:mod:`magnetar.admin.scrape_pacing`), so a
+    scrape of many topics does not hold up publishing (a worker thread would, through the
+    interpreter lock)."""
     yield _process_text()
     scrape = ScrapeState(broker)
-    async for chunk in _rows_text(scrape):
+    async for chunk in _rows_text(scrape, direct):
         yield chunk
     for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker), _entry_cache(broker)]:
         yield generate_latest(_One(metric))  # type: ignore[arg-type]
 
 
-async def _rows_text(scrape: ScrapeState) -> AsyncIterator[bytes]:
+async def _rows_text(scrape: ScrapeState, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
+    socket_fd = direct.fd if direct is not None and await direct.flushed() else None
     try:
-        async for chunk in text_elsewhere(scrape.header, snapshot_parts(scrape), scrape.broker.activity):
+        async for chunk in text_elsewhere(scrape.header, snapshot_parts(scrape), scrape.broker.activity, socket_fd):
             yield chunk
         return
     except NoWorker as exc:

@@ -12,6 +12,9 @@ the loop once sent: held to the end of the scrape, they were tens of thousands o
 objects that every young collection during the scrape walked again (3 to 8 ms each at
 50,000 topics). The child adds the parts up (rows by namespace sum over parts).
 
+Given the scraper's socket (:mod:`magnetar.admin.scrape_socket`), the child writes the
+text there itself, as HTTP/1.1 chunks, and nothing comes back through the loop.
+
 The stream into the child is a header (cluster, labels wanted) and then a frame per
 part, each a 4-byte length and a pickle; the child answers once the input ends. The
 child is the broker's own program: nothing else writes to it, so its pickles are trusted.
@@ -22,15 +25,17 @@ from __future__ import annotations
 import asyncio
 import os
 import pickle
+import socket
 import struct
 import subprocess
 import sys
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from magnetar.admin.metrics_text import ScrapeRows, rows_text
 from magnetar.admin.scrape_pacing import Activity, ScrapePacer
+from magnetar.wire.gathering import gathered
 
 #: bytes read from the child at a time: each piece's way to the scraper holds the loop
 #: once, so fewer, larger pieces (publish p99 during scrapes at 10,000 topics, interleaved:
@@ -38,7 +43,11 @@ from magnetar.admin.scrape_pacing import Activity, ScrapePacer
 READ_BYTES = 1 << 18
 #: the child's scheduling priority: the lowest, as a scrape may wait and a publish should not
 WORKER_NICENESS = 19
+#: how long the child waits for the scraper to take one chunk of text from its socket
+SEND_TIMEOUT_S = 60.0
 _LENGTH = struct.Struct(">I")
+#: the child's argument that names the socket to write the text to, as chunks
+_CHUNKS_TO = "--chunks-to"
 #: the child's program: this module's main, at the lowest priority from its first import on
 #: (the interpreter's start and imports are 100 ms of CPU, which at the default priority took
 #: a core from the broker and its clients: publishes of 4 to 14 ms as each scrape's child started)
@@ -87,18 +96,21 @@ def _read_frame(source: BinaryIO) -> Any:
 
 
 async def text_elsewhere(header: ScrapeRows, parts: AsyncIterable[ScrapeRows],
-                         activity: Activity | None = None) -> AsyncIterator[bytes]:
+                         activity: Activity | None = None, socket_fd: int | None = None) -> AsyncIterator[bytes]:
     """The text of the parts' rows (labelled as ``header`` says), made by a child process
     that is fed each part as it comes. Raises NoWorker when the child cannot be started,
     before ``parts`` is touched; the child is killed if the scrape is dropped. Each piece
     of text is passed on when the loop is idle (``activity``): a piece is copied twice
-    on its way to the scraper, and pieces taken as they come landed inside publishes."""
+    on its way to the scraper, and pieces taken as they come landed inside publishes.
+    Given ``socket_fd``, the child writes the text to that socket as HTTP/1.1 chunks
+    instead, and nothing is yielded."""
     loop = asyncio.get_running_loop()
+    arguments, fds = ([_CHUNKS_TO, str(socket_fd)], (socket_fd,)) if socket_fd is not None else ([], ())
     try:
         # subprocess starts the child with vfork; uvloop's own spawn forks, which copies the
         # page tables of a broker with many topics on the loop (70 ms at 1.5 GB)
-        child = subprocess.Popen([sys.executable, "-c", _CHILD_START], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, env=_child_environment())
+        child = subprocess.Popen([sys.executable, "-c", _CHILD_START, *arguments], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, env=_child_environment(), pass_fds=fds)
     except OSError as exc:
         raise NoWorker(str(exc)) from exc
     assert child.stdin is not None and child.stdout is not None
@@ -163,8 +175,25 @@ def _child_environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": package_root if not path else os.pathsep.join((package_root, path))}
 
 
-def main() -> None:
+def write_chunks(sock: socket.socket, pieces: Iterable[bytes]) -> None:
+    """The pieces as the chunks of an HTTP/1.1 body, READ_BYTES or more each (the last
+    may be less), waiting for the socket to take each (it is the web server's, which
+    reads and writes it without blocking: its descriptor's flags are shared, so they are
+    left as they are, and a timeout makes ``sendall`` wait with ``poll``)."""
+    sock.settimeout(SEND_TIMEOUT_S)
+    for chunk in gathered(pieces, READ_BYTES):
+        sock.sendall(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+
+
+def main(arguments: list[str]) -> None:
     rows = read_rows(sys.stdin.buffer)
+    if arguments[:1] == [_CHUNKS_TO]:
+        with socket.socket(fileno=int(arguments[1])) as sock:
+            try:
+                write_chunks(sock, rows_text(rows))
+            except OSError as exc:  # the scraper left or stopped reading: one line, not a trace
+                sys.exit(f"metrics worker: the scraper's connection failed: {exc}")
+        return
     out = sys.stdout.buffer
     for chunk in rows_text(rows):
         out.write(chunk)
@@ -172,4 +201,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

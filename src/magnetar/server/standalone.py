@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.config import BrokerConfig
-from magnetar.security.peer_certificates import PeerCertificates, remembering
 from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.connection import ServerConnection
+from magnetar.server.http_connections import HttpConnections, remembering
 
 log = logging.getLogger("magnetar.standalone")
 
@@ -27,7 +27,7 @@ class Standalone:
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._app: Any = None
-        self._peers = PeerCertificates()
+        self._http_connections = HttpConnections()
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -91,14 +91,14 @@ class Standalone:
         from magnetar.admin import warm_up
         from magnetar.admin.app import create_app
         if self._app is None:
-            self._app = create_app(self.broker, self._peers)
+            self._app = create_app(self.broker, self._http_connections)
             warm_up.start(self._app)
         config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port,
                                 log_level="warning", lifespan="off", access_log=False)
         config.load()
         if tls is not None:
             config.ssl = tls  # the context the binary TLS port uses, built from the same keys
-            config.http_protocol_class = remembering(config.http_protocol_class, self._peers)
+        config.http_protocol_class = remembering(config.http_protocol_class, self._http_connections)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
         task = asyncio.create_task(server.serve())
