@@ -24,7 +24,6 @@ sleep is no sleep at all.)
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -64,9 +63,12 @@ class ScrapePacer:
         self._gives_way = False
 
     def due(self) -> bool:
-        """Whether the slice is over: its time is up, or it gives way and the loop has work."""
-        if self.activity is not None:
-            os.sched_yield()  # a client thread woken on this core runs now, not after the slice
+        """Whether the slice is over: its time is up, or it gives way and the loop has work.
+        (A ``sched_yield`` here, so that a client thread woken on the loop's core ran at
+        once, made publishes slower while topics were read, not faster: p99 0.98 / 1.07 /
+        1.01 ms against 0.80 / 0.94 / 0.85 without it and 0.72 / 0.84 / 0.80 without a
+        scrape, at 10,000 topics, interleaved in one broker; without topic-level series,
+        0.87 against 0.89, no difference.)"""
         if self.clock() - self.slice_started >= self._budget:
             return True
         return self._gives_way and self.activity is not None and self.activity.busy()

@@ -7,13 +7,11 @@ is due when the loop next wakes, and the loop wakes for a publish, so a slice be
 after a SEND was taken in and held up its sync's report or the next SEND. Two more things
 made a slice cost a publish more than its length. The syncing thread, its ``fdatasync``
 done, waits for the interpreter lock the slice holds. And the client itself, woken by a
-receipt on the core the loop runs on, waited there for the slice to end: the scheduler
-does not preempt a thread that has not used up its share for one just woken.
+receipt on the core the loop runs on, could wait there for the slice to end.
 
 So a slice starts only when this says the loop is idle (no client bytes unread, no sync
 running or reported and not yet handled, no replies gathered and not written), and ends
-as soon as it is not; between topics it yields the core (``sched_yield``), so a client
-thread queued behind it runs and its bytes arrive to end the slice.
+as soon as it is not (looked at between topics), and runs for at most a millisecond.
 """
 
 from __future__ import annotations
