@@ -93,7 +93,9 @@ class Standalone:
         if self._app is None:
             self._app = create_app(self.broker, self._http_connections)
             warm_up.start(self._app)
-        config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port,
+        # h11 named, not found by "auto": a scrape's child writes chunks between the head and
+        # the end this server writes (admin/scrape_socket.py), so its framing is fixed here
+        config = uvicorn.Config(self._app, host=self.config.bindAddress, port=port, http="h11",
                                 log_level="warning", lifespan="off", access_log=False)
         config.load()
         if tls is not None:
