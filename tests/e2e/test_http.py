@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import socket
-import struct
 import time
 import urllib.request
 import uuid
@@ -140,10 +139,8 @@ def test_a_scraper_that_leaves_at_once_leaves_no_child_behind(broker: BrokerProc
                                                               topic: str) -> None:
     sent_one(client, topic)
     for _ in range(5):
-        sock = socket.create_connection(web_address(broker), timeout=30)
-        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n")
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        sock.close()  # a reset, not a goodbye
+        with socket.create_connection(web_address(broker), timeout=30) as sock:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: broker\r\n\r\n")
     deadline = time.monotonic() + 30
     while children(broker.proc.pid) and time.monotonic() < deadline:
         time.sleep(0.05)

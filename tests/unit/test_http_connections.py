@@ -116,3 +116,13 @@ def test_the_protocol_class_records_its_connection_while_it_is_open() -> None:
     assert connections.of_request(scope(6000)) is None
     assert len(connections) == 0
     assert protocol.calls == ["made", "lost"]
+
+
+def test_a_connection_reset_before_it_is_handed_over_is_not_recorded() -> None:
+    class ResetTransport(FakeTransport):
+        def get_extra_info(self, name: str, default: Any = None) -> Any:
+            raise OSError(9, "Bad file descriptor")  # as uvloop raises for a closed socket
+
+    connections = HttpConnections()
+    assert connections.connection_made(ResetTransport(7000)) is None
+    assert len(connections) == 0

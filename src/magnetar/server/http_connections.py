@@ -30,8 +30,13 @@ class HttpConnections:
         self._open: dict[tuple[Address, Address], Transport] = {}
 
     def connection_made(self, transport: Transport) -> tuple[Address, Address] | None:
-        """Records the connection; returns its key, for :meth:`connection_lost`."""
-        key = _key(transport.get_extra_info("peername"), transport.get_extra_info("sockname"))
+        """Records the connection; returns its key, for :meth:`connection_lost`. A connection
+        reset before it was handed over has no addresses left (uvloop raises for them): it
+        is not recorded, and its protocol still starts, so the server closes it as usual."""
+        try:
+            key = _key(transport.get_extra_info("peername"), transport.get_extra_info("sockname"))
+        except OSError:
+            return None
         if key is not None:
             self._open[key] = transport
         return key
