@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from magnetar.core.broker_config import BrokerConfig  # noqa: E402
+from magnetar.core.broker.broker_config import BrokerConfig  # noqa: E402
 from magnetar.server.broker import BrokerOperations  # noqa: E402
 from magnetar.server.connection import ServerConnection  # noqa: E402
 from magnetar.testing.memory_transport import MemoryTransport  # noqa: E402

@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from magnetar.core.cursor import Cursor  # noqa: E402
 from magnetar.core.positions import BEFORE_START, Position  # noqa: E402
+from magnetar.core.subscriptions.cursor import Cursor  # noqa: E402
 
 
 def old_cursor_class(rev: str) -> Any:
-    source = subprocess.run(["git", "show", f"{rev}:src/magnetar/core/cursor.py"], capture_output=True,
+    source = subprocess.run(["git", "show", f"{rev}:src/magnetar/core/subscriptions/cursor.py"], capture_output=True,
                             text=True, check=True, cwd=Path(__file__).resolve().parents[1]).stdout
     path = Path(tempfile.mkdtemp()) / "old_cursor.py"
     path.write_text(source)

@@ -42,11 +42,11 @@ CONSUMERS = 4
 # -- 1. the dispatchers alone ------------------------------------------------------------------
 def core_phase(messages: int) -> dict[str, Any]:
     from magnetar.config import BrokerConfig
-    from magnetar.core.consumer import Consumer
     from magnetar.core.names import TopicName
     from magnetar.core.positions import Position
-    from magnetar.core.producer import Producer
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscriptions.consumer import Consumer
+    from magnetar.core.topics.producer import Producer
+    from magnetar.core.topics.topic import Topic
     from magnetar.storage.memory_ledger import MemoryLedger
     from magnetar.wire import pulsar_api_pb2 as pb
     from magnetar.wire.frames import make_entry

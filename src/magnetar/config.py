@@ -1,7 +1,7 @@
 """Broker configuration files: Pulsar's ``standalone.conf`` / ``broker.conf`` format.
 
 A file (key=value, ``#`` comments) is read as it is: keys Magnetar honours are typed and
-checked by :class:`~magnetar.core.broker_config.BrokerConfig`, the rest are ignored with
+checked by :class:`~magnetar.core.broker.broker_config.BrokerConfig`, the rest are ignored with
 one log line naming them, so an existing Pulsar config file works unchanged.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger("magnetar.config")
 

@@ -13,12 +13,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from magnetar.core.consumer import Consumer
-from magnetar.core.cursor import Cursor
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.cursor import Cursor
 from magnetar.testing.sim import run
 from magnetar.testing.sim.options import ALL_TYPES, SUB_TYPES, parse_type_mix
 from magnetar.testing.sim.runner import RunResult, read_schedule_file

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.server.broker import BrokerOperations
 from magnetar.storage.segment_ledger import SegmentLedger
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.core.compacted_topic import COMPACTED_TOPIC_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
-from magnetar.core.cursor_record import CursorRecord
+from magnetar.core.compaction.compacted_topic import COMPACTED_TOPIC_LEDGER_PROPERTY, COMPACTION_SUBSCRIPTION
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.storage import MetadataStore
 from magnetar.storage.compacted_ledger import CompactedLedgerStorage
 from magnetar.storage.interfaces import LedgerCorruption
@@ -29,7 +29,7 @@ TOPIC = "persistent://public/default/crash-compaction"
 CHILD = f"""
 import os, signal, sys
 from pathlib import Path
-from magnetar.core.cursor_record import CursorRecord
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.positions import Position
 from magnetar.storage import MetadataStore
 from magnetar.storage.compacted_ledger import CompactedLedgerStorage

@@ -17,7 +17,7 @@ import gc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.positions import Position
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.connection import GATHER_MARKS, ServerConnection

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import TopicName
 from magnetar.server.broker import BrokerOperations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 
 
 @pytest.mark.parametrize(("key", "value"), [

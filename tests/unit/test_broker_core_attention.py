@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from core_sinks import RecordingSink
 
-from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.consumer import Consumer
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
-from magnetar.core.delayed_delivery import DelayedDelivery
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.memory_ledger import MemoryLedger
 
 

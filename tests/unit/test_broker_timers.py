@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.broker_timers import BrokerTimers, PeriodicTask
-from magnetar.core.deadline_queue import DeadlineQueue
+from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
+from magnetar.core.broker.deadline_queue import DeadlineQueue
 
 
 @dataclass(eq=False)

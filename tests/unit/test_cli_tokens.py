@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from magnetar.cli.main import app
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.security.identity import AuthenticationFailed
 from magnetar.security.token_keys import create_token
 from magnetar.security.tokens import TokenProvider

@@ -11,20 +11,20 @@ from core_sinks import RecordingSink
 from test_core_dispatch import join, new_topic
 
 from magnetar.config import BrokerConfig
-from magnetar.core.broker import BrokerCore
-from magnetar.core.compacted_topic import (
+from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.compaction.compacted_topic import (
     COMPACTION_SUBSCRIPTION,
     CompactedTopic,
     CompactionAlreadyRunning,
     backlog_bytes,
     retained_indexes,
 )
-from magnetar.core.compactor import compact
+from magnetar.core.compaction.compactor import compact
 from magnetar.core.errors import NotAllowed
-from magnetar.core.managed_ledger import LedgerInfo
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.topics.managed_ledger import LedgerInfo
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import make_batch
 from magnetar.wire.frames import make_entry

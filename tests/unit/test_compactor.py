@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.core.compactor import CompactionResult, compact
+from magnetar.core.compaction.compactor import CompactionResult, compact
 from magnetar.core.positions import Position
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import compress, iter_batch, make_batch

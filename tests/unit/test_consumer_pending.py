@@ -7,8 +7,8 @@ from core_sinks import RecordingSink
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 
 POSITIONS = st.builds(Position, st.integers(1, 3), st.integers(0, 20))
 STEPS = st.lists(st.one_of(st.tuples(st.just("deliver"), POSITIONS), st.tuples(st.just("ack"), POSITIONS),

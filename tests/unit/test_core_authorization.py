@@ -10,9 +10,9 @@ from fastapi import FastAPI
 
 from magnetar.admin import access
 from magnetar.admin.app import create_app
-from magnetar.core import authorization
-from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.security import authorization
+from magnetar.core.security.authorization import AccessContext, AuthPolicies, Operation
 from magnetar.server.broker import BrokerOperations
 
 TOPIC = "persistent://acme/app/orders"

@@ -10,13 +10,13 @@ import pytest
 from core_sinks import RecordingSink
 
 from magnetar.config import BrokerConfig
-from magnetar.core.consumer import Consumer
 from magnetar.core.errors import NotAllowed
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

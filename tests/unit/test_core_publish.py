@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.config import BrokerConfig
-from magnetar.core import publish
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import PersistenceError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.topics import publish
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.core.broker_config import LIFECYCLE_CHOICES, BrokerConfig
+from magnetar.core.broker.broker_config import LIFECYCLE_CHOICES, BrokerConfig
 from magnetar.core.errors import IncompatibleSchema, InvalidSchemaData
 from magnetar.core.policies import Policies, TopicPolicies, schema_compatibility_strategy, schema_validation_enforced
 from magnetar.core.schemas.avro_resolution import InvalidAvroSchema, parse, read_problem

@@ -11,9 +11,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.acked_positions import AckedPositions
-from magnetar.core.cursor import Cursor
 from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.subscriptions.acked_positions import AckedPositions
+from magnetar.core.subscriptions.cursor import Cursor
 
 #: ledger id -> entries; ledger 2 was trimmed away, ledger 5 is empty (the current one)
 LEDGERS = {1: 5, 3: 4, 4: 6, 5: 0}

@@ -17,8 +17,8 @@ from magnetar.config import BrokerConfig
 from magnetar.core.dedup import MessageDeduplication
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.publish import is_last_chunk, last_sequence_id, stored_metadata
-from magnetar.core.topic import Topic
+from magnetar.core.topics.publish import is_last_chunk, last_sequence_id, stored_metadata
+from magnetar.core.topics.topic import Topic
 from magnetar.server.deduplication import replay
 from magnetar.storage import LedgerConfig, MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -12,14 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from magnetar.config import BrokerConfig
-from magnetar.core.consumer import Consumer
 from magnetar.core.delayed.bucket_snapshot_storage import MemoryBucketSnapshotStorage
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery
 from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
-from magnetar.core.delayed_delivery import DelayedDelivery, delayed_delivery
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
-from magnetar.core.disk_usage import DiskUsage
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.policies.disk_usage import DiskUsage
 
 
 def test_states_and_the_lines_worth_logging() -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from test_core_dispatch import join, new_topic, publish
 
-from magnetar.core.dispatch_throttle import DispatchThrottle
-from magnetar.core.rate_limit import RateLimiter
+from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
+from magnetar.core.policies.rate_limit import RateLimiter
 
 
 class Alarms:

@@ -13,7 +13,7 @@ from fastapi import FastAPI
 
 from magnetar.admin import warm_up
 from magnetar.admin.app import create_app
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.server.broker import BrokerOperations
 
 

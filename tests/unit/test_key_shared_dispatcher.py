@@ -791,10 +791,10 @@ def test_reg_K3_two_subscriptions_each_keep_per_key_order() -> None:
     """#7455: two Key_Shared subscriptions on one topic, each with its own churn, each see
     per-key order (checked by one contract checker per subscription)."""
     from magnetar.config import BrokerConfig
-    from magnetar.core.consumer import Consumer
     from magnetar.core.names import TopicName
-    from magnetar.core.producer import Producer
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscriptions.consumer import Consumer
+    from magnetar.core.topics.producer import Producer
+    from magnetar.core.topics.topic import Topic
     from magnetar.storage.memory_ledger import MemoryLedger
     from magnetar.testing.sim.checkers import ContractChecker
     from magnetar.wire import pulsar_api_pb2 as pb

@@ -12,7 +12,6 @@ from core_sinks import RecordingSink
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.key_shared.consistent_hashing import ConsistentHashingStickyKeyConsumerSelector
 from magnetar.core.key_shared.consumer_hash_assignments_snapshot import ImpactedConsumers
 from magnetar.core.key_shared.draining_hashes_tracker import (
@@ -22,6 +21,7 @@ from magnetar.core.key_shared.draining_hashes_tracker import (
     DrainingHashesTracker,
 )
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 
 _ids = count(1)
 

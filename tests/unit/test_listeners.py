@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
+from magnetar.core.broker.listeners import Listener, internal_listener, listener_for, parse_listeners
 from magnetar.core.errors import ServiceNotReady
-from magnetar.core.listeners import Listener, internal_listener, listener_for, parse_listeners
 
 
 def test_plain_and_tls_addresses_of_one_listener_combine() -> None:

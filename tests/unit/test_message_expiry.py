@@ -9,13 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.config import BrokerConfig
-from magnetar.core.broker import BrokerCore
-from magnetar.core.message_expiry import expire, newest_expired
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
+from magnetar.core.policies.message_expiry import expire, newest_expired
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

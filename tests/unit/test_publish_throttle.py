@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.publish_throttle import PendingPublishes, PublishBuffer
+from magnetar.core.policies.publish_throttle import PendingPublishes, PublishBuffer
 
 
 def test_reading_stops_at_the_limit_and_restarts_at_half() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.rate_limit import RateLimiter, TokenBucket
+from magnetar.core.policies.rate_limit import RateLimiter, TokenBucket
 
 
 def test_a_burst_within_one_second_of_tokens_is_not_paused() -> None:

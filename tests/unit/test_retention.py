@@ -8,14 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magnetar.config import BrokerConfig
-from magnetar.core.consumer import Consumer
-from magnetar.core.managed_ledger import LedgerInfo
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, RetentionPolicies, TopicPolicies
+from magnetar.core.policies.ledger_trimming import MB, consumed_ledgers, ledgers_to_delete
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.retention import MB, consumed_ledgers, ledgers_to_delete
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.managed_ledger import LedgerInfo
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -8,7 +8,7 @@ import subprocess
 import bcrypt
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.security import htpasswd
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.basic import BasicProvider

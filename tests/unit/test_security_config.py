@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed
 
@@ -89,7 +89,7 @@ def test_http_schemes_and_the_anonymous_role() -> None:
 ])
 def test_one_warning_when_listening_beyond_loopback_without_authentication(
         settings: dict[str, str], warned: bool) -> None:
-    from magnetar.core.broker_config import BrokerConfig
+    from magnetar.core.broker.broker_config import BrokerConfig
     from magnetar.server.standalone import exposure_warning
     message = exposure_warning(BrokerConfig(**settings))  # type: ignore[arg-type]
     assert (message is not None) == warned

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
 from magnetar.security.peer_certificates import peer_common_name
 from magnetar.security.sources import read_source
 from magnetar.server.connection import auth_method_of

@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.security.identity import AuthenticationFailed
 from magnetar.security.tokens import TokenProvider
 

@@ -10,18 +10,25 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from magnetar.core import backlog_quota, inactive_topics
-from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
-from magnetar.core.backlog_quota import BacklogQuotas, QuotaLimit
-from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.consumer import Consumer
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.errors import ServerError, TopicTerminated
 from magnetar.core.names import TopicName
-from magnetar.core.policies import BacklogQuota, InactiveTopicPolicies, Policies, TopicPolicies, backlog_quotas
+from magnetar.core.policies import (
+    BacklogQuota,
+    InactiveTopicPolicies,
+    Policies,
+    TopicPolicies,
+    backlog_quota,
+    backlog_quotas,
+    inactive_topics,
+)
+from magnetar.core.policies.backlog_quota import BacklogQuotas, QuotaLimit
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.backlog import oldest_backlog, topic_backlog_bytes
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -7,8 +7,8 @@ import pytest
 from magnetar.config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.broker_timers import BrokerTimers
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.broker.broker_timers import BrokerTimers
+from magnetar.core.broker.topic_sweep import TopicSweep
 from magnetar.core.names import TopicName
-from magnetar.core.topic import Topic
-from magnetar.core.topic_sweep import TopicSweep
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.memory_ledger import MemoryLedger
 
 

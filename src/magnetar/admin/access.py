@@ -22,10 +22,10 @@ from typing import Any, Literal
 from fastapi import Request
 
 from magnetar.admin.errors import ASGIApp, Receive, RestError, Scope, Send
-from magnetar.core import authorization
-from magnetar.core.authorization import Operation
 from magnetar.core.errors import InvalidTopicName
 from magnetar.core.names import TopicName
+from magnetar.core.security import authorization
+from magnetar.core.security.authorization import Operation
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name

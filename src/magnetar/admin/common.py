@@ -9,8 +9,8 @@ from fastapi import Depends, Request
 from magnetar.admin.errors import RestError, not_found, precondition_failed
 from magnetar.core.errors import InvalidTopicName, TopicNotFound
 from magnetar.core.names import TopicName, check_named_entity
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
 from magnetar.server.broker import BrokerOperations
 
 

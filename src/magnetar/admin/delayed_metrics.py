@@ -30,7 +30,7 @@ from magnetar.core.delayed.bucket_delayed_message_index_stats import (
 )
 
 if TYPE_CHECKING:
-    from magnetar.core.topic import Topic
+    from magnetar.core.topics.topic import Topic
 
 #: family name -> (Prometheus type, help)
 FAMILIES = {

@@ -18,7 +18,7 @@ from fastapi.responses import Response
 
 from magnetar.admin.errors import not_found
 from magnetar.core.positions import Position
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import EntryNotFound
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import decompress

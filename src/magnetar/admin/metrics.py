@@ -40,8 +40,8 @@ from magnetar.admin.stats import (
     extra_consumer_stats,
     extra_subscription_stats,
 )
-from magnetar.core.backlog import oldest_backlog, topic_backlog_bytes
-from magnetar.core.backlog_quota import BacklogQuotas
+from magnetar.core.policies.backlog_quota import BacklogQuotas
+from magnetar.core.topics.backlog import oldest_backlog, topic_backlog_bytes
 from magnetar.server import topic_lifecycle
 from magnetar.server.broker_stats import LatencyValues
 from magnetar.server.clock import now_ms
@@ -49,9 +49,9 @@ from magnetar.server.clock import now_ms
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from magnetar.core.consumer import Consumer
-    from magnetar.core.subscription import Subscription
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscriptions.consumer import Consumer
+    from magnetar.core.subscriptions.subscription import Subscription
+    from magnetar.core.topics.topic import Topic
     from magnetar.server.broker import BrokerOperations
 
 #: Key_Shared draining-hash stats fields and the metric suffix each one feeds

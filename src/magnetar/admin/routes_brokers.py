@@ -7,7 +7,7 @@ from fastapi.responses import PlainTextResponse
 
 from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
 from magnetar.admin.errors import RestError, not_found
-from magnetar.core.broker_config import SENSITIVE_KEYS
+from magnetar.core.broker.broker_config import SENSITIVE_KEYS
 
 router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 

@@ -13,7 +13,7 @@ from fastapi import APIRouter
 
 from magnetar.admin.common import Broker, load_topic, partition_count, topic_name
 from magnetar.admin.errors import RestError, conflict
-from magnetar.core.compacted_topic import CompactionAlreadyRunning
+from magnetar.core.compaction.compacted_topic import CompactionAlreadyRunning
 
 router = APIRouter(prefix="/admin/v2/persistent", tags=["topics"])
 

@@ -25,12 +25,12 @@ from fastapi import APIRouter, Query
 
 from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
 from magnetar.admin.errors import bad_request, not_found
-from magnetar.core.consumer import Consumer
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.key_shared.pending_messages import PendingFilter, PendingMessage, pending_messages
 from magnetar.core.key_shared.sticky_key import MAX_STICKY_KEY_HASH, sticky_key_hash
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
 
 KeyParam = Annotated[str | None, Query(max_length=1024, description="The key as UTF-8 text")]
 KeyB64Param = Annotated[str | None, Query(max_length=1368, description="The key bytes, base64")]

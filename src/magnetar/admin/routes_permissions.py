@@ -15,8 +15,8 @@ from fastapi import APIRouter, Body
 
 from magnetar.admin.common import Broker, namespace_name, require_namespace, topic_name
 from magnetar.admin.errors import bad_request
-from magnetar.core import authorization
-from magnetar.core.authorization import AuthAction, AuthPolicies
+from magnetar.core.security import authorization
+from magnetar.core.security.authorization import AuthAction, AuthPolicies
 from magnetar.server.broker import BrokerOperations
 
 Actions = Annotated[list[AuthAction], Body()]

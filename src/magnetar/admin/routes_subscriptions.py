@@ -31,7 +31,7 @@ from magnetar.admin.messages import entry_response, nth_unacked
 from magnetar.core.names import TopicName
 from magnetar.core.policies import Int64
 from magnetar.core.positions import LATEST_ID, Position
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 

@@ -22,7 +22,7 @@ from magnetar.admin.common import Broker, topic_name
 from magnetar.admin.errors import precondition_failed
 from magnetar.admin.routes_topics import require_exists
 from magnetar.core import policies as resolve
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     INT32_MAX,

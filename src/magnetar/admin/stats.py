@@ -21,17 +21,17 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from magnetar.core.backlog import backlog_size_bytes, oldest_backlog, topic_backlog_bytes
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
-from magnetar.core.topic import topic_of
+from magnetar.core.topics.backlog import backlog_size_bytes, oldest_backlog, topic_backlog_bytes
+from magnetar.core.topics.topic import topic_of
 from magnetar.server import topic_lifecycle
 
 if TYPE_CHECKING:
-    from magnetar.core.consumer import Consumer
-    from magnetar.core.producer import Producer
-    from magnetar.core.subscription import Subscription
-    from magnetar.core.topic import Topic
+    from magnetar.core.subscriptions.consumer import Consumer
+    from magnetar.core.subscriptions.subscription import Subscription
+    from magnetar.core.topics.producer import Producer
+    from magnetar.core.topics.topic import Topic
     from magnetar.server.broker import BrokerOperations
 
 Stats = dict[str, Any]

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from magnetar.cli.output import parse_duration_ms, print_json
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
 from magnetar.security import token_keys
 from magnetar.security.sources import read_source
 

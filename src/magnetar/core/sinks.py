@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from magnetar.core.positions import Position
-from magnetar.core.producer import ProducerSink
+from magnetar.core.topics.producer import ProducerSink
 
 
 class ConsumerSink(Protocol):

@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Protocol
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.security.identity import AuthenticationFailed, Identity
 
 HTTP_SCHEMES = {"bearer": "token", "basic": "basic"}

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import secrets
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.security import htpasswd
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.sources import read_source

@@ -15,7 +15,7 @@ import warnings
 
 import bcrypt
 
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
 
 BCRYPT_PREFIXES = ("$2a$", "$2b$", "$2y$")
 APR1_PREFIX = "$apr1$"

@@ -13,7 +13,7 @@ import binascii
 import urllib.parse
 from pathlib import Path
 
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
 
 
 def read_source(key: str, value: str) -> bytes:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 
-from magnetar.core.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.security.identity import AuthenticationFailed, Identity
 
 _VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}

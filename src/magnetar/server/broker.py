@@ -1,4 +1,4 @@
-"""The broker service: the shell around :class:`~magnetar.core.broker.BrokerCore`.
+"""The broker service: the shell around :class:`~magnetar.core.broker.broker_core.BrokerCore`.
 
 It owns storage and metadata and executes what core decides. Everything here runs on
 the event loop thread except what can wait on a disk: fsync of appends (the group
@@ -22,28 +22,31 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from magnetar.config import BrokerConfig
-from magnetar.core import authorization, cursor_moves, limits, message_expiry, policies, publish
-from magnetar.core.authorization import AccessContext, AuthPolicies, Operation
-from magnetar.core.broker import BrokerCore, CursorWrite
-from magnetar.core.broker_timers import PeriodicTask
+from magnetar.core import policies
+from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
+from magnetar.core.broker.broker_timers import PeriodicTask
+from magnetar.core.broker.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.dedup.message_deduplication import DedupStatus
-from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
-from magnetar.core.disk_usage import DiskUsage
-from magnetar.core.dispatch_throttle import DispatchThrottle
+from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, ServiceNotReady, TopicNotFound
-from magnetar.core.listeners import internal_listener, listener_for, parse_listeners
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies
+from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies, limits, message_expiry
+from magnetar.core.policies.disk_usage import DiskUsage
+from magnetar.core.policies.publish_throttle import PublishBuffer
+from magnetar.core.policies.rate_limit import RateLimiter
 from magnetar.core.positions import Position
-from magnetar.core.producer import Producer
-from magnetar.core.publish_throttle import PublishBuffer
-from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
-from magnetar.core.subscription import Subscription
-from magnetar.core.subscription_view import EntrySource
-from magnetar.core.topic import Send, Topic
+from magnetar.core.security import authorization
+from magnetar.core.security.authorization import AccessContext, AuthPolicies, Operation
+from magnetar.core.subscriptions import cursor_moves
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.subscriptions.subscription_view import EntrySource
+from magnetar.core.topics import publish
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Send, Topic
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -998,8 +1001,8 @@ class BrokerOperations(BrokerService):
         return self.schemas.append(name, SchemaData("NONE", b""), now_ms(), deleted=True).version
 
     def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
-        from magnetar.core.consumer import Consumer
-        from magnetar.core.subscription import Subscription
+        from magnetar.core.subscriptions.consumer import Consumer
+        from magnetar.core.subscriptions.subscription import Subscription
         from magnetar.wire import commands
         assert isinstance(consumer, Consumer) and isinstance(sub, Subscription)
         now = now_ms()

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.names import TopicName
 from magnetar.core.policies import Policies, TopicPolicies
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage

@@ -12,7 +12,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from magnetar.core.broker_timers import BrokerTimers
+from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.server.clock import now_ms
 
 log = logging.getLogger("magnetar.timer")

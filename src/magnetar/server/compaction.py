@@ -6,7 +6,7 @@ timer, runs in four steps:
 
 1. on the event loop: note the horizon (the last durable entry) and take a detached scan
    of the topic from the previous horizon to it, plus the previous compacted view;
-2. on an executor thread: both phases of :mod:`magnetar.core.compactor` and the new view's
+2. on an executor thread: both phases of :mod:`magnetar.core.compaction.compactor` and the new view's
    file, fsynced and renamed into place (the loop keeps serving meanwhile);
 3. on the event loop: move the ``__compaction`` cursor to the horizon and name the new
    view in its ``CompactedTopicLedger`` property, one cursor record written in one store
@@ -26,15 +26,15 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.core.compacted_topic import (
+from magnetar.core.compaction.compacted_topic import (
     COMPACTED_TOPIC_LEDGER_PROPERTY,
     COMPACTION_SUBSCRIPTION,
     CompactedEntries,
 )
-from magnetar.core.compactor import CompactionResult, compact
+from magnetar.core.compaction.compactor import CompactionResult, compact
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import now_ms
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStorage
 from magnetar.storage.interfaces import StorageError

@@ -23,14 +23,14 @@ from itertools import islice
 from typing import Any, cast
 
 from magnetar import __version__
-from magnetar.core.consumer import Consumer
 from magnetar.core.errors import BrokerError, NotAllowed, ServerError
 from magnetar.core.names import TopicName
+from magnetar.core.policies.publish_throttle import PendingPublishes
 from magnetar.core.positions import Position, to_signed64
-from magnetar.core.producer import Producer
-from magnetar.core.publish_throttle import PendingPublishes
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Send, Topic, topic_of
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Send, Topic, topic_of
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name

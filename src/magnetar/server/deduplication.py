@@ -17,8 +17,8 @@ from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.policies import deduplication_enabled
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.publish import is_last_chunk, last_sequence_id, stored_metadata
-from magnetar.core.topic import Topic
+from magnetar.core.topics.publish import is_last_chunk, last_sequence_id, stored_metadata
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.metadata_store import CursorRecord
 
 if TYPE_CHECKING:

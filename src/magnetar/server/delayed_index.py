@@ -13,9 +13,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import clean_residual_snapshots
-from magnetar.core.delayed_delivery import SHARED_INDEX_CURSOR
+from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR
 from magnetar.core.positions import BEFORE_START
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import now_ms
 from magnetar.storage.metadata_store import CursorRecord
 

@@ -10,9 +10,6 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from magnetar.core import limits
-from magnetar.core.authorization import Operation
-from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
     AuthorizationError,
@@ -26,13 +23,16 @@ from magnetar.core.errors import (
     TopicNotFound,
 )
 from magnetar.core.names import TopicName
+from magnetar.core.policies import limits
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
-from magnetar.core.producer import AccessMode, Producer
-from magnetar.core.publish import delay_problem
 from magnetar.core.schemas import versions as schema_versions
+from magnetar.core.security.authorization import Operation
 from magnetar.core.sinks import ConsumerSink, ProducerSink
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Send, Topic, topic_of
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.producer import AccessMode, Producer
+from magnetar.core.topics.publish import delay_problem
+from magnetar.core.topics.topic import Send, Topic, topic_of
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from magnetar.core.cursor_record import CursorRecord
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.storage.metadata_store import MetadataStore
 
 log = logging.getLogger("magnetar.metadata")

@@ -21,8 +21,8 @@ from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.policies import PropertyDeduplicationPolicy, property_deduplication
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.publish import business_id
-from magnetar.core.topic import Topic
+from magnetar.core.topics.publish import business_id
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.metadata_store import MetadataStore
 
 if TYPE_CHECKING:

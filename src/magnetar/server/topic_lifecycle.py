@@ -1,8 +1,8 @@
 """A topic's life in the broker shell: backlog quotas, inactive-topic deletion, expiring
 subscriptions, termination and creation time.
 
-The decisions are core's (:mod:`magnetar.core.backlog_quota`,
-:mod:`magnetar.core.inactive_topics`), each check a deadline of the core's one timer;
+The decisions are core's (:mod:`magnetar.core.policies.backlog_quota`,
+:mod:`magnetar.core.policies.inactive_topics`), each check a deadline of the core's one timer;
 this module reads the policies they need from the metadata store and carries out what
 needs storage: deleting a topic's data and metadata, a subscription's cursor, and keeping
 the creation time and the terminated position in the topic's stored properties so they
@@ -15,14 +15,14 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any, Protocol
 
-from magnetar.core import backlog_quota, inactive_topics, policies
-from magnetar.core.backlog_quota import BacklogQuotas
-from magnetar.core.broker import BrokerCore
+from magnetar.core import policies
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.errors import BrokerError, TopicTerminated
 from magnetar.core.names import TopicName
-from magnetar.core.policies import InactiveTopicPolicies
+from magnetar.core.policies import InactiveTopicPolicies, backlog_quota, inactive_topics
+from magnetar.core.policies.backlog_quota import BacklogQuotas
 from magnetar.core.positions import Position
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_shell import BrokerShell
 from magnetar.server.clock import now_ms
 

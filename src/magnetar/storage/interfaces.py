@@ -1,9 +1,9 @@
-"""The storage interfaces, defined in core (:mod:`magnetar.core.managed_ledger`), where
+"""The storage interfaces, defined in core (:mod:`magnetar.core.topics.managed_ledger`), where
 the broker logic that uses them lives; storage implements them."""
 
 from __future__ import annotations
 
-from magnetar.core.managed_ledger import (
+from magnetar.core.topics.managed_ledger import (
     MAX_ENTRY_SIZE_BYTES,
     AppendFailed,
     EntryNotFound,

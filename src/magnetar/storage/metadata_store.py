@@ -33,8 +33,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from magnetar.core.cursor_record import CursorRecord
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 
 #: Version of the tables below, kept in ``PRAGMA user_version``.
 SCHEMA_VERSION = 2

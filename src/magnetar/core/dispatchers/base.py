@@ -15,12 +15,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
-from magnetar.core.consumer import Consumer
-from magnetar.core.cursor import and_words
-from magnetar.core.dispatch_throttle import DispatchThrottle
+from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
 from magnetar.core.entry import EntryInfo, unacked_in_ack_set
 from magnetar.core.positions import Position
-from magnetar.core.subscription_view import EntrySource, SubscriptionView
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.cursor import and_words
+from magnetar.core.subscriptions.subscription_view import EntrySource, SubscriptionView
 
 #: Makes the dispatcher of a subscription's type (``Topic(dispatcher_factory=...)``).
 DispatcherFactory = Callable[[SubscriptionView, str], "Dispatcher"]

@@ -34,7 +34,6 @@ import heapq
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from magnetar.core.consumer import Consumer, PendingEntry
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared_replay import KeyedReplayQueue
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
@@ -46,10 +45,11 @@ from magnetar.core.key_shared.hash_range_exclusive import HashRangeExclusiveStic
 from magnetar.core.key_shared.sticky_key import sticky_key, sticky_key_hash
 from magnetar.core.key_shared.sticky_key_consumer_selector import StickyKeyConsumerSelector
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer, PendingEntry
 
 if TYPE_CHECKING:
     from magnetar.core.dispatchers.base import Dispatcher
-    from magnetar.core.subscription_view import SubscriptionView
+    from magnetar.core.subscriptions.subscription_view import SubscriptionView
 
 AUTO_SPLIT, STICKY = 0, 1
 MODE_NAMES = {AUTO_SPLIT: "AUTO_SPLIT", STICKY: "STICKY"}

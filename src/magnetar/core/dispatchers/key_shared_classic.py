@@ -33,13 +33,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.dispatchers.key_shared import AUTO_SPLIT, KeySharedDispatcher
 from magnetar.core.key_shared.recently_joined_consumers import RecentlyJoinedConsumers
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription_view import SubscriptionView, TopicView
+    from magnetar.core.subscriptions.subscription_view import SubscriptionView, TopicView
 
 
 class TopicLedgerNavigator:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription_view import SubscriptionView
+    from magnetar.core.subscriptions.subscription_view import SubscriptionView
 
 
 class ReplayQueue:
@@ -163,7 +163,7 @@ class MultipleConsumersDispatcher(Dispatcher):
     def add_due_delayed(self, now_ms: int) -> None:
         """Delayed entries that came due join the replay queue (they were read before)."""
         if self.sub.delayed_tracker is not None:
-            from magnetar.core.delayed_delivery import take_due
+            from magnetar.core.delayed.delayed_delivery import take_due
             for pos in take_due(self.sub, now_ms):
                 self.replay_due(pos)
 

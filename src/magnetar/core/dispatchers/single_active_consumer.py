@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.errors import ConsumerBusy
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription_view import SubscriptionView
+    from magnetar.core.subscriptions.subscription_view import SubscriptionView
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):

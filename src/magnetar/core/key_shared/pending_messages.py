@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.key_shared.sticky_key import NONE_KEY, STICKY_KEY_HASH_NOT_SET, sticky_key, sticky_key_hash
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.wire.frames import ProtocolError, peek_metadata
 
 

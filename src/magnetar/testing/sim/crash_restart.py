@@ -30,20 +30,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from magnetar.core import publish
-from magnetar.core.broker import BrokerCore
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.consumer import Consumer
-from magnetar.core.cursor_record import CursorRecord
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import BrokerError
-from magnetar.core.managed_ledger import LedgerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.cursor_record import CursorRecord
+from magnetar.core.topics import publish
+from magnetar.core.topics.managed_ledger import LedgerConfig
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.server.deduplication import replay
 from magnetar.storage.memory_ledger import MemoryLedger, MemoryLedgerFactory
 from magnetar.wire import pulsar_api_pb2 as pb

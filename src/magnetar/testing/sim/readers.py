@@ -13,10 +13,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.subscription import Subscription
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.testing.sim.checkers import Violation
 
 READER_PREFIX = "reader-"

@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from magnetar.core.consumer import Consumer
 from magnetar.core.key_shared.consistent_hashing import ConsistentHashingStickyKeyConsumerSelector
 from magnetar.core.key_shared.hash_range_auto_split import HashRangeAutoSplitStickyKeyConsumerSelector
 from magnetar.core.key_shared.sticky_key import sticky_key_hash
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.testing.sim.actions import act, format_indexes, format_ranges
 from magnetar.testing.sim.checkers import ContractChecker
 from magnetar.testing.sim.options import AUTO_SPLIT_CONSISTENT, AUTO_SPLIT_RANGES, SimOptions

@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.config import BrokerConfig
-from magnetar.core import publish
-from magnetar.core.broker import BrokerCore
-from magnetar.core.consumer import Consumer
-from magnetar.core.delayed_delivery import DelayedDelivery
+from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
@@ -30,9 +28,11 @@ from magnetar.core.errors import BrokerError
 from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
-from magnetar.core.producer import Producer
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics import publish
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.testing.sim.actions import Action, parse_indexes, parse_ranges

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from magnetar.core.consumer import Consumer
-from magnetar.core.cursor import Cursor
 from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.dispatchers.base import Dispatcher, DispatcherFactory
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
@@ -19,7 +17,9 @@ from magnetar.core.entry import EntryInfo, with_earlier_chunks
 from magnetar.core.errors import ConsumerBusy, NotAllowed
 from magnetar.core.positions import Position
 from magnetar.core.stats import RateCounter
-from magnetar.core.subscription_view import EntrySource, SubscriptionView, TopicView
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.cursor import Cursor
+from magnetar.core.subscriptions.subscription_view import EntrySource, SubscriptionView, TopicView
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 

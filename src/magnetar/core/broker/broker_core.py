@@ -1,7 +1,7 @@
 """The broker's decisions that depend on time, apart from any socket, disk or clock.
 
 ``BrokerCore`` owns the loaded topics and the broker's one timer
-(:class:`~magnetar.core.broker_timers.BrokerTimers`). The shell hands it the time with
+(:class:`~magnetar.core.broker.broker_timers.BrokerTimers`). The shell hands it the time with
 every call; it answers with what to do (cursor records to write) or does it through the
 sinks of consumers and producers. The simulation drives the same object, so delayed
 ticks, Key_Shared unblocking and cursor-persist decisions are reachable from a seed.
@@ -12,20 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.core import backlog_quota, inactive_topics, message_expiry
-from magnetar.core.backlog_quota import BacklogQuotas
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
-from magnetar.core.compacted_topic import COMPACTION_SUBSCRIPTION, backlog_bytes
-from magnetar.core.cursor_record import CursorRecord
-from magnetar.core.delayed_delivery import next_delivery_ms
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_timers import MIN_DELAYED_TICK_MS, BrokerTimers, PeriodicTask
+from magnetar.core.broker.topic_sweep import TopicSweep, Visit
+from magnetar.core.compaction.compacted_topic import COMPACTION_SUBSCRIPTION, backlog_bytes
+from magnetar.core.delayed.delayed_delivery import next_delivery_ms
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.dispatchers.key_shared import with_timers
-from magnetar.core.policies import InactiveTopicPolicies
+from magnetar.core.policies import InactiveTopicPolicies, backlog_quota, inactive_topics, message_expiry
+from magnetar.core.policies.backlog_quota import BacklogQuotas
 from magnetar.core.positions import Position
-from magnetar.core.subscription import Subscription, default_dispatcher
-from magnetar.core.topic import Topic, topic_of
-from magnetar.core.topic_sweep import TopicSweep, Visit
+from magnetar.core.subscriptions.cursor_record import CursorRecord
+from magnetar.core.subscriptions.subscription import Subscription, default_dispatcher
+from magnetar.core.topics.topic import Topic, topic_of
 
 #: The expiry check never runs more often than this, whatever the config says.
 MIN_EXPIRY_CHECK_MS = 100

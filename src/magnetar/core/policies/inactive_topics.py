@@ -11,10 +11,10 @@ is unlimited. A subscription without consumers for the expiration time is delete
 
 from __future__ import annotations
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.policies import InactiveTopicPolicies, Policies
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
 

@@ -18,10 +18,10 @@ from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutco
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, PersistenceError
-from magnetar.core.managed_ledger import AppendFailed
 from magnetar.core.positions import Position
-from magnetar.core.producer import Producer
-from magnetar.core.topic import Send, Topic
+from magnetar.core.topics.managed_ledger import AppendFailed
+from magnetar.core.topics.producer import Producer
+from magnetar.core.topics.topic import Send, Topic
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
 from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, parse_entry

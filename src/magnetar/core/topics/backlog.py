@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from magnetar.core.positions import Position
-from magnetar.core.subscription import Subscription
-from magnetar.core.topic import Topic
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
 
 
 def backlog_size_bytes(topic: Topic, mark_delete: Position) -> int:

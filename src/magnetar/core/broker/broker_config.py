@@ -24,7 +24,7 @@ class BrokerConfig:
     webServicePortTls: int | None = None
     bindAddress: str = "0.0.0.0"
     advertisedAddress: str = "localhost"
-    #: name:pulsar://host:port,name:pulsar+ssl://host:port,... (see core/listeners.py)
+    #: name:pulsar://host:port,name:pulsar+ssl://host:port,... (see core/broker/listeners.py)
     advertisedListeners: str = ""
     internalListenerName: str = ""
     clusterName: str = "standalone"

@@ -11,14 +11,11 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from magnetar.core import retention
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
-from magnetar.core.consumer import Consumer
-from magnetar.core.cursor import Cursor
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.compaction.compacted_topic import CompactedTopic, CompactedTopicSource, check_read_compacted
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
-from magnetar.core.delayed_delivery import DelayedDelivery
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import DispatcherFactory
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
@@ -29,15 +26,17 @@ from magnetar.core.errors import (
     SubscriptionNotFound,
     TopicTerminated,
 )
-from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
-from magnetar.core.policies import AppliedPolicies
+from magnetar.core.policies import AppliedPolicies, ledger_trimming
+from magnetar.core.policies.rate_limit import RateLimiter
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.producer import AccessMode, Producer
-from magnetar.core.rate_limit import RateLimiter
 from magnetar.core.stats import RateCounter
-from magnetar.core.subscription import Subscription, default_dispatcher
-from magnetar.core.subscription_view import SubscriptionView
+from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.subscriptions.cursor import Cursor
+from magnetar.core.subscriptions.subscription import Subscription, default_dispatcher
+from magnetar.core.subscriptions.subscription_view import SubscriptionView
+from magnetar.core.topics.managed_ledger import ManagedLedger
+from magnetar.core.topics.producer import AccessMode, Producer
 
 #: Recently published entries whose parsed metadata a topic keeps for dispatch (the facts
 #: only: the entry's bytes are the ledger's to keep, within its cache's budget).
@@ -477,7 +476,7 @@ class Topic:
         return marks
 
     def apply_retention(self, now_ms: int) -> list[int]:
-        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.retention`);
+        """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.policies.ledger_trimming`);
         the shell removes their files off the event loop. Readers standing before what is
         left move to the first entry kept, as Pulsar's ``advanceNonDurableCursors``."""
         ledgers = self.ledger.ledgers()
@@ -486,7 +485,7 @@ class Topic:
         # what is not durable yet (a ledger just rolled over) waits, cursors or not
         written = self.last_durable if self.last_durable is not None else BEFORE_START
         holders = [*self.durable_marks(), written]
-        count = retention.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
+        count = ledger_trimming.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
         if count == 0:
             return []
         last_gone = Position(ledgers[count - 1].ledger_id, ledgers[count - 1].entries - 1)
@@ -561,7 +560,7 @@ def _send_receipts(producer: Producer | None, batch: list[tuple[int, int, Positi
 
 def topic_of(sub: Subscription) -> Topic:
     """The topic a subscription belongs to, as the full object (a subscription sees it
-    through :class:`~magnetar.core.subscription_view.TopicView`); every subscription is
+    through :class:`~magnetar.core.subscriptions.subscription_view.TopicView`); every subscription is
     made by a topic, so this only narrows the type."""
     topic = sub.topic
     assert isinstance(topic, Topic), f"subscription {sub.name} belongs to {topic!r}, not a Topic"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from magnetar.core.acked_positions import AckedPositions
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.acked_positions import AckedPositions
 
 NextPosition = Callable[[Position], Position]
 

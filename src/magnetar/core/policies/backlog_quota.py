@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from magnetar.core import cursor_moves, message_expiry
-from magnetar.core.backlog import OldestBacklog, backlog_size_bytes, oldest_backlog, topic_backlog_bytes
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.errors import BrokerError, ServerError
-from magnetar.core.policies import BacklogQuota, Policies, TopicPolicies, backlog_quotas
-from magnetar.core.topic import Topic
+from magnetar.core.policies import BacklogQuota, Policies, TopicPolicies, backlog_quotas, message_expiry
+from magnetar.core.subscriptions import cursor_moves
+from magnetar.core.topics.backlog import OldestBacklog, backlog_size_bytes, oldest_backlog, topic_backlog_bytes
+from magnetar.core.topics.topic import Topic
 
 #: eviction aims below the limit, so the next message does not exceed it again at once
 EVICTION_TARGET = 0.9

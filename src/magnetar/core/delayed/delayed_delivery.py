@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker, clean_residual_snapshots
 from magnetar.core.delayed.bucket_snapshot_storage import BucketSnapshotStorage
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
@@ -28,7 +28,7 @@ from magnetar.core.entry import EntryInfo
 from magnetar.core.positions import Position
 
 if TYPE_CHECKING:
-    from magnetar.core.subscription_view import SubscriptionView, TopicView
+    from magnetar.core.subscriptions.subscription_view import SubscriptionView, TopicView
 
 DELAYED_TYPES = ("Shared", "Key_Shared")
 BUCKET_FACTORY_SUFFIX = "BucketDelayedDeliveryTrackerFactory"

@@ -14,8 +14,8 @@ the ledger where expiry stops, so a check costs a few reads whatever the backlog
 from __future__ import annotations
 
 from magnetar.core.positions import Position
-from magnetar.core.subscription import Subscription
-from magnetar.core.subscription_view import TopicView
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.subscriptions.subscription_view import TopicView
 
 
 def newest_expired(topic: TopicView, after: Position, cutoff_ms: int) -> Position | None:

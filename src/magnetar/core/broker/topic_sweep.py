@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from magnetar.core.broker_timers import BrokerTimers
-from magnetar.core.topic import Topic
+from magnetar.core.broker.broker_timers import BrokerTimers
+from magnetar.core.topics.topic import Topic
 
 #: topics visited per ring; a visit costs tens of microseconds, so a slice a few milliseconds
 SLICE_SIZE = 200

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.core.broker_config import ConfigError
+from magnetar.core.broker.broker_config import ConfigError
 from magnetar.core.errors import ServiceNotReady
 
 _SCHEMES = ("pulsar://", "pulsar+ssl://")

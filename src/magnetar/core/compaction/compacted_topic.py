@@ -19,9 +19,9 @@ from typing import Literal, Protocol
 
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed
-from magnetar.core.managed_ledger import LedgerInfo
 from magnetar.core.positions import Position, to_signed64
-from magnetar.core.subscription_view import EntrySource
+from magnetar.core.subscriptions.subscription_view import EntrySource
+from magnetar.core.topics.managed_ledger import LedgerInfo
 from magnetar.wire.batch import is_batch, iter_batch
 from magnetar.wire.frames import ProtocolError, parse_entry
 

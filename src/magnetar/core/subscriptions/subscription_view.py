@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Protocol
 
-from magnetar.core.broker_config import BrokerConfig
-from magnetar.core.cursor import Cursor
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.delayed.tracker import DelayedDeliveryTracker
 from magnetar.core.entry import EntryInfo
-from magnetar.core.managed_ledger import ManagedLedger
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions.cursor import Cursor
+from magnetar.core.topics.managed_ledger import ManagedLedger
 
 EntryReader = Callable[[Position], "tuple[bytes, EntryInfo] | None"]
 

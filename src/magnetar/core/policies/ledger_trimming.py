@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from magnetar.core.managed_ledger import LedgerInfo
 from magnetar.core.policies import RetentionPolicies
 from magnetar.core.positions import Position
+from magnetar.core.topics.managed_ledger import LedgerInfo
 
 MB = 1024 * 1024
 

@@ -1,6 +1,6 @@
 """What the broker's one timer drives, and how its owners ask for time.
 
-Three kinds of owner share the :class:`~magnetar.core.deadline_queue.DeadlineQueue`:
+Three kinds of owner share the :class:`~magnetar.core.broker.deadline_queue.DeadlineQueue`:
 
 - Key_Shared dispatchers that defer unblocking (``keySharedUnblockingIntervalMs``): they
   ask for a wake-up at their next unblocking deadline;
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from magnetar.core.deadline_queue import DeadlineQueue
+from magnetar.core.broker.deadline_queue import DeadlineQueue
 
 #: The delayed-delivery tick never runs more often than this, whatever the config says.
 MIN_DELAYED_TICK_MS = 10

@@ -2,7 +2,7 @@
 last message id a reader compares against.
 
 Pulsar's ``PersistentSubscription.resetCursor``/``skipMessages`` (expiry is
-:mod:`magnetar.core.message_expiry`) and
+:mod:`magnetar.core.policies.message_expiry`) and
 ``PersistentTopic.getLastMessageId``, as functions of a topic and the time. The client
 protocol (SEEK, GET_LAST_MESSAGE_ID, a subscribe with a rollback duration), the admin
 API and the simulation all call these, so a cursor moves the same way whoever asks.
@@ -11,8 +11,8 @@ API and the simulation all call these, so a cursor moves the same way whoever as
 from __future__ import annotations
 
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.subscription import Subscription
-from magnetar.core.subscription_view import EntrySource, TopicView
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.subscriptions.subscription_view import EntrySource, TopicView
 
 
 def position_before_time(topic: TopicView, timestamp_ms: int) -> Position:

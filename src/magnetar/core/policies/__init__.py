@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, model_validator
 
-from magnetar.core.authorization import AuthPolicies
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.security.authorization import AuthPolicies
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1

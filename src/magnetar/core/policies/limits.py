@@ -8,10 +8,10 @@ a refused request leaves no trace.
 from __future__ import annotations
 
 from magnetar.core import policies as resolve
-from magnetar.core.broker_config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.errors import ConsumerBusy, LimitReached, NotAllowed, ProducerBusy
 from magnetar.core.policies import Policies, TopicPolicies
-from magnetar.core.topic import Topic
+from magnetar.core.topics.topic import Topic
 
 
 def resolved(policy_value: int | None, broker_value: int) -> int:

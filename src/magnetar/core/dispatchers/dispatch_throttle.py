@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from magnetar.core.consumer import Consumer
-from magnetar.core.rate_limit import RateLimiter
+from magnetar.core.policies.rate_limit import RateLimiter
+from magnetar.core.subscriptions.consumer import Consumer
 
 
 class Throttled(Protocol):

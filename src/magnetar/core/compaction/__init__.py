@@ -1,0 +1,1 @@
+"""Topic compaction: the compactor's algorithm and a topic's compacted view."""

@@ -1,0 +1,1 @@
+"""Authorization decisions (authentication is the shell's: ``magnetar.security``)."""

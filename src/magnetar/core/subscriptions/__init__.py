@@ -1,0 +1,1 @@
+"""Subscriptions: cursors, acknowledged positions, consumers and cursor moves."""

@@ -1,0 +1,1 @@
+"""Topics: the managed ledger a topic writes to, its producers, and the publish path."""
