@@ -33,6 +33,7 @@ import httpx
 import pulsar
 
 from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.entries import append_entry
 
 KEYS = 10_000
 SIZE = 100
@@ -88,7 +89,7 @@ def core_phase(messages: int) -> dict[str, Any]:
         assert sub is not None
         start = time.perf_counter()
         for i, entry in enumerate(entries):
-            topic.publish(producer, i, i, 1, entry, 0)
+            append_entry(topic, producer, i, i, 1, entry, 0)
             if i % 100 == 99 or i == len(entries) - 1:
                 topic.on_persisted(ledger.sync(), 0)  # type: ignore[arg-type]
                 for c in consumers:

@@ -18,6 +18,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage import LedgerConfig, MetadataStore, SegmentLedger
 from magnetar.storage.segment_ledger import index_file_name, segment_file_name
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -48,7 +49,7 @@ def setup(data: Path, ids: itertools.count[int]) -> tuple[Topic, MetadataStore, 
     published = {}
     for i in range(12):
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1), f"m{i}".encode())
-        published[topic.publish(producer, i, i, 1, entry, 0)] = entry
+        published[append_entry(topic, producer, i, i, 1, entry, 0)] = entry
     ledger.flush()
     ledger.sync()
     topic.on_persisted(max(published), 0)

@@ -25,6 +25,7 @@ from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.topics.managed_ledger import LedgerInfo
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import make_batch
 from magnetar.wire.frames import make_entry
@@ -66,7 +67,7 @@ def publish_keys(topic: Topic, keys: list[str]) -> list[Position]:
     for i, key in enumerate(keys):
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1, partition_key=key),
                            b"v")
-        pos = topic.publish(producer, i, i, 1, entry, 0)
+        pos = append_entry(topic, producer, i, i, 1, entry, 0)
         topic.on_persisted(pos, 0)
         positions.append(pos)
     return positions

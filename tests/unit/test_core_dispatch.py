@@ -19,6 +19,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -34,7 +35,7 @@ def publish(topic: Topic, count: int = 1, **metadata: object) -> list[Position]:
     positions = []
     for i in range(count):
         meta = pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1, **metadata)  # type: ignore[arg-type]
-        pos = topic.publish(producer, i, i, 1, make_entry(meta, b"x"), 0)
+        pos = append_entry(topic, producer, i, i, 1, make_entry(meta, b"x"), 0)
         topic.on_persisted(pos, 0)
         positions.append(pos)
     return positions
@@ -126,7 +127,7 @@ def test_a_consumer_held_by_the_unacked_limit_takes_messages_once_a_policy_lifts
     producer = Producer(0, "p", sink)  # type: ignore[arg-type]
     for i in range(5):
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1), b"x")
-        topic.on_persisted(topic.publish(producer, i, i, 1, entry, 0), 0)
+        topic.on_persisted(append_entry(topic, producer, i, i, 1, entry, 0), 0)
     assert len(sink.messages) == 2 and consumer.blocked_on_unacked
     topic.apply_policies(AppliedPolicies.resolve(TopicPolicies(maxUnackedMessagesOnConsumer=0), Policies(), config),
                          1)

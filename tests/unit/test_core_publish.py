@@ -11,7 +11,6 @@ import pytest
 from magnetar.config import BrokerConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
-from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import PersistenceError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
@@ -66,7 +65,8 @@ def send(topic: Topic, producer: Producer, seq: int, **meta: object) -> Position
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=seq, publish_time=1000, properties=properties,
                                   **meta)  # type: ignore[arg-type]
     entry = make_entry(metadata, b"payload")
-    return publish.publish(topic, producer, seq, seq, 1, entry, EntryInfo.of(metadata), 1000)
+    _, positions = publish.publish(topic, producer, [(seq, seq, 1, entry)], 1000)
+    return positions[0] if positions else None
 
 
 def persist_all(topic: Topic) -> None:

@@ -18,6 +18,7 @@ from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -38,7 +39,7 @@ def publish(topic: Topic, sequence_id: int, deliver_at_ms: int | None = None) ->
     meta = pb.MessageMetadata(producer_name="p", sequence_id=sequence_id, publish_time=1)
     if deliver_at_ms is not None:
         meta.deliver_at_time = deliver_at_ms
-    pos = topic.publish(producer, sequence_id, sequence_id, 1, make_entry(meta, b"x"), 0)
+    pos = append_entry(topic, producer, sequence_id, sequence_id, 1, make_entry(meta, b"x"), 0)
     topic.on_persisted(pos, 0)
     return pos
 

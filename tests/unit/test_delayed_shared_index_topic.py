@@ -22,6 +22,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -68,7 +69,7 @@ class World:
         meta = pb.MessageMetadata(producer_name="p", sequence_id=self.sequence, publish_time=1)
         if deliver_at_ms is not None:
             meta.deliver_at_time = deliver_at_ms
-        pos = self.topic.publish(self.producer, self.sequence, self.sequence, 1, make_entry(meta, b"x"), now_ms)
+        pos = append_entry(self.topic, self.producer, self.sequence, self.sequence, 1, make_entry(meta, b"x"), now_ms)
         self.sequence += 1
         self.topic.on_persisted(pos, now_ms)
         self.positions.append(pos)

@@ -16,6 +16,7 @@ from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.dispatchers.key_shared_classic import KeySharedClassicDispatcher
 from magnetar.core.errors import ConsumerAssignError, ConsumerBusy, NotAllowed
 from magnetar.core.key_shared.sticky_key import sticky_key_hash
+from magnetar.testing.entries import append_entry
 from magnetar.testing.sim.options import AUTO_SPLIT_CONSISTENT, AUTO_SPLIT_RANGES
 from magnetar.testing.sim.scenario import Scenario, find_key, key_moving, owners
 
@@ -835,7 +836,7 @@ def test_reg_K3_two_subscriptions_each_keep_per_key_order() -> None:
             join(sub, name)
     for step in range(300):
         key = f"x{rng.randrange(20)}"
-        pos = topic.publish(producer, step, step, 1, make_entry(pb.MessageMetadata(
+        pos = append_entry(topic, producer, step, step, 1, make_entry(pb.MessageMetadata(
             producer_name="p", sequence_id=step, publish_time=0, partition_key=key), b""), 0)
         keys[pos] = key
         for checker in checkers.values():

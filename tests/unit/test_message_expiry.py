@@ -18,6 +18,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -34,7 +35,7 @@ def topic_published_at(times_ms: list[int], per_ledger: int = 3, config: BrokerC
     producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
     for i, published in enumerate(times_ms):
         meta = pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=published, **metadata)
-        pos = topic.publish(producer, i, i, max(1, metadata.get("num_messages_in_batch", 1)),
+        pos = append_entry(topic, producer, i, i, max(1, metadata.get("num_messages_in_batch", 1)),
                             make_entry(meta, b"x"), published)
         topic.on_persisted(pos, published)
     return topic

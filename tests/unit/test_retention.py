@@ -18,6 +18,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -130,7 +131,7 @@ def make_topic(clock: Clock, minutes: int, size_mb: int, entries: int = 9) -> To
         clock.now_ms += MINUTE_MS
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=clock.now_ms),
                            f"m{i}".encode())
-        pos = topic.publish(producer, i, i, 1, entry, clock.now_ms)
+        pos = append_entry(topic, producer, i, i, 1, entry, clock.now_ms)
         topic.on_persisted(pos, clock.now_ms)
     return topic
 
@@ -169,7 +170,7 @@ def test_a_reader_before_the_first_kept_entry_gets_the_next_available_message() 
     assert topic.apply_retention(clock.now_ms) == [1, 2, 3]
     assert reader.cursor.mark_delete == Position(3, 2), "moved past what was deleted"
     entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=99, publish_time=clock.now_ms), b"next")
-    pos = topic.publish(Producer(1, "q", sink), 99, 99, 1, entry, clock.now_ms)  # type: ignore[arg-type]
+    pos = append_entry(topic, Producer(1, "q", sink), 99, 99, 1, entry, clock.now_ms)  # type: ignore[arg-type]
     topic.on_persisted(pos, clock.now_ms)
     reader.consumers[0].permits += 5
     reader.dispatcher.dispatch(clock.now_ms)
@@ -180,7 +181,7 @@ def test_entries_not_yet_durable_are_never_deleted() -> None:
     clock = Clock()
     topic = make_topic(clock, minutes=0, size_mb=0, entries=0)
     producer = Producer(0, "p", RecordingSink())  # type: ignore[arg-type]
-    positions = [topic.publish(producer, i, i, 1, make_entry(pb.MessageMetadata(
+    positions = [append_entry(topic, producer, i, i, 1, make_entry(pb.MessageMetadata(
         producer_name="p", sequence_id=i, publish_time=1), b"x"), 0) for i in range(4)]
     assert topic.apply_retention(clock.now_ms + MINUTE_MS) == [], "ledger 1 rolled over but is not synced"
     topic.on_persisted(positions[-1], 0)

@@ -31,6 +31,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -48,7 +49,7 @@ def publish(topic: Topic, count: int, publish_time_ms: int, sink: RecordingSink 
     pos = None
     for i in range(count):
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=publish_time_ms), PAYLOAD)
-        pos = topic.publish(producer, i, i, 1, entry, publish_time_ms)
+        pos = append_entry(topic, producer, i, i, 1, entry, publish_time_ms)
     if pos is not None:
         topic.on_persisted(pos, publish_time_ms)
     return producer
@@ -160,7 +161,7 @@ def test_time_eviction_expires_what_is_older_than_ninety_percent_of_the_limit() 
     publish_more = Producer(1, "q", RecordingSink())
     topic.add_producer(publish_more)
     entry = make_entry(pb.MessageMetadata(producer_name="q", sequence_id=0, publish_time=9_500), PAYLOAD)
-    pos = topic.publish(publish_more, 0, 0, 1, entry, 9_500)
+    pos = append_entry(topic, publish_more, 0, 0, 1, entry, 9_500)
     topic.on_persisted(pos, 9_500)
     backlog_quota.enforce(topic, quotas(time_s=10, policy="consumer_backlog_eviction"), 11_001)
     assert sub.backlog() == 1, "the four old messages expired, the recent one stays"
@@ -252,7 +253,7 @@ def test_terminate_closes_producers_refuses_sends_and_tells_the_end() -> None:
     assert last == topic.last_durable and producer_sink.closed_producers == [0]
     entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=9, publish_time=0), PAYLOAD)
     try:
-        topic.publish(producer, 9, 9, 1, entry, 0)
+        append_entry(topic, producer, 9, 9, 1, entry, 0)
         raise AssertionError("a terminated topic accepted a message")
     except TopicTerminated as refused:
         assert refused.code == ServerError.TopicTerminatedError

@@ -11,6 +11,7 @@ from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.memory_ledger import MemoryLedger
+from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -32,7 +33,7 @@ def topic_with_entries(n: int) -> Topic:
     producer = Producer(0, "p", NullSink())  # type: ignore[arg-type]
     for i in range(n):
         entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=i, publish_time=1), b"x")
-        pos = topic.publish(producer, i, i, 1, entry, 0)
+        pos = append_entry(topic, producer, i, i, 1, entry, 0)
     topic.on_persisted(pos, 0)
     return topic
 

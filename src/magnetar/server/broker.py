@@ -29,8 +29,7 @@ from magnetar.core.broker.listeners import internal_listener, listener_for, pars
 from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
-from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import MetadataError, NotAllowed, PersistenceError, ServiceNotReady, TopicNotFound
+from magnetar.core.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies, limits, message_expiry
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -46,7 +45,8 @@ from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.subscriptions.subscription_view import EntrySource
 from magnetar.core.topics import publish
 from magnetar.core.topics.producer import Producer
-from magnetar.core.topics.topic import Send, Topic
+from magnetar.core.topics.publish import RawSend
+from magnetar.core.topics.topic import Topic
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -895,26 +895,14 @@ class BrokerOperations(BrokerService):
             raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
         limits.check_new_consumer(topic, subscription, self.topic_policies(topic.name), policies, self.config)
 
-    def publish(self, topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
-                entry: bytes, info: EntryInfo) -> None:
-        """Core judges and appends; the shell answers storage failures and writes the append."""
-        refusal = self.disk.refusal()
-        if refusal is not None:
-            raise PersistenceError(refusal)
-        pos = publish.publish(topic, producer, sequence_id, highest, num_messages, entry, info, now_ms())
-        if pos is not None:
-            self._appended(topic, (pos,))
-
-    def publish_run(self, topic: Topic, producer: Producer, sends: Sequence[Send]) -> int:
-        """Publish a prefix of one producer's sends (a read's worth) as :meth:`publish`
-        does each; how many were taken (at least one). Raises for the first when it fails."""
-        refusal = self.disk.refusal()
-        if refusal is not None:
-            raise PersistenceError(refusal)
-        positions = publish.publish_run(topic, producer, sends, now_ms())
+    def publish(self, topic: Topic, producer: Producer, sends: Sequence[RawSend]) -> int:
+        """Core judges and appends a prefix of one producer's sends (see
+        :func:`~magnetar.core.topics.publish.publish`); the shell writes the appends. How
+        many sends were taken; raises for the first when it is refused."""
+        taken, positions = publish.publish(topic, producer, sends, now_ms(), self.disk)
         if positions:
             self._appended(topic, positions)
-        return max(len(positions), 1)
+        return taken
 
     def _appended(self, topic: Topic, positions: Sequence[Position]) -> None:
         self.recorder.appended(topic.ledger.name, positions)

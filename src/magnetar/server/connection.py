@@ -30,7 +30,8 @@ from magnetar.core.positions import Position, to_signed64
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.producer import Producer
-from magnetar.core.topics.topic import Send, Topic, topic_of
+from magnetar.core.topics.publish import RawSend
+from magnetar.core.topics.topic import Topic, topic_of
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
@@ -158,7 +159,7 @@ class ServerConnection(asyncio.Protocol):
                 self._held = list(frames[index:])
                 return
             if frames[index].command.type == T.SEND and self.connected:
-                index += _send_run(self, frames, index)
+                index += _publish(self, frames, index)
             else:
                 self._handle(frames[index])
                 index += 1
@@ -574,55 +575,36 @@ def _auth_response(conn: ServerConnection, frame: Frame) -> None:
     _authenticate(conn, service, response.auth_method_name or conn._auth_method, response.auth_data)
 
 
-def _send(conn: ServerConnection, frame: Frame) -> None:
-    """Every SEND is answered by one receipt or error; until then it counts against the
-    connection's and the broker's limits."""
-    send = frame.command.send
-    size = len(frame.entry or b"")
-    conn.pending_publishes.sent(send.producer_id, size)
-    if conn.pending_publishes.should_pause():
-        conn.update_reading()
-    handlers.send(conn, frame)
-    topic = conn.producer_topics.get(send.producer_id)
-    if topic is not None and conn.broker.publish_limited(topic):
-        pause = conn.broker.publish_pause_ms(topic, send.num_messages if send.HasField("num_messages") else 1, size)
-        if pause:
-            conn.throttle_reading(pause)
-
-
-def _send_run(conn: ServerConnection, frames: list[Frame], start: int) -> int:
-    """Publish the SENDs of one producer that follow each other from ``start`` in one go;
-    how many frames that took (at least one). One check of the producer, the topic and
-    the ledger for a read's worth of sends, each counted against the limits as ``_send``
-    counts it; a send the run cannot carry (the first one that is malformed or delayed,
-    or any on a rate-limited topic) takes the ordinary path, alone."""
+def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
+    """Publish the SENDs of one producer that follow each other from ``start``; how many
+    frames that took (at least one). A single SEND is a run of one. Every SEND is answered
+    by one receipt or error; until then it counts against the connection's and the
+    broker's limits. On a topic with a publish rate limit each send is a run of its own,
+    so that the connection stops being read as soon as one exceeds the limit."""
     producer_id = frames[start].command.send.producer_id
     producer = conn.producers.get(producer_id)
     topic = conn.producer_topics.get(producer_id)
-    if producer is None or topic is None or conn.broker.publish_limited(topic):
-        conn._handle(frames[start])
-        return 1
+    limited = topic is not None and conn.broker.publish_limited(topic)
     pending = conn.pending_publishes
-    sends: list[Send] = []
-    for frame in islice(frames, start, None):
+    sends: list[RawSend] = []
+    for frame in islice(frames, start, start + 1 if limited else None):
         command = frame.command
         if command.type != T.SEND or command.send.producer_id != producer_id:
             break
-        send = handlers.run_send(frame)
-        if send is None:
-            break
-        sends.append(send)
-        pending.sent(producer_id, len(send[3]))
+        sends.append(raw_send(frame))
+        pending.sent(producer_id, len(sends[-1][3]))
         if pending.should_pause():
             conn.update_reading()
             break
-    if not sends:
-        conn._handle(frames[start])
-        return 1
+    if producer is None or topic is None:
+        for sequence_id, *_ in sends:
+            conn.send_error(producer_id, sequence_id, ServerError.NotAllowedError,
+                            f"Producer id {producer_id} is not registered on this connection")
+        return len(sends)
     done = 0
     while done < len(sends):
         try:
-            done += conn.broker.publish_run(topic, producer, sends[done:] if done else sends)
+            done += conn.broker.publish(topic, producer, sends[done:] if done else sends)
         except BrokerError as exc:
             conn.send_error(producer_id, sends[done][0], exc.code, exc.message)
             done += 1
@@ -630,7 +612,21 @@ def _send_run(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             log.exception("error handling SEND from %s", conn.address)
             conn.send_error(producer_id, sends[done][0], ServerError.UnknownError, f"internal error: {exc}")
             done += 1
+    if limited:
+        _, _, messages, entry = sends[0]
+        pause = conn.broker.publish_pause_ms(topic, messages, len(entry))
+        if pause:
+            conn.throttle_reading(pause)
     return len(sends)
+
+
+def raw_send(frame: Frame) -> RawSend:
+    """A SEND's sequence id, highest sequence id and message count, as the client gave
+    them or implied, and its entry."""
+    req = frame.command.send
+    highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
+        req.highest_sequence_id >= req.sequence_id else req.sequence_id
+    return req.sequence_id, highest, req.num_messages if req.HasField("num_messages") else 1, frame.entry or b""
 
 
 def _ping(conn: ServerConnection, frame: Frame) -> None:
@@ -647,6 +643,5 @@ _HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
     T.PONG: _pong,
     T.AUTH_RESPONSE: _auth_response,
     **handlers.HANDLERS,
-    T.SEND: _send,
 }
 __all__ = ["ServerConnection", "TopicName", "to_signed64"]

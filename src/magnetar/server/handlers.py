@@ -10,7 +10,6 @@ import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import (
     AuthorizationError,
     BrokerError,
@@ -31,14 +30,13 @@ from magnetar.core.sinks import ConsumerSink, ProducerSink
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.producer import AccessMode, Producer
-from magnetar.core.topics.publish import delay_problem
-from magnetar.core.topics.topic import Send, Topic, topic_of
+from magnetar.core.topics.topic import Topic, topic_of
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, ProtocolError, checked_metadata
+from magnetar.wire.frames import Frame
 
 T = pb.BaseCommand
 SUB_TYPE_NAMES = {0: "Exclusive", 1: "Shared", 2: "Failover", 3: "Key_Shared"}
@@ -193,68 +191,6 @@ def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
         topic.remove_producer(old)
         return
     raise ProducerBusy(f"Producer with name '{prod.producer_name}' is already connected to topic {topic.name}")
-
-
-def send(conn: ClientConnection, frame: Frame) -> None:
-    req = frame.command.send
-    prod = conn.producers.get(req.producer_id)
-    if prod is None:
-        raise NotAllowed(f"Producer id {req.producer_id} is not registered on this connection")
-    entry = frame.entry or b""
-    topic: Topic = conn.producer_topics[req.producer_id]
-    checked = _checked_metadata(entry)
-    if isinstance(checked, tuple):
-        conn.send_error(req.producer_id, req.sequence_id, *checked)
-        return
-    info = EntryInfo.of(checked)
-    if info.deliver_at_ms is not None:  # the delay limit is resolved only for delayed messages
-        problem = _delay_problem(conn, topic, checked)
-        if problem is not None:
-            conn.send_error(req.producer_id, req.sequence_id, *problem)
-            return
-    conn.broker.publish(topic, prod, req.sequence_id, *_counts(req), entry, info)
-
-
-def run_send(frame: Frame) -> Send | None:
-    """The send of ``frame`` as a run of one producer's sends carries it, or None for one
-    that takes the ordinary path, alone: a missing, malformed or delayed entry (answered or
-    checked there)."""
-    entry = frame.entry
-    if not entry:
-        return None
-    try:
-        metadata = checked_metadata(entry)
-    except ProtocolError:
-        return None
-    if metadata is None or metadata.HasField("deliver_at_time"):
-        return None
-    req = frame.command.send
-    return req.sequence_id, *_counts(req), entry, EntryInfo.of(metadata)
-
-
-def _counts(req: pb.CommandSend) -> tuple[int, int]:
-    """The send's highest sequence id and message count, as the client gave them or implied."""
-    highest = req.highest_sequence_id if req.HasField("highest_sequence_id") and \
-        req.highest_sequence_id >= req.sequence_id else req.sequence_id
-    return highest, req.num_messages if req.HasField("num_messages") else 1
-
-
-def _checked_metadata(entry: bytes) -> pb.MessageMetadata | tuple[ServerError, str]:
-    """The entry's metadata, or why it must not be stored: a stored entry is replayed to
-    every consumer, and one whose metadata cannot be read would stop its subscriptions for
-    good. Parsed once here; dispatch reuses it."""
-    try:
-        metadata = checked_metadata(entry)
-    except ProtocolError as exc:
-        return ServerError.NotAllowedError, f"Malformed message: {exc}"
-    if metadata is None:
-        return ServerError.ChecksumError, "Checksum of the message does not match its content"
-    return metadata
-
-
-def _delay_problem(conn: ClientConnection, topic: Topic, meta: pb.MessageMetadata) -> tuple[ServerError, str] | None:
-    refused = delay_problem(conn.broker.max_delay_ms(topic.name), meta)
-    return None if refused is None else (refused.code, refused.message)
 
 
 def close_producer(conn: ClientConnection, frame: Frame) -> None:
@@ -479,7 +415,6 @@ HANDLERS: dict[int, Handler] = {
     T.LOOKUP: lookup,
     T.GET_TOPICS_OF_NAMESPACE: topics_of_namespace,
     T.PRODUCER: producer,
-    T.SEND: send,
     T.CLOSE_PRODUCER: close_producer,
     T.SUBSCRIBE: subscribe,
     T.FLOW: flow,

@@ -422,13 +422,15 @@ class AppliedPolicies:
     max_unacked_on_subscription: int
     #: backlog bytes past which compaction runs by itself (0: never)
     compaction_threshold_bytes: int = 0
+    #: the longest delivery delay a message may ask for (0: no limit)
+    max_delivery_delay_ms: int = 0
 
     @classmethod
     def resolve(cls, topic: TopicPolicies, policies: Policies, config: BrokerConfig) -> AppliedPolicies:
         return cls(retention(topic, policies, config), message_ttl_s(topic, policies, config),
                    max_unacked_on_consumer(topic, policies, config),
                    max_unacked_on_subscription(topic, policies, config),
-                   compaction_threshold(topic, policies, config))
+                   compaction_threshold(topic, policies, config), max_delivery_delay_ms(topic, policies, config))
 
     @classmethod
     def of_config(cls, config: BrokerConfig) -> AppliedPolicies:

@@ -1,30 +1,32 @@
-"""The publish path: what the broker decides about a SEND whose frame checked out.
+"""The publish path: what the broker decides about a SEND, from its entry to the append.
 
 In Pulsar's order (``PersistentTopic.publishMessage`` and ``MessageDeduplication``):
 the delivery delay is bounded by policy, producer deduplication judges the sequence
 ids, the business-id window judges the message property, and only then is the entry
 appended. A duplicate is answered with a receipt at (-1, -1) in order with the
 receipts still pending; a send deduplication cannot judge yet is refused with a
-retryable error. The shell parses and checks the frame and reads policies; everything
-here is a function of the topic, the entry and the time, so the simulation runs it.
+retryable error. The shell hands over the SENDs as they came; everything here is a
+function of the topic, the entries and the time, so the simulation runs it.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from itertools import islice
 
 from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.entry import EntryInfo
-from magnetar.core.errors import NotAllowed, PersistenceError
+from magnetar.core.errors import BrokerError, NotAllowed, PersistenceError, ServerError
+from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.positions import Position
 from magnetar.core.topics.managed_ledger import AppendFailed
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Send, Topic
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
-from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, parse_entry
+from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, ProtocolError, checked_metadata, parse_entry
 
 _U32 = struct.Struct(">I")
 _BROKER_ENTRY_MAGIC = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
@@ -32,12 +34,64 @@ _CRC_MAGIC = MAGIC_CRC32C.to_bytes(2, "big")
 _parse_metadata = pb.MessageMetadata.FromString
 
 
-def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, num_messages: int,
-            entry: bytes, info: EntryInfo, now_ms: int) -> Position | None:
-    """Judge and append; the position, or None when the send was a duplicate (answered).
+#: A SEND as it came off the wire: sequence id, highest sequence id, messages, the entry.
+RawSend = tuple[int, int, int, bytes]
+
+
+def publish(topic: Topic, producer: Producer, sends: Sequence[RawSend], now_ms: int,
+            disk: DiskUsage | None = None) -> tuple[int, list[Position]]:
+    """Judge and append a prefix of one producer's sends, at least the first; a single
+    SEND is a run of one. Returns how many sends were taken and the positions appended
+    (none when the first was a duplicate, answered in order with the pending receipts).
+
+    A run is the sends that check out one after the other: one check of the topic and
+    one ``append_many`` for a read's worth. Deduplication (either kind) judges one send
+    at a time, each against what the one before recorded, so on such a topic the first
+    goes alone. Raises :class:`BrokerError` for the first send when it is refused: the
+    shell answers it and calls again with the rest."""
+    if disk is not None and (refusal := disk.refusal()) is not None:
+        raise PersistenceError(refusal)
+    first = checked_send(topic, sends[0])
+    if topic.dedup is not None or topic.property_dedup is not None:
+        pos = _publish_judged(topic, producer, first, now_ms)
+        return 1, [] if pos is None else [pos]
+    run = [first]
+    for raw in islice(sends, 1, None):
+        try:
+            run.append(checked_send(topic, raw))
+        except BrokerError:
+            break  # it comes first in the next call, which answers it
+    try:
+        positions = topic.append(producer, run, now_ms)
+    except AppendFailed as exc:
+        raise _not_stored(topic, exc) from None
+    return len(positions), positions
+
+
+def checked_send(topic: Topic, raw: RawSend) -> Send:
+    """The send with its metadata, or why it must not be stored: a stored entry is
+    replayed to every consumer, and one whose metadata cannot be read would stop its
+    subscriptions for good. Parsed once here; dispatch reuses it."""
+    sequence_id, highest, num_messages, entry = raw
+    try:
+        metadata = checked_metadata(entry)
+    except ProtocolError as exc:
+        raise NotAllowed(f"Malformed message: {exc}") from None
+    if metadata is None:
+        raise BrokerError("Checksum of the message does not match its content", ServerError.ChecksumError)
+    if metadata.HasField("deliver_at_time"):
+        refused = delay_problem(topic.applied.max_delivery_delay_ms, metadata)
+        if refused is not None:
+            raise refused
+    return sequence_id, highest, num_messages, entry, EntryInfo.of(metadata)
+
+
+def _publish_judged(topic: Topic, producer: Producer, send: Send, now_ms: int) -> Position | None:
+    """Judge one send by deduplication, then append it; None for a duplicate (answered).
 
     Raises :class:`PersistenceError` when deduplication cannot judge the send yet or the
     ledger could not write (the client retries either)."""
+    sequence_id, highest, _, entry, info = send
     outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, entry, info.metadata, now_ms)
     if outcome is DedupOutcome.DUP:
         topic.answer_duplicate(producer, sequence_id, highest)
@@ -52,23 +106,7 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
         return None
     business = dedup_id if isinstance(dedup_id, str) else None
     try:
-        return topic.publish(producer, sequence_id, highest, num_messages, entry, now_ms, last_id, business, info)
-    except AppendFailed as exc:
-        raise _not_stored(topic, exc) from None
-
-
-def publish_run(topic: Topic, producer: Producer, sends: Sequence[Send], now_ms: int) -> list[Position]:
-    """Judge and append a prefix of one producer's sends (at least the first); the
-    positions of those appended, none when the first was a duplicate (answered).
-
-    Deduplication judges one send at a time, each against what the one before it
-    recorded: on a topic that has it (either kind), the first send goes alone. Raises as
-    :func:`publish` does for the first send."""
-    if topic.dedup is not None or topic.property_dedup is not None:
-        pos = publish(topic, producer, *sends[0], now_ms)
-        return [] if pos is None else [pos]
-    try:
-        return topic.publish_run(producer, sends, now_ms)
+        return topic.append(producer, [send], now_ms, (last_id, business))[0]
     except AppendFailed as exc:
         raise _not_stored(topic, exc) from None
 

@@ -1,8 +1,9 @@
-"""A persistent topic: its managed ledger, producers, subscriptions and send receipts.
+"""A topic: its managed ledger, producers, subscriptions and send receipts.
 
 Publishing appends to the ledger at once; the receipt waits until storage says the
 entry is durable (group commit), and only durable entries are dispatched, so a
-consumer never sees a message that a crash could take back.
+consumer never sees a message that a crash could take back. A non-persistent topic has
+an in-memory ledger whose appends count as durable at once.
 """
 
 from __future__ import annotations
@@ -228,45 +229,26 @@ class Topic:
         return None
 
     # -- publishing ----------------------------------------------------------------
-    def publish(self, producer: Producer, sequence_id: int, highest_sequence_id: int,
-                num_messages: int, entry: bytes, now_ms: int, last_sequence_id: int = -1,
-                dedup_id: str | None = None, info: EntryInfo | None = None) -> Position:
-        """Append; ``info``, the metadata the shell parsed to check the entry, is kept for
-        the dispatch that follows, so an entry's metadata is parsed once."""
+    def append(self, producer: Producer, sends: Sequence[Send], now_ms: int,
+               recorded: tuple[int, str | None] | None = None) -> list[Position]:
+        """Append the longest prefix of one producer's sends that the ledger takes in one
+        go (at least the first); their positions. ``recorded``, for a run of one that
+        deduplication judged: the sequence id and business id to record once it is
+        durable (else each send records its own sequence id). The metadata the publish
+        path parsed is kept for the dispatch that follows, so an entry's is parsed once."""
         self._check_accepting()
-        try:
-            pos = self.ledger.append(entry)
-        except Exception:
-            self.forget_failed_write(producer.producer_name, dedup_id)
-            raise
-        if info is not None:
-            recent = self._recent
-            recent[pos] = info
-            if len(recent) > RECENT_ENTRIES_MAX:
-                recent.popitem(last=False)
-        self.pending_receipts.append(PendingReceipt(pos, producer, sequence_id, highest_sequence_id,
-                                                    last_sequence_id=last_sequence_id, dedup_id=dedup_id))
-        producer.msg_in.add(now_ms, num_messages, len(entry))
-        self.msg_in.add(now_ms, num_messages, len(entry))
-        self.last_publish_ms = now_ms
-        return pos
-
-    def publish_run(self, producer: Producer, sends: Sequence[Send], now_ms: int) -> list[Position]:
-        """Append the longest prefix of one producer's sends that the ledger takes in one go
-        (at least the first), each as :meth:`publish` appends a send that deduplication
-        passed with nothing to record; their positions. For topics without deduplication:
-        a read's worth of sends costs one check of the topic and the ledger."""
-        self._check_accepting()
+        last_id, dedup_id = recorded if recorded is not None else (None, None)
         try:
             positions = self.ledger.append_many([send[3] for send in sends])
         except Exception:
-            self.forget_failed_write(producer.producer_name, None)
+            self.forget_failed_write(producer.producer_name, dedup_id)
             raise
         recent, receipts = self._recent, self.pending_receipts
         messages = size = 0
         for pos, (sequence_id, highest, num_messages, entry, info) in zip(positions, sends, strict=False):
             recent[pos] = info
-            receipts.append(PendingReceipt(pos, producer, sequence_id, highest, None, sequence_id))
+            receipts.append(PendingReceipt(pos, producer, sequence_id, highest, None,
+                                           sequence_id if last_id is None else last_id, dedup_id))
             messages += num_messages
             size += len(entry)
         while len(recent) > RECENT_ENTRIES_MAX:

@@ -34,7 +34,6 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
-from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
@@ -204,8 +203,7 @@ class CrashWorld:
         if (first, count) not in producer.outstanding:
             producer.outstanding.append((first, count))
         try:
-            publish.publish(self.topic, producer.core, first, first + count - 1, count, entry,
-                            EntryInfo.of(peek_metadata(entry)), self.now_ms)
+            publish.publish(self.topic, producer.core, [(first, first + count - 1, count, entry)], self.now_ms)
         except BrokerError:
             pass  # refused (deduplication cannot judge yet): the client resends later
 

@@ -23,7 +23,6 @@ from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import Dispatcher
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.dispatchers.multiple_consumers import MultipleConsumersDispatcher
-from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import BrokerError
 from magnetar.core.key_shared.draining_hashes_tracker import DrainingHashesTracker
 from magnetar.core.names import TopicName
@@ -230,9 +229,8 @@ class World:
             metadata.num_messages_in_batch = n
         entry = make_entry(metadata, b"x" * 8)
         # the broker's publish path for a read's worth of sends (here, one)
-        pos, = publish.publish_run(self.topic, self.producer,
-                                   [(self.sequence_id, self.sequence_id, n, entry, EntryInfo.of(metadata))],
-                                   self.now_ms)
+        _, (pos,) = publish.publish(self.topic, self.producer, [(self.sequence_id, self.sequence_id, n, entry)],
+                                    self.now_ms)
         self.entries[pos] = entry
         self.order.append(pos)
         self.messages[pos] = n
