@@ -67,6 +67,7 @@ def test_stats_say_recovering_while_deduplication_replays(tmp_path) -> None:  # 
     from magnetar.admin.stats import deduplication_status
     from magnetar.core.dedup.message_deduplication import MessageDeduplication
     from magnetar.core.errors import ServiceNotReady
+    from magnetar.core.topics import admission
     from magnetar.server.broker import BrokerOperations
     broker = BrokerOperations(BrokerConfig(), tmp_path / "data")
     topic = topic_with_entries(1)
@@ -76,9 +77,9 @@ def test_stats_say_recovering_while_deduplication_replays(tmp_path) -> None:  # 
     topic.dedup = dedup
     assert deduplication_status(topic) == "Recovering"
     with pytest.raises(ServiceNotReady):
-        broker.check_producer_allowed(topic)
+        admission.check_producer(topic, broker.policies, NOW)
     dedup.begin_recovery({})
     dedup.finish_recovery(0)
     assert deduplication_status(topic) == "Enabled"
-    broker.check_producer_allowed(topic)
+    admission.check_producer(topic, broker.policies, NOW)
     broker.metadata.close()

@@ -245,7 +245,7 @@ def _domain(path: str) -> str:
 def _authorize(broker: BrokerOperations, rule: Rule, role: str, params: dict[str, Any]) -> None:
     tenant = str(params.get("tenant", ""))
     namespace = f"{tenant}/{params['namespace']}" if "namespace" in params else tenant
-    context = broker.access_context(namespace)
+    context = broker.access.access_context(namespace)
     if rule.kind == "super_user":
         if not authorization.is_super_user(role, context):
             raise RestError(401, "This operation requires super-user access")

@@ -206,7 +206,7 @@ class ScrapeState:
         """As ``topic_lifecycle.backlog_quotas_of``, resolved once per namespace for
         topics without quotas of their own."""
         broker = self.broker
-        if broker.topic_policies(topic.name).backLogQuotaMap:
+        if broker.policies.topic_policies(topic.name).backLogQuotaMap:
             return topic_lifecycle.backlog_quotas_of(broker, topic)
         namespace = topic.name.namespace_name
         found = self.quotas.get(namespace)

@@ -83,7 +83,7 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
                                 mode: TopicMode = "PERSISTENT") -> list[str]:
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
-    return broker.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
+    return broker.records.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
 
 
 @router.put("/{tenant}/{namespace}/unload", status_code=204,
@@ -109,7 +109,7 @@ async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, name
 
 async def _clear_backlog(broker: BrokerOperations, namespace: str, subscription: str | None) -> None:
     require_namespace(broker, namespace)
-    for key in broker.list_topics(namespace, 0):
+    for key in broker.records.list_topics(namespace, 0):
         topic = broker.get_topic(TopicName.parse(key), create=False)
         subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
         for sub in subs:

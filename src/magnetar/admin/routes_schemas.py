@@ -153,7 +153,7 @@ async def post_schema(broker: Broker, tenant: str, namespace: str, topic: str,
     name = _require_topic(broker, tenant, namespace, topic)
     history = broker.schemas.history(name)
     schema = schema_from_payload(payload)
-    found = schema_versions.version_to_add(history, schema, broker.schema_strategy(name), allow_auto_update=True)
+    found = schema_versions.version_to_add(history, schema, broker.topic_schemas.strategy(name), allow_auto_update=True)
     number = found if found is not None else broker.schemas.append(name, schema, now_ms()).version
     await asyncio.wrap_future(broker.schemas.written())
     return {"version": {"version": number}}
@@ -164,7 +164,7 @@ async def test_compatibility(broker: Broker, tenant: str, namespace: str, topic:
                              payload: Annotated[PostSchemaPayload, Body()],
                              authoritative: bool = False) -> dict[str, Any]:
     name = _require_topic(broker, tenant, namespace, topic)
-    strategy = broker.schema_strategy(name)
+    strategy = broker.topic_schemas.strategy(name)
     schema = schema_from_payload(payload)
     validate(schema)  # an invalid definition is a 422, not an answer
     try:
@@ -186,6 +186,6 @@ async def get_version_by_schema(broker: Broker, tenant: str, namespace: str, top
 async def delete_schema(broker: Broker, tenant: str, namespace: str, topic: str, authoritative: bool = False,
                         force: bool = False) -> dict[str, Any]:
     name = _require_topic(broker, tenant, namespace, topic)
-    marker = broker.delete_schema(name, force)
+    marker = broker.topic_schemas.delete(name, force, now_ms())
     await asyncio.wrap_future(broker.schemas.written())
     return {"version": -1 if marker is None else marker}

@@ -106,7 +106,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         return name
 
     def levels(broker: BrokerOperations, name: TopicName) -> tuple[TopicPolicies, Policies, BrokerConfig]:
-        return broker.topic_policies(name), broker.policies_of(name), broker.config
+        return broker.policies.topic_policies(name), broker.policies.policies_of(name), broker.config
 
     for spec in TOPIC_POLICY_ENDPOINTS:
         _add_endpoints(router, spec, base, suffix, existing, levels)
@@ -116,7 +116,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def get_message_ttl(broker: Broker, tenant: str, namespace: str, topic: str,
                               applied: bool = False) -> int | None:
         name = existing(broker, tenant, namespace, topic)
-        own = broker.topic_policies(name).messageTTLInSeconds
+        own = broker.policies.topic_policies(name).messageTTLInSeconds
         return resolve.message_ttl_s(*levels(broker, name)) if applied and own is None else own
 
     @router.post(base + "messageTTL", status_code=204, summary="Set the topic's message TTL in seconds",
@@ -139,7 +139,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def get_delayed_delivery(broker: Broker, tenant: str, namespace: str, topic: str,
                                    applied: bool = False) -> DelayedDeliveryPolicies | None:
         name = existing(broker, tenant, namespace, topic)
-        own = broker.topic_policies(name)
+        own = broker.policies.topic_policies(name)
         unset = own.delayedDeliveryEnabled is None and own.delayedDeliveryTickTimeMillis is None
         return None if unset and not applied else resolve.delayed_delivery(*levels(broker, name))
 
@@ -164,7 +164,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                     applied: bool = False) -> dict[str, Any]:
         name = existing(broker, tenant, namespace, topic)
         quotas = resolve.backlog_quotas(*levels(broker, name)) if applied \
-            else broker.topic_policies(name).backLogQuotaMap or {}
+            else broker.policies.topic_policies(name).backLogQuotaMap or {}
         return {kind: quota.model_dump(exclude_none=True) for kind, quota in quotas.items()}
 
     @router.post(base + "backlogQuota", status_code=204, summary="Set a backlog quota on the topic",
@@ -173,7 +173,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                 quota: Annotated[BacklogQuota, Body()],
                                 backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
         name = existing(broker, tenant, namespace, topic)
-        quotas = dict(broker.topic_policies(name).backLogQuotaMap or {})
+        quotas = dict(broker.policies.topic_policies(name).backLogQuotaMap or {})
         quotas[backlogQuotaType] = quota
         update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas)})
 
@@ -182,7 +182,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str, topic: str,
                                    backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
         name = existing(broker, tenant, namespace, topic)
-        quotas = dict(broker.topic_policies(name).backLogQuotaMap or {})
+        quotas = dict(broker.policies.topic_policies(name).backLogQuotaMap or {})
         quotas.pop(backlogQuotaType, None)
         update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas) or None})
 
@@ -201,7 +201,7 @@ def _add_endpoints(router: APIRouter, spec: TopicPolicyEndpoint, base: str, suff
 
     async def get_policy(broker: Broker, tenant: str, namespace: str, topic: str, applied: bool = False) -> Any:
         name = existing(broker, tenant, namespace, topic)
-        own = getattr(broker.topic_policies(name), spec.field)
+        own = getattr(broker.policies.topic_policies(name), spec.field)
         return spec.applied(*levels(broker, name)) if applied and own is None else own
 
     async def set_policy(broker: Broker, tenant: str, namespace: str, topic: str,

@@ -47,7 +47,7 @@ def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEar
 
 def require_exists(broker: BrokerOperations, name: TopicName) -> None:
     require_namespace(broker, name.namespace_name)
-    if broker.partitions_of(name) is None and str(name) not in broker.topics:
+    if broker.records.partitions_of(name) is None and str(name) not in broker.topics:
         raise not_found("Topic not found")
 
 
@@ -86,7 +86,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def list_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
         name = namespace_name(tenant, namespace)
         require_namespace(broker, name)
-        return broker.list_topics(name, mode)
+        return broker.records.list_topics(name, mode)
 
     @router.get("/{tenant}/{namespace}/partitioned", summary="List the partitioned topics of a namespace")
     async def list_partitioned_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
@@ -99,9 +99,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                            properties: Annotated[dict[str, str] | None, Body()] = None) -> None:
         name = name_of(tenant, namespace, topic)
         require_namespace(broker, name.namespace_name)
-        if broker.partitions_of(name) is not None or str(name) in broker.topics:
+        if broker.records.partitions_of(name) is not None or str(name) in broker.topics:
             raise conflict("This topic already exists")
-        broker.check_topic_count(name)
+        broker.records.check_topic_count(name)
         broker.metadata.create_topic(str(name), properties or {})
 
     @router.delete("/{tenant}/{namespace}/{topic}", status_code=204,
@@ -126,9 +126,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         check_partition_limit(broker, partitions)
         if name.partition_index >= 0:
             raise precondition_failed(f"Partitioned topic name must not end with -partition-<n>: {name}")
-        if broker.partitions_of(name) is not None or str(name) in broker.topics:
+        if broker.records.partitions_of(name) is not None or str(name) in broker.topics:
             raise conflict("This topic already exists")
-        broker.create_partitioned_topic(name, partitions)
+        broker.records.create_partitioned_topic(name, partitions)
 
     @router.post("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
                  summary="Increase the partitions of a partitioned topic")
@@ -147,9 +147,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                        checkAllowAutoCreation: bool = False) -> dict[str, Any]:
         name = name_of(tenant, namespace, topic)
         require_namespace(broker, name.namespace_name)
-        known = broker.partitions_of(name)
+        known = broker.records.partitions_of(name)
         if known is None:
-            known = broker.partitioned_metadata(name) if checkAllowAutoCreation else 0
+            known = broker.records.partitioned_metadata(name) if checkAllowAutoCreation else 0
         return {"partitions": known, "deleted": False}
 
     @router.delete("/{tenant}/{namespace}/{topic}/partitions", status_code=204,

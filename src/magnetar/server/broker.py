@@ -26,20 +26,18 @@ from magnetar.core import policies
 from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import internal_listener, listener_for, parse_listeners
-from magnetar.core.dedup.message_deduplication import DedupStatus
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
-from magnetar.core.errors import MetadataError, NotAllowed, ServiceNotReady, TopicNotFound
+from magnetar.core.errors import MetadataError, ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies, limits, message_expiry
+from magnetar.core.policies import AppliedPolicies, limits, message_expiry
 from magnetar.core.policies.disk_usage import DiskUsage
+from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.policies.publish_throttle import PublishBuffer
 from magnetar.core.policies.rate_limit import RateLimiter
 from magnetar.core.positions import Position
-from magnetar.core.schemas import versions as schema_versions
-from magnetar.core.schemas.schema_data import SchemaCompatibilityStrategy, SchemaData
-from magnetar.core.security import authorization
-from magnetar.core.security.authorization import AccessContext, AuthPolicies, Operation
+from magnetar.core.schemas.topic_schemas import TopicSchemas
+from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.subscriptions.subscription_view import EntrySource
@@ -47,6 +45,7 @@ from magnetar.core.topics import publish
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.publish import RawSend
 from magnetar.core.topics.topic import Topic
+from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -59,7 +58,7 @@ from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.loop_activity import LoopActivity
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.server.schemas import SchemaRegistry, encode_version
+from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.entry_cache_budget import cache_budget
 from magnetar.storage.group_commit import GroupCommitter
@@ -89,6 +88,11 @@ class BrokerService:
         self.topics: dict[str, Topic] = self.core.topics
         self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata, self.writer)
+        #: the rules that read the metadata store: policies in force, access, topic records, schemas
+        self.policies = PolicyCache(self.metadata, config)
+        self.access = AccessRules(self.metadata, self.policies, config)
+        self.records = TopicRecords(self.metadata, self.policies, config, self.topics)
+        self.topic_schemas = TopicSchemas(self.schemas, self.policies, config)
         self._producer_names = itertools.count()
         self._ledgers: dict[int, Topic] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -111,11 +115,6 @@ class BrokerService:
         self.activity = LoopActivity(self.committer, lambda: bool(self._unflushed))
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unflushed: dict[Topic, None] = {}
-        #: namespace -> its policies, and topic -> its own policies, valid while the store's
-        #: policy change count is _policies_at
-        self._policies: dict[str, Policies | None] = {}
-        self._topic_policies: dict[str, TopicPolicies] = {}
-        self._policies_at = -1
         self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
         self.compaction = TopicCompaction(self)
@@ -274,108 +273,6 @@ class BrokerService:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
 
     # -- topics --------------------------------------------------------------------
-    def partitions_of(self, name: TopicName) -> int | None:
-        """Partition count of a partitioned topic, 0 for an existing plain topic, None if absent."""
-        if name.partition_index < 0:
-            count = self.metadata.get_partitioned_topic(str(name))
-            if count is not None:
-                return count
-        if str(name) in self.topics or self.metadata.get_topic(str(name)) is not None:
-            return 0
-        if name.partition_index >= 0:
-            parent = self.metadata.get_partitioned_topic(str(name.partitioned_topic))
-            if parent is not None and name.partition_index < parent:
-                return 0
-        return None
-
-    def partitioned_metadata(self, name: TopicName) -> int:
-        """Answer PARTITIONED_METADATA, creating a partitioned topic when configured to."""
-        known = self.partitions_of(name)
-        if known is not None:
-            return known
-        topic_type, partitions = self.auto_topic_type(name)
-        if self.auto_create_allowed(name) and name.partition_index < 0 and topic_type == "partitioned":
-            self.create_partitioned_topic(name, partitions)
-            return partitions
-        return 0
-
-    def namespace_policies(self, namespace: str) -> Policies | None:
-        """The namespace's policies as the typed model, None if it does not exist. Asked on
-        hot paths (every delayed entry, every publish with a delay bound), so each is
-        parsed once and read again only after a metadata write."""
-        self._forget_stale_policies()
-        if namespace not in self._policies:
-            stored = self.metadata.get_namespace_policies(namespace)
-            self._policies[namespace] = None if stored is None else policies.read_stored(stored)
-        return self._policies[namespace]
-
-    def topic_policies(self, name: TopicName) -> TopicPolicies:
-        """The topic's own policies (all unset when none were set); a partition has its
-        partitioned topic's, as in Pulsar."""
-        self._forget_stale_policies()
-        key = str(name.partitioned_topic)
-        found = self._topic_policies.get(key)
-        if found is None:
-            found = self._topic_policies[key] = policies.read_stored_topic(self.metadata.get_topic_policies(key))
-        return found
-
-    def _forget_stale_policies(self) -> None:
-        changes = self.metadata.policy_changes
-        if self._policies_at != changes:
-            self._policies.clear()
-            self._topic_policies.clear()
-            self._policies_at = changes
-
-    def access_context(self, namespace: str) -> AccessContext:
-        """What an authorization decision on ``namespace`` (or a tenant alone) needs to know."""
-        tenant, _, rest = namespace.partition("/")
-        info = self.metadata.get_tenant(tenant) or {}
-        found = self.namespace_policies(namespace) if rest else None
-        auth = found.auth_policies if found is not None and found.auth_policies is not None else AuthPolicies()
-        mode = (found.subscription_auth_mode if found is not None else None) or "None"
-        return AccessContext(self.config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth, mode)
-
-    def subscription_refusal(self, role: str | None, name: TopicName, subscription: str) -> str | None:
-        if not self.config.authorizationEnabled:
-            return None
-        context = self.access_context(name.namespace_name)
-        return authorization.subscription_refusal(role, context, subscription, str(name))
-
-    def topic_allowed(self, role: str | None, operation: Operation, name: TopicName) -> bool:
-        """Whether ``role`` may do ``operation`` on the topic; always true with authorization off."""
-        if not self.config.authorizationEnabled:
-            return True
-        context = self.access_context(name.namespace_name)
-        return authorization.allowed(role, operation, context, str(name.partitioned_topic))
-
-    def namespace_allowed(self, role: str | None, operation: Operation, namespace: str) -> bool:
-        if not self.config.authorizationEnabled:
-            return True
-        return authorization.allowed(role, operation, self.access_context(namespace))
-
-    def policies_of(self, name: TopicName) -> Policies:
-        return self.namespace_policies(name.namespace_name) or Policies()
-
-    def auto_topic_type(self, name: TopicName) -> tuple[str, int]:
-        """The topic type and partition count auto-creation uses: the namespace's override, else config."""
-        _, topic_type, partitions = policies.auto_topic_creation(self.policies_of(name), self.config)
-        return topic_type, partitions
-
-    def auto_create_allowed(self, name: TopicName) -> bool:
-        found = self.namespace_policies(name.namespace_name)
-        return found is not None and policies.auto_topic_creation(found, self.config)[0]
-
-    def check_namespace(self, name: TopicName) -> None:
-        if self.metadata.get_namespace_policies(name.namespace_name) is None:
-            raise TopicNotFound(f"Namespace {name.namespace_name} does not exist")
-
-    def create_partitioned_topic(self, name: TopicName, partitions: int) -> None:
-        self.check_namespace(name)
-        if partitions <= 0:
-            raise NotAllowed("Number of partitions must be more than 0")
-        self.check_topic_count(name, adding=partitions)
-        self.metadata.create_partitioned_topic(str(name), partitions)
-
     def get_topic(self, name: TopicName, create: bool) -> Topic:
         """The loaded topic, else loaded now on the event loop (admin paths; the binary
         protocol's PRODUCER and SUBSCRIBE use :meth:`load_topic`)."""
@@ -427,38 +324,11 @@ class BrokerService:
         return self._adopt(name, ledger)
 
     def _check_record(self, name: TopicName, create: bool) -> None:
-        """The topic exists in the metadata, or is created there now if it may be."""
+        """Not while the topic is being released; then its record exists or is made now."""
         key = str(name)
         if key in self.unloading:
             raise ServiceNotReady(f"Topic {key} is being unloaded or deleted; retry shortly")
-        exists = self.metadata.get_topic(key) is not None or self._is_partition_of_existing(name)
-        if not exists:
-            if not create or not self.auto_create_allowed(name):
-                raise TopicNotFound(f"Topic {key} does not exist")
-            if self.metadata.get_partitioned_topic(key) is not None:
-                raise NotAllowed(f"Topic {key} is partitioned; use its partitions")
-            self.check_namespace(name)
-            self.check_topic_count(name)
-            self.metadata.create_topic(key)
-
-    def check_topic_count(self, name: TopicName, adding: int = 1) -> None:
-        """``maxTopicsPerNamespace``: partitions count one each, as in Pulsar."""
-        namespace = name.namespace_name
-        policies = self.policies_of(name)
-        if not limits.resolved(policies.max_topics_per_namespace, self.config.maxTopicsPerNamespace):
-            return
-        plain = [t for t in self.metadata.list_topics(namespace) if TopicName.parse(t).partition_index < 0]
-        existing = len(plain) + sum(self.metadata.list_partitioned_topics(namespace).values())
-        limits.check_new_topic(namespace, existing + adding - 1, policies, self.config)
-
-    def _is_partition_of_existing(self, name: TopicName) -> bool:
-        if name.partition_index < 0:
-            return False
-        parent = self.metadata.get_partitioned_topic(str(name.partitioned_topic))
-        if parent is not None and name.partition_index < parent:
-            self.metadata.create_topic(str(name))
-            return True
-        return False
+        self.records.check_record(name, create)
 
     def _open_ledger(self, name: TopicName, first_ledger_id: int | None = None) -> ManagedLedger:
         """The topic's ledger; on any thread when ``first_ledger_id`` was taken on the loop
@@ -507,8 +377,7 @@ class BrokerService:
         self.apply_publish_rate(topic)
         self.apply_dispatch_rates(topic)
         self.apply_delayed_tick(topic)
-        topic.apply_policies(AppliedPolicies.resolve(self.topic_policies(topic.name), self.policies_of(topic.name),
-                                                     self.config), now)
+        topic.apply_policies(self.policies.resolve(AppliedPolicies.resolve, topic.name), now)
 
     def policies_changed(self, name: TopicName | str) -> None:
         """A topic's (TopicName) or a namespace's (str) policies were written: the loaded
@@ -521,7 +390,7 @@ class BrokerService:
                 self.apply_policies(topic, now)
 
     def apply_publish_rate(self, topic: Topic) -> None:
-        msgs, size = policies.publish_rate(self.policies_of(topic.name), self.config)
+        msgs, size = policies.publish_rate(self.policies.policies_of(topic.name), self.config)
         current = topic.publish_limiter
         if current is not None and current.same_limits(msgs, size):
             return
@@ -532,7 +401,7 @@ class BrokerService:
         """Each subscription's throttle: the topic's bucket (shared) and its own. Limits that
         did not change keep their buckets, so a policy refresh does not hand out tokens."""
         (topic_msgs, topic_bytes), (sub_msgs, sub_bytes) = policies.dispatch_rates(
-            self.policies_of(topic.name), self.config)
+            self.policies.policies_of(topic.name), self.config)
         shared = topic.dispatch_limiter
         if shared is None or not shared.same_limits(topic_msgs, topic_bytes):
             shared = topic.dispatch_limiter = RateLimiter(topic_msgs, topic_bytes)
@@ -576,18 +445,15 @@ class BrokerService:
         storage = self.bucket_snapshot_storage if uses_buckets(self.config) else None
         made = delayed_delivery(self.config, storage, enabled=partial(self._delayed_delivery_active, name),
                                 latency_clock_ms=monotonic_ms)
-        made.tick_time_ms = policies.delayed_delivery_tick_ms(self.topic_policies(name), self.policies_of(name),
-                                                              self.config)
+        made.tick_time_ms = self.policies.resolve(policies.delayed_delivery_tick_ms, name)
         return made
 
     def _delayed_delivery_active(self, name: TopicName) -> bool:
-        return policies.delayed_delivery_active(self.topic_policies(name),
-                                                self.namespace_policies(name.namespace_name) or Policies(), self.config)
+        return self.policies.resolve(policies.delayed_delivery_active, name)
 
     def apply_delayed_tick(self, topic: Topic) -> None:
         if topic.delayed is not None:
-            tick = policies.delayed_delivery_tick_ms(self.topic_policies(topic.name), self.policies_of(topic.name),
-                                                     self.config)
+            tick = self.policies.resolve(policies.delayed_delivery_tick_ms, topic.name)
             topic.delayed.retick(tick, topic.subscriptions.values())
 
     @property
@@ -606,10 +472,6 @@ class BrokerService:
             work(self.metadata)
             return None
         return self.writer.submit(work)
-
-    def max_delay_ms(self, name: TopicName) -> int:
-        """The longest delivery delay a message may ask for (0: no limit)."""
-        return policies.max_delivery_delay_ms(self.topic_policies(name), self.policies_of(name), self.config)
 
     # -- storage callbacks -------------------------------------------------------------
     def append_done(self, topic: Topic) -> None:
@@ -865,35 +727,10 @@ class BrokerOperations(BrokerService):
         import datetime
         return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    def list_topics(self, namespace: str, mode: int = 2) -> list[str]:
-        """Fully qualified names, partitions included (GET_TOPICS_OF_NAMESPACE)."""
-        names = set(self.metadata.list_topics(namespace)) | {
-            str(t.name) for t in self.topics.values() if t.name.namespace_name == namespace}
-        for parent, count in self.metadata.list_partitioned_topics(namespace).items():
-            names.update(str(TopicName.parse(parent).partition(i)) for i in range(count))
-        wanted = {0: ("persistent",), 1: ("non-persistent",)}.get(mode, ("persistent", "non-persistent"))
-        return sorted(n for n in names if n.split("://", 1)[0] in wanted)
-
     def last_sequence_id(self, topic: Topic, producer_name: str) -> int:
         if topic.dedup is None:
             return -1
         return int(topic.dedup.last_sequence_id(producer_name))
-
-    def check_producer_allowed(self, topic: Topic) -> None:
-        if topic.dedup is not None and topic.dedup.status is DedupStatus.RECOVERING:
-            from magnetar.core.errors import ServiceNotReady
-            raise ServiceNotReady(f"Topic {topic.name} is recovering its deduplication state")
-        limits.check_new_producer(topic, self.topic_policies(topic.name), self.policies_of(topic.name), self.config)
-        refusal = topic_lifecycle.producer_refusal(self, topic)
-        if refusal is not None:
-            raise refusal
-
-    def check_subscription_allowed(self, topic: Topic, subscription: str, sub_type: str) -> None:
-        policies = self.policies_of(topic.name)
-        enabled = policies.subscription_types_enabled
-        if enabled and sub_type not in enabled:
-            raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
-        limits.check_new_consumer(topic, subscription, self.topic_policies(topic.name), policies, self.config)
 
     def publish(self, topic: Topic, producer: Producer, sends: Sequence[RawSend]) -> int:
         """Core judges and appends a prefix of one producer's sends (see
@@ -940,54 +777,6 @@ class BrokerOperations(BrokerService):
         return cursor_moves.last_message_id(topic)
 
     # -- schemas ---------------------------------------------------------------------
-    def schema_strategy(self, name: TopicName) -> SchemaCompatibilityStrategy:
-        """The compatibility strategy that applies to the topic (topic, namespace, broker)."""
-        found = policies.schema_compatibility_strategy(self.topic_policies(name), self.policies_of(name), self.config)
-        return SchemaCompatibilityStrategy(found)
-
-    def add_schema(self, name: TopicName, schema: SchemaData) -> int:
-        """The version of ``schema`` on the topic, stored as the next one if it is new and
-        may be added (Pulsar's ``AbstractTopic.addSchema``); raises IncompatibleSchema."""
-        history = self.schemas.history(name)
-        found = schema_versions.version_to_add(history, schema, self.schema_strategy(name),
-                                               policies.allow_auto_update_schema(self.policies_of(name), self.config))
-        if found is not None:
-            return found
-        return self.schemas.append(name, schema, now_ms()).version
-
-    def producer_schema_version(self, topic: Topic, schema: SchemaData | None) -> bytes | None:
-        """A new producer's schema version, or None when it sends none (then refused if
-        schema validation is enforced and the topic has a schema)."""
-        if schema is None:
-            schema_versions.check_producer_without_schema(
-                self.schemas.history(topic.name),
-                policies.schema_validation_enforced(self.policies_of(topic.name), self.config))
-            return None
-        return encode_version(self.add_schema(topic.name, schema))
-
-    def check_consumer_schema(self, topic: Topic, schema: SchemaData) -> None:
-        """A subscribing consumer's schema: added to an idle topic without one, else
-        checked for compatibility (Pulsar's ``addSchemaIfIdleOrCheckCompatible``)."""
-        if schema.schema_type == "AUTO_CONSUME":
-            return
-        in_use = bool(topic.producers) or topic.ledger.total_size_bytes() > 0 or any(
-            consumer.schema_type != "AUTO_CONSUME" for sub in topic.subscriptions.values()
-            for consumer in sub.consumers)
-        history = self.schemas.history(topic.name)
-        if schema_versions.consumer_adds_schema(history, schema, self.schema_strategy(topic.name), in_use):
-            self.add_schema(topic.name, schema)
-
-    def delete_schema(self, name: TopicName, force: bool) -> int | None:
-        """Pulsar's schema delete: a marker version (soft), or every version gone (force).
-        Returns the marker's version, None when forced or when there was nothing to delete."""
-        history = self.schemas.history(name)
-        if force:
-            self.schemas.delete_all(name)
-            return None
-        if schema_versions.latest(history) is None:
-            return None
-        return self.schemas.append(name, SchemaData("NONE", b""), now_ms(), deleted=True).version
-
     def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
         from magnetar.core.subscriptions.consumer import Consumer
         from magnetar.core.subscriptions.subscription import Subscription

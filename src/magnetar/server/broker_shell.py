@@ -14,8 +14,7 @@ from typing import Any, Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
-from magnetar.core.names import TopicName
-from magnetar.core.policies import Policies, TopicPolicies
+from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.topics.topic import Topic
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
@@ -35,9 +34,7 @@ class BrokerShell(Protocol):
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
-    def policies_of(self, name: TopicName) -> Policies: ...
-
-    def topic_policies(self, name: TopicName) -> TopicPolicies: ...
+    policies: PolicyCache
 
     def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]: ...
 

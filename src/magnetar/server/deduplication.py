@@ -41,7 +41,7 @@ def dedup_enabled(broker: BrokerShell, topic: Topic) -> bool:
     """Topic policy over namespace policy over ``brokerDeduplicationEnabled``."""
     if not topic.name.persistent:
         return False
-    return deduplication_enabled(broker.topic_policies(topic.name), broker.policies_of(topic.name), broker.config)
+    return broker.policies.resolve(deduplication_enabled, topic.name)
 
 
 def refresh(broker: BrokerShell, topic: Topic, now_ms: int) -> None:

@@ -25,15 +25,17 @@ from magnetar.core.names import TopicName
 from magnetar.core.policies import limits
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.schemas import versions as schema_versions
+from magnetar.core.schemas.topic_schemas import decode_version, encode_version
 from magnetar.core.security.authorization import Operation
 from magnetar.core.sinks import ConsumerSink, ProducerSink
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics import admission
 from magnetar.core.topics.producer import AccessMode, Producer
 from magnetar.core.topics.topic import Topic, topic_of
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
-from magnetar.server.schemas import decode_version, encode_version, schema_from_wire, schema_to_wire
+from magnetar.server.schemas import schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame
@@ -93,7 +95,7 @@ def _topic_name(text: str) -> TopicName:
 
 def _authorize(conn: ClientConnection, name: TopicName, operation: Operation, what: str) -> None:
     """Pulsar's check and message for a command on a topic (``AuthorizationError``)."""
-    if not conn.broker.topic_allowed(conn.role, operation, name):
+    if not conn.broker.access.topic_allowed(conn.role, operation, name):
         raise AuthorizationError(f"Client is not authorized to {what}")
 
 
@@ -102,7 +104,7 @@ def partitioned_metadata(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.partitionMetadata
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.LOOKUP, "Get Partition Metadata")
-    partitions = conn.broker.partitioned_metadata(name)
+    partitions = conn.broker.records.partitioned_metadata(name)
     conn.write_command(commands.partitioned_metadata_response(req.request_id, partitions))
 
 
@@ -115,9 +117,9 @@ def lookup(conn: ClientConnection, frame: Frame) -> None:
 
 def topics_of_namespace(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.getTopicsOfNamespace
-    if not conn.broker.namespace_allowed(conn.role, Operation.LOOKUP, req.namespace):
+    if not conn.broker.access.namespace_allowed(conn.role, Operation.LOOKUP, req.namespace):
         raise AuthorizationError("Client is not authorized to GetTopicsOfNamespace")
-    topics = conn.broker.list_topics(req.namespace, int(req.mode))
+    topics = conn.broker.records.list_topics(req.namespace, int(req.mode))
     conn.write_command(commands.topics_of_namespace_response(req.request_id, topics))
 
 
@@ -143,7 +145,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
 def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes: int) -> None:
     req = frame.command.producer
     broker = conn.broker
-    broker.check_producer_allowed(topic)
+    admission.check_producer(topic, broker.policies, now_ms())
     user_named = req.producer_name != ""
     name = req.producer_name if user_named else broker.generate_producer_name()
     prod = Producer(
@@ -164,8 +166,8 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
             and prod.access_mode != AccessMode.ExclusiveWithFencing:
         from magnetar.core.errors import ProducerFenced
         raise ProducerFenced(f"Topic epoch {req.topic_epoch} is older than the topic's {topic.topic_epoch}")
-    schema_version = broker.producer_schema_version(topic, schema_from_wire(req.schema)
-                                                    if req.HasField("schema") else None)
+    schema_version = broker.topic_schemas.producer_version(
+        topic, schema_from_wire(req.schema) if req.HasField("schema") else None, now_ms())
     ready = topic.add_producer(prod)
     conn.producers[req.producer_id] = prod
     conn.producer_topics[req.producer_id] = topic
@@ -213,7 +215,7 @@ def subscribe(conn: ClientConnection, frame: Frame) -> None:
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.CONSUME, "subscribe")
-    refusal = conn.broker.subscription_refusal(conn.role, name, req.subscription)
+    refusal = conn.broker.access.subscription_refusal(conn.role, name, req.subscription)
     if refusal is not None:
         raise AuthorizationError(refusal)
     create = not req.HasField("force_topic_creation") or req.force_topic_creation
@@ -226,7 +228,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     sub_type = SUB_TYPE_NAMES.get(int(req.subType))
     if sub_type is None:
         raise NotAllowed(f"Unknown subscription type {req.subType}")
-    broker.check_subscription_allowed(topic, req.subscription, sub_type)
+    admission.check_consumer(topic, req.subscription, sub_type, broker.policies)
     schema = schema_from_wire(req.schema) if req.HasField("schema") else None
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
@@ -236,7 +238,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
         schema_type=schema.schema_type if schema is not None else "NONE",
     )
     if schema is not None:
-        broker.check_consumer_schema(topic, schema)
+        broker.topic_schemas.check_consumer(topic, schema, now_ms())
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(req) if not durable else None
     now = now_ms()
@@ -405,7 +407,8 @@ def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
     except TopicNotFound:
         raise TopicNotFound(f"Topic not found {req.topic}") from None
     schema = schema_from_wire(req.schema)
-    version = conn.broker.producer_schema_version(topic, None if schema.schema_type == "NONE" else schema)
+    version = conn.broker.topic_schemas.producer_version(topic, None if schema.schema_type == "NONE" else schema,
+                                                         now_ms())
     conn.reply_when_done(conn.broker.schemas.written(), frame.command,
                          commands.get_or_create_schema_response(req.request_id, version or b""))
 

@@ -34,7 +34,7 @@ SNAPSHOT_PREFIX = "property-dedup/"
 def policy(broker: BrokerShell, topic: Topic) -> PropertyDeduplicationPolicy | None:
     if not topic.name.persistent:
         return None
-    return property_deduplication(broker.policies_of(topic.name), broker.config)
+    return property_deduplication(broker.policies.policies_of(topic.name), broker.config)
 
 
 def dedup_id_of(window: PropertyDedupWindow, entry: bytes) -> tuple[str | None, int]:

@@ -1,5 +1,5 @@
 """The schema registry's storage side: versions per topic in the metadata store, an
-8-byte big-endian version id on the wire (Pulsar's ``LongSchemaVersion``).
+version id on the wire (:mod:`magnetar.core.schemas.topic_schemas`).
 
 Partitions share their partitioned topic's schemas, and a persistent and a
 non-persistent topic of one name share theirs (Pulsar's schema id is the partitioned
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import struct
 from typing import Any
 
 from magnetar.core.names import TopicName
@@ -22,16 +21,6 @@ from magnetar.storage.metadata_store import MetadataStore, SchemaRecord
 from magnetar.wire import pulsar_api_pb2 as pb
 
 log = logging.getLogger("magnetar.schemas")
-
-
-def encode_version(version: int) -> bytes:
-    return struct.pack(">q", version)
-
-
-def decode_version(raw: bytes) -> int:
-    if len(raw) != 8:
-        raise ValueError("schema version must be 8 bytes (big-endian int64)")
-    return int(struct.unpack(">q", raw)[0])
 
 
 def schema_id(name: TopicName) -> str:

@@ -17,7 +17,6 @@ from typing import Any, Protocol
 
 from magnetar.core import policies
 from magnetar.core.broker.broker_core import BrokerCore
-from magnetar.core.errors import BrokerError, TopicTerminated
 from magnetar.core.names import TopicName
 from magnetar.core.policies import InactiveTopicPolicies, backlog_quota, inactive_topics
 from magnetar.core.policies.backlog_quota import BacklogQuotas
@@ -64,21 +63,12 @@ def start(broker: LifecycleShell, now: int) -> None:
 
 # -- backlog quotas ---------------------------------------------------------------------------
 def backlog_quotas_of(broker: BrokerShell, topic: Topic) -> BacklogQuotas:
-    return backlog_quota.resolve(broker.topic_policies(topic.name), broker.policies_of(topic.name), broker.config)
-
-
-def producer_refusal(broker: BrokerShell, topic: Topic) -> BrokerError | None:
-    """Why a new producer is refused on this topic now (terminated, or over a quota)."""
-    if topic.terminated_at is not None:
-        return TopicTerminated(f"Topic {topic.name} was already terminated")
-    if not topic.name.persistent:
-        return None
-    return backlog_quota.producer_refusal(topic, backlog_quotas_of(broker, topic), now_ms())
+    return broker.policies.resolve(backlog_quota.resolve, topic.name)
 
 
 # -- inactive topics and subscriptions ----------------------------------------------------------
 def inactive_policies_of(broker: BrokerShell, topic: Topic) -> tuple[InactiveTopicPolicies, int]:
-    own, namespace = broker.topic_policies(topic.name), broker.policies_of(topic.name)
+    own, namespace = broker.policies.topic_policies(topic.name), broker.policies.policies_of(topic.name)
     return (policies.inactive_topic_policies(own, namespace, broker.config),
             policies.retention(own, namespace, broker.config).retentionTimeInMinutes)
 
@@ -144,7 +134,7 @@ def _still_inactive(broker: LifecycleShell, topic: Topic) -> bool:
 
 def expire_subscriptions(broker: LifecycleShell, now: int, topics: Sequence[Topic] | None = None) -> None:
     def minutes_of(topic: Topic) -> float:
-        return inactive_topics.subscription_expiration_minutes(broker.policies_of(topic.name), broker.config)
+        return inactive_topics.subscription_expiration_minutes(broker.policies.policies_of(topic.name), broker.config)
     for topic, sub in broker.core.expired_subscriptions(now, minutes_of, topics):
         log.info("deleting subscription %s of %s: no consumer for the expiration time", sub.name, topic.name)
         broker.delete_subscription(topic, sub.name)
