@@ -2,7 +2,7 @@
 
 ``bench/wire_bench.py`` measures the broker end to end over loopback, with generator and
 consumer processes competing for the same cores; on a shared 2-core machine its CPU
-figure moves by 20% between runs. This bench drives the real broker (``BrokerOperations``
+figure moves by 20% between runs. This bench drives the real broker (``BrokerService``
 and ``ServerConnection`` on an asyncio loop, real segment files, the group-commit and
 metadata threads) through in-memory transports: a producer connection is fed pre-encoded
 SEND frames a read's worth at a time (none while the broker has paused reading it, as a
@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from magnetar.core.broker.broker_config import BrokerConfig  # noqa: E402
-from magnetar.server.broker import BrokerOperations  # noqa: E402
+from magnetar.server.broker_service import BrokerService  # noqa: E402
 from magnetar.server.connection import ServerConnection  # noqa: E402
 from magnetar.testing.memory_transport import MemoryTransport  # noqa: E402
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
@@ -87,7 +87,7 @@ async def until(condition: Any, timeout_s: float = 600) -> None:
 
 async def run(args: argparse.Namespace, data_dir: Path) -> dict[str, Any]:
     config = BrokerConfig(journalSyncData=args.sync, brokerServicePort=0, webServicePort=0)
-    broker = BrokerOperations(config, data_dir)
+    broker = BrokerService(config, data_dir)
     broker.start(asyncio.get_running_loop())
     producer = ServerConnection(broker)
     producer.connection_made(MemoryTransport(("127.0.0.1", 1)))  # type: ignore[arg-type]

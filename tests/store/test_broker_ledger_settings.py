@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.storage.segment_ledger import SegmentLedger
 
 MB = 1024 * 1024
 
 
-def ledger_of(tmp_path: Path, **settings: object) -> tuple[BrokerOperations, SegmentLedger]:
-    broker = BrokerOperations(BrokerConfig(**settings), tmp_path / "data")  # type: ignore[arg-type]
+def ledger_of(tmp_path: Path, **settings: object) -> tuple[BrokerService, SegmentLedger]:
+    broker = BrokerService(BrokerConfig(**settings), tmp_path / "data")  # type: ignore[arg-type]
     return broker, broker.ledger_factory.open("persistent://public/default/settings")
 
 

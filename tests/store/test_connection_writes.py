@@ -19,7 +19,7 @@ from pathlib import Path
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.positions import Position
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.connection import GATHER_MARKS, ServerConnection
 from magnetar.testing.memory_transport import MemoryTransport
 
@@ -53,7 +53,7 @@ def with_connection(tmp_path: Path, accepts: bool,
         config = BrokerConfig(brokerServicePort=0, webServicePort=0,
                               pulsarChannelWriteBufferHighWaterMark=HIGH_WATER,
                               pulsarChannelWriteBufferLowWaterMark=HIGH_WATER // 2)
-        broker = BrokerOperations(config, tmp_path / "data")
+        broker = BrokerService(config, tmp_path / "data")
         broker.start(asyncio.get_running_loop())
         try:
             conn = ServerConnection(broker)

@@ -19,7 +19,7 @@ import pytest
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import TopicName
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.connection import ServerConnection
 from magnetar.storage.segment_ledger import SegmentLedger, SegmentLedgerFactory
 from magnetar.testing.memory_transport import MemoryTransport
@@ -43,7 +43,7 @@ class RecordingTransport(MemoryTransport):
 
 
 class Client:
-    def __init__(self, broker: BrokerOperations, port: int) -> None:
+    def __init__(self, broker: BrokerService, port: int) -> None:
         self.transport = RecordingTransport(port)
         self.conn = ServerConnection(broker)
         self.conn.connection_made(self.transport)  # type: ignore[arg-type]
@@ -94,11 +94,11 @@ class HeldOpening:
         monkeypatch.setattr(SegmentLedgerFactory, "open", open_held)
 
 
-def with_broker(tmp_path: Path, scenario: Callable[[BrokerOperations], Awaitable[None]],
+def with_broker(tmp_path: Path, scenario: Callable[[BrokerService], Awaitable[None]],
                 **settings: Any) -> None:
     async def run() -> None:
         config = BrokerConfig(brokerServicePort=0, webServicePort=0, **settings)
-        broker = BrokerOperations(config, tmp_path / "data")
+        broker = BrokerService(config, tmp_path / "data")
         broker.start(asyncio.get_running_loop())
         try:
             await scenario(broker)
@@ -112,7 +112,7 @@ def test_the_loop_serves_other_clients_while_a_ledger_opens(tmp_path: Path, monk
     with_broker(tmp_path, lambda broker: serves_others(broker, HeldOpening(monkeypatch, "slow")))
 
 
-async def serves_others(broker: BrokerOperations, held: HeldOpening) -> None:
+async def serves_others(broker: BrokerService, held: HeldOpening) -> None:
     other = Client(broker, 2)
     other.producer("persistent://public/default/ready", 1, 1)
     assert (await until(lambda: other.answer(1), "the first topic's producer")).HasField("producer_success")
@@ -140,7 +140,7 @@ def test_a_producer_closed_while_its_topic_loads_is_closed_after_it(tmp_path: Pa
     with_broker(tmp_path, lambda broker: closed_while_loading(broker, HeldOpening(monkeypatch, "slow")))
 
 
-async def closed_while_loading(broker: BrokerOperations, held: HeldOpening) -> None:
+async def closed_while_loading(broker: BrokerService, held: HeldOpening) -> None:
     client = Client(broker, 1)
     client.producer("persistent://public/default/slow", 1, 10)
     await until(held.started.is_set, "the slow ledger to start opening")
@@ -160,7 +160,7 @@ def test_admin_paths_refuse_a_topic_being_loaded_until_it_is(tmp_path: Path, mon
     with_broker(tmp_path, lambda broker: admin_while_loading(broker, HeldOpening(monkeypatch, "slow")))
 
 
-async def admin_while_loading(broker: BrokerOperations, held: HeldOpening) -> None:
+async def admin_while_loading(broker: BrokerService, held: HeldOpening) -> None:
     client = Client(broker, 1)
     client.producer("persistent://public/default/slow", 1, 10)
     await until(held.started.is_set, "the slow ledger to start opening")
@@ -178,7 +178,7 @@ def test_loads_beyond_max_concurrent_topic_load_request_wait_their_turn(
                 maxConcurrentTopicLoadRequest=1)
 
 
-async def one_load_at_a_time(broker: BrokerOperations, held: HeldOpening) -> None:
+async def one_load_at_a_time(broker: BrokerService, held: HeldOpening) -> None:
     first, second = Client(broker, 1), Client(broker, 2)
     first.producer("persistent://public/default/slow", 1, 10)
     await until(held.started.is_set, "the slow ledger to start opening")
@@ -197,7 +197,7 @@ def test_a_non_persistent_topic_takes_its_ledger_ids_on_the_event_loop(tmp_path:
     with_broker(tmp_path, in_memory_load)
 
 
-async def in_memory_load(broker: BrokerOperations) -> None:
+async def in_memory_load(broker: BrokerService) -> None:
     threads: list[str] = []
     take = broker.ledger_ids.next_id
 

@@ -13,7 +13,7 @@ from magnetar.admin.app import create_app
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.security import authorization
 from magnetar.core.security.authorization import AccessContext, AuthPolicies, Operation
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 
 TOPIC = "persistent://acme/app/orders"
 OTHER = "persistent://acme/app/other"
@@ -80,7 +80,7 @@ def test_stored_policies_keep_pulsars_shape() -> None:
 # -- the admin API's rules ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
-    broker = BrokerOperations(BrokerConfig(), Path(tmp_path_factory.mktemp("rules")))
+    broker = BrokerService(BrokerConfig(), Path(tmp_path_factory.mktemp("rules")))
     yield create_app(broker)
     broker.metadata.close()
 

@@ -14,12 +14,12 @@ from fastapi import FastAPI
 from magnetar.admin import warm_up
 from magnetar.admin.app import create_app
 from magnetar.core.broker.broker_config import BrokerConfig
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 
 
 @pytest.fixture()
 def app(tmp_path: Path) -> Iterator[FastAPI]:
-    broker = BrokerOperations(BrokerConfig(), tmp_path)
+    broker = BrokerService(BrokerConfig(), tmp_path)
     yield create_app(broker)
     broker.metadata.close()
 

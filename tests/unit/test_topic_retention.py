@@ -7,6 +7,7 @@ import pytest
 from magnetar.config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
+from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
@@ -51,15 +52,15 @@ def test_consumed_ledgers_are_deleted_but_not_past_the_dedup_snapshot() -> None:
 
 
 def test_last_message_id_survives_trimming_of_its_ledger(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from magnetar.server.broker import BrokerOperations
-    broker = BrokerOperations(BrokerConfig(managedLedgerMaxEntriesPerLedger=3), tmp_path / "data")
+    from magnetar.server.broker_service import BrokerService
+    broker = BrokerService(BrokerConfig(managedLedgerMaxEntriesPerLedger=3), tmp_path / "data")
     topic = topic_with_entries(6)
     topic.ledger.roll_over()
     last = topic.last_durable
     sub = topic.create_subscription("s", "Exclusive", durable=True, mark_delete=BEFORE_START)
     sub.cursor.ack_cumulative(last)  # type: ignore[arg-type]
     assert topic.apply_retention(NOW)
-    assert broker.last_message_id(topic) == (last, -1)
+    assert cursor_moves.last_message_id(topic) == (last, -1)
     broker.metadata.close()
 
 
@@ -68,8 +69,8 @@ def test_stats_say_recovering_while_deduplication_replays(tmp_path) -> None:  # 
     from magnetar.core.dedup.message_deduplication import MessageDeduplication
     from magnetar.core.errors import ServiceNotReady
     from magnetar.core.topics import admission
-    from magnetar.server.broker import BrokerOperations
-    broker = BrokerOperations(BrokerConfig(), tmp_path / "data")
+    from magnetar.server.broker_service import BrokerService
+    broker = BrokerService(BrokerConfig(), tmp_path / "data")
     topic = topic_with_entries(1)
     assert deduplication_status(topic) == "Disabled"
     dedup = MessageDeduplication()

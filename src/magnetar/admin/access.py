@@ -29,7 +29,7 @@ from magnetar.core.security.authorization import Operation
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.http_connections import HttpConnections
 
 Kind = Literal["public", "authenticated", "super_user", "tenant", "namespace", "topic"]
@@ -216,7 +216,7 @@ async def _unauthorized(send: Send, reason: str) -> None:
 
 async def guard(request: Request) -> None:
     """The route's rule, applied to the identity :class:`Authenticate` found."""
-    broker: BrokerOperations = request.app.state.broker
+    broker: BrokerService = request.app.state.broker
     if broker.authentication is None:
         return
     route = request.scope.get("route")
@@ -242,7 +242,7 @@ def _domain(path: str) -> str:
     return "non-persistent" if path.startswith("/admin/v2/non-persistent/") else "persistent"
 
 
-def _authorize(broker: BrokerOperations, rule: Rule, role: str, params: dict[str, Any]) -> None:
+def _authorize(broker: BrokerService, rule: Rule, role: str, params: dict[str, Any]) -> None:
     tenant = str(params.get("tenant", ""))
     namespace = f"{tenant}/{params['namespace']}" if "namespace" in params else tenant
     context = broker.access.access_context(namespace)

@@ -40,13 +40,13 @@ from magnetar.admin.scrape_socket import CHUNKED, ScrapeSocket
 from magnetar.server.http_connections import HttpConnections
 
 if TYPE_CHECKING:
-    from magnetar.server.broker import BrokerOperations
+    from magnetar.server.broker_service import BrokerService
 
 ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"],
               "title": "ErrorData"}
 
 
-def create_app(broker: BrokerOperations, connections: HttpConnections | None = None) -> FastAPI:
+def create_app(broker: BrokerService, connections: HttpConnections | None = None) -> FastAPI:
     """``connections``: the HTTP ports' open connections, for ``AuthenticationProviderTls``
     (their client certificates) and ``/metrics`` (their sockets)."""
     app = FastAPI(title="Magnetar admin API", version=__version__,

@@ -21,6 +21,6 @@ async def lookup_topic(broker: Broker, domain: str, tenant: str, namespace: str,
                        x_pulsar_listenername: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     name = topic_name(domain, tenant, namespace, topic)
     require_namespace(broker, name.namespace_name)
-    plain, tls = broker.lookup_urls(listenerName or x_pulsar_listenername)
-    return {"brokerUrl": plain, "brokerUrlTls": tls or "", "httpUrl": broker.web_url,
-            "httpUrlTls": broker.web_url_tls or "", "nativeUrl": plain}
+    plain, tls = broker.addresses.lookup_urls(listenerName or x_pulsar_listenername)
+    return {"brokerUrl": plain, "brokerUrlTls": tls or "", "httpUrl": broker.addresses.web_url,
+            "httpUrlTls": broker.addresses.web_url_tls or "", "nativeUrl": plain}

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from magnetar.core.subscriptions.consumer import Consumer
     from magnetar.core.subscriptions.subscription import Subscription
     from magnetar.core.topics.topic import Topic
-    from magnetar.server.broker import BrokerOperations
+    from magnetar.server.broker_service import BrokerService
 
 #: Key_Shared draining-hash stats fields and the metric suffix each one feeds
 DRAINING_FIELDS = {
@@ -189,7 +189,7 @@ class ScrapeState:
     delayed-delivery index rows (few: only topics with such an index), and the backlog
     quotas resolved so far. The rows themselves go out a part at a time."""
 
-    def __init__(self, broker: BrokerOperations) -> None:
+    def __init__(self, broker: BrokerService) -> None:
         config = broker.config
         self.broker = broker
         self.header = ScrapeRows(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
@@ -284,7 +284,7 @@ def _consumer_values(sub: Subscription, reading: _ConsumerReading) -> tuple[floa
     ))
 
 
-def _publish_latency(broker: BrokerOperations) -> Metric:
+def _publish_latency(broker: BrokerService) -> Metric:
     latency = broker.recorder.publish_latency
     name = "pulsar_broker_publish_latency"
     metric = Metric(name, "Publish latency from append to durable (seconds)", "summary")
@@ -296,7 +296,7 @@ def _publish_latency(broker: BrokerOperations) -> Metric:
     return metric
 
 
-def _disk(broker: BrokerOperations) -> list[Metric]:
+def _disk(broker: BrokerService) -> list[Metric]:
     """Magnetar's own series (no Pulsar name exists): the data disk's usage and whether
     appends are refused for it (``diskUsageThreshold``)."""
     cluster = [broker.config.clusterName]
@@ -309,7 +309,7 @@ def _disk(broker: BrokerOperations) -> list[Metric]:
     return [usage, refused]
 
 
-def _entry_cache(broker: BrokerOperations) -> Metric:
+def _entry_cache(broker: BrokerService) -> Metric:
     """Pulsar's ``pulsar_ml_cache_used_size``: bytes held by the tail caches of all topics
     (bounded by ``managedLedgerCacheSizeMB``)."""
     used = GaugeMetricFamily("pulsar_ml_cache_used_size", "Bytes of entries held by the managed ledger cache",
@@ -337,7 +337,7 @@ def _process_text() -> bytes:
     return generate_latest(registry)
 
 
-async def metrics_text(broker: BrokerOperations, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
+async def metrics_text(broker: BrokerService, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
     """The scrape, streamed: values read on the event loop a slice of topics at a time and
     handed to a child process (:mod:`magnetar.admin.metrics_worker`) that makes the text,
     which the loop passes on, or which the child writes to the scraper's socket itself

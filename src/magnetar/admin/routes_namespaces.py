@@ -33,7 +33,7 @@ from magnetar.core.policies import (
     SchemaCompatibilityStrategy,
     SubscriptionType,
 )
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
@@ -91,7 +91,7 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
 async def unload_namespace(broker: Broker, tenant: str, namespace: str) -> None:
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
-    await broker.unload_namespace(name)
+    await broker.release.unload_namespace(name)
 
 
 @router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,
@@ -107,7 +107,7 @@ async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, name
     await _clear_backlog(broker, namespace_name(tenant, namespace), subscription)
 
 
-async def _clear_backlog(broker: BrokerOperations, namespace: str, subscription: str | None) -> None:
+async def _clear_backlog(broker: BrokerService, namespace: str, subscription: str | None) -> None:
     require_namespace(broker, namespace)
     for key in broker.records.list_topics(namespace, 0):
         topic = broker.get_topic(TopicName.parse(key), create=False)
@@ -115,11 +115,11 @@ async def _clear_backlog(broker: BrokerOperations, namespace: str, subscription:
         for sub in subs:
             sub.skip_all(now_ms())
         if subs:
-            await broker.store_cursors(topic)
+            await broker.cursors.store_cursors(topic)
 
 
 # -- policies -------------------------------------------------------------------------------------
-def _update_policy(broker: BrokerOperations, tenant: str, namespace: str, field: str, value: Any) -> None:
+def _update_policy(broker: BrokerService, tenant: str, namespace: str, field: str, value: Any) -> None:
     name = namespace_name(tenant, namespace)
     policies = dict(require_namespace(broker, name))
     if value is None:
@@ -233,7 +233,7 @@ async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
 def _add_cluster_rate_endpoints(path: str, field: str, body: type[PublishRate] | type[DispatchRate],
                                 summary: str) -> None:
     """A rate kept by cluster, as Pulsar stores it: ``field: {cluster: rate}``."""
-    def rates_of(broker: BrokerOperations, tenant: str, namespace: str) -> dict[str, Any]:
+    def rates_of(broker: BrokerService, tenant: str, namespace: str) -> dict[str, Any]:
         return dict(require_namespace(broker, namespace_name(tenant, namespace)).get(field) or {})
 
     async def get_rate(broker: Broker, tenant: str, namespace: str) -> Any:

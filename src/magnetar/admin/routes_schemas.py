@@ -33,7 +33,7 @@ from magnetar.core.schemas.schema_data import (
 )
 from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import StoredVersion
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/schemas", tags=["schemas"])
@@ -51,7 +51,7 @@ class PostSchemaPayload(BaseModel):
     properties: dict[StrictStr, StrictStr] = Field(default_factory=dict)
 
 
-def _require_topic(broker: BrokerOperations, tenant: str, namespace: str, topic: str) -> TopicName:
+def _require_topic(broker: BrokerService, tenant: str, namespace: str, topic: str) -> TopicName:
     name = topic_name("persistent", tenant, namespace, topic)
     require_namespace(broker, name.namespace_name)
     return name

@@ -29,10 +29,11 @@ from magnetar.admin.common import (
 from magnetar.admin.errors import conflict, not_allowed, precondition_failed
 from magnetar.admin.messages import entry_response, nth_unacked
 from magnetar.core.names import TopicName
-from magnetar.core.policies import Int64
+from magnetar.core.policies import Int64, message_expiry
 from magnetar.core.positions import LATEST_ID, Position
+from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.topics.topic import Topic
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 
 Count = Annotated[int, Path(ge=0, le=2**31 - 1)]
@@ -72,7 +73,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     def name_of(tenant: str, namespace: str, topic: str) -> TopicName:
         return topic_name(domain, tenant, namespace, topic)
 
-    def single_topic(broker: BrokerOperations, name: TopicName, what: str) -> Topic:
+    def single_topic(broker: BrokerService, name: TopicName, what: str) -> Topic:
         if partition_count(broker, name) > 0:
             raise not_allowed(f"{what} on a partitioned topic is not allowed; use one of its partitions")
         return load_topic(broker, name)
@@ -95,8 +96,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         if any(subName in t.subscriptions for t in targets):
             raise conflict("Subscription already exists for topic")
         for loaded in targets:
-            broker.create_subscription_at(loaded, subName, mark_delete_for(loaded, messageId or LATEST))
-            await broker.store_cursors(loaded)
+            loaded.create_subscription(subName, "Exclusive", durable=True,
+                                       mark_delete=mark_delete_for(loaded, messageId or LATEST))
+            await broker.cursors.store_cursors(loaded)
 
     @router.delete(base + "/subscription/{subName}", status_code=204,
                    summary="Delete a subscription (refused while consumers are connected unless forced)")
@@ -119,7 +121,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         subs = [(t, require_subscription(t, subName)) for t in targets]
         for loaded, sub in subs:
             sub.skip_all(now_ms())
-            await broker.store_cursors(loaded)
+            await broker.cursors.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/skip/{numMessages}", status_code=204,
                  summary="Skip the next N messages of the backlog")
@@ -128,8 +130,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Skipping messages")
         loaded = single_topic(broker, name, "Skipping messages")
-        broker.skip_messages(require_subscription(loaded, subName), numMessages)
-        await broker.store_cursors(loaded)
+        cursor_moves.skip_messages(require_subscription(loaded, subName), numMessages)
+        await broker.cursors.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/expireMessages/{expireTimeInSeconds}", status_code=204,
                  summary="Expire messages older than the given age")
@@ -139,8 +141,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Expiring messages")
         subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
         for loaded, sub in subs:
-            broker.expire_messages(sub, expireTimeInSeconds)
-            await broker.store_cursors(loaded)
+            message_expiry.expire(sub, expireTimeInSeconds, now_ms())
+            await broker.cursors.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/resetcursor/{timestamp}", status_code=204,
                  summary="Reset the cursor to the first message published at or after a time (ms)")
@@ -150,8 +152,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Resetting a cursor")
         subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
         for loaded, sub in subs:
-            broker.reset_cursor_by_time(sub, timestamp)
-            await broker.store_cursors(loaded)
+            cursor_moves.reset_cursor_by_time(sub, timestamp, now_ms())
+            await broker.cursors.store_cursors(loaded)
 
     @router.post(base + "/subscription/{subName}/resetcursor", status_code=204,
                  summary="Reset the cursor to a message id")
@@ -163,8 +165,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             name = name.partition(messageId.partitionIndex)
         loaded = single_topic(broker, name, "Resetting a cursor to a message id")
         sub = require_subscription(loaded, subName)
-        broker.reset_cursor(sub, mark_delete_for(loaded, messageId))
-        await broker.store_cursors(loaded)
+        sub.reset_cursor(mark_delete_for(loaded, messageId), now_ms())
+        await broker.cursors.store_cursors(loaded)
 
     @router.get(base + "/subscription/{subName}/position/{messagePosition}", responses=OCTET_STREAM,
                 response_class=Response, summary="Peek the n-th unacknowledged message of a subscription")

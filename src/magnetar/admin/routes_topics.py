@@ -28,10 +28,11 @@ from magnetar.admin.common import (
 from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
 from magnetar.admin.messages import entry_response, nth_from
 from magnetar.core.names import TopicName
-from magnetar.core.policies import INT64_MAX
+from magnetar.core.policies import INT64_MAX, message_expiry
 from magnetar.core.positions import Position
+from magnetar.core.subscriptions import cursor_moves
 from magnetar.server import topic_lifecycle
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 
 Int64Path = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
@@ -45,13 +46,13 @@ def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEar
                               excludePublishers, excludeConsumers)
 
 
-def require_exists(broker: BrokerOperations, name: TopicName) -> None:
+def require_exists(broker: BrokerService, name: TopicName) -> None:
     require_namespace(broker, name.namespace_name)
     if broker.records.partitions_of(name) is None and str(name) not in broker.topics:
         raise not_found("Topic not found")
 
 
-def require_partitioned(broker: BrokerOperations, name: TopicName) -> int:
+def require_partitioned(broker: BrokerService, name: TopicName) -> int:
     require_namespace(broker, name.namespace_name)
     count = partition_count(broker, name)
     if count == 0:
@@ -59,7 +60,7 @@ def require_partitioned(broker: BrokerOperations, name: TopicName) -> int:
     return count
 
 
-def check_partition_limit(broker: BrokerOperations, partitions: int) -> None:
+def check_partition_limit(broker: BrokerService, partitions: int) -> None:
     if partitions <= 0:
         raise RestError(406, "Number of partitions should be more than 0")
     limit = broker.config.maxNumPartitionsPerPartitionedTopic
@@ -115,7 +116,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         live = broker.topics.get(str(name))
         if live is not None and live.has_clients() and not force:
             raise precondition_failed("Topic has active producers/subscriptions")
-        await broker.delete_topic(name)
+        await broker.release.delete_topic(name)
 
     @router.put("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
                 summary="Create a partitioned topic")
@@ -161,7 +162,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
         if not force and any(t is not None and t.has_clients() for t in live):
             raise precondition_failed("Topic has active producers/subscriptions")
-        await broker.delete_partitioned_topic(name, count)
+        await broker.release.delete_partitioned_topic(name, count)
 
     @router.put("/{tenant}/{namespace}/{topic}/unload", status_code=204,
                 summary="Unload a topic: clients reconnect and it is loaded again")
@@ -170,7 +171,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_exists(broker, name)
         count = partition_count(broker, name)
         for target in [name.partition(i) for i in range(count)] if count else [name]:
-            await broker.unload_topic(target)
+            await broker.release.unload_topic(target)
 
     @router.post("/{tenant}/{namespace}/{topic}/terminate",
                  summary="Terminate a topic: no more messages; the id of its last message")
@@ -240,7 +241,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Get last message id")
         loaded = load_topic(broker, name)
-        last, batch_index = broker.last_message_id(loaded)
+        last, batch_index = cursor_moves.last_message_id(loaded)
         if last.ledger_id < 0:
             ledgers = loaded.ledger.ledgers()
             last = Position(ledgers[-1].ledger_id if ledgers else -1, -1)
@@ -253,7 +254,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Get message id by timestamp")
         loaded = load_topic(broker, name)
-        before = broker.position_before_time(loaded, timestamp)
+        before = cursor_moves.position_before_time(loaded, timestamp)
         last = loaded.last_readable()
         found = loaded.next_position(before)
         if last is None or found > last:
@@ -290,7 +291,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Expire messages")
         for loaded in topics_of(broker, name):
             for sub in list(loaded.subscriptions.values()):
-                broker.expire_messages(sub, expireTimeInSeconds)
-            await broker.store_cursors(loaded)
+                message_expiry.expire(sub, expireTimeInSeconds, now_ms())
+            await broker.cursors.store_cursors(loaded)
 
     return router

@@ -7,15 +7,14 @@ service depends on them, with no import path leading back to the service.
 
 from __future__ import annotations
 
-import concurrent.futures
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.topics.topic import Topic
+from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
@@ -35,8 +34,4 @@ class BrokerShell(Protocol):
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
     policies: PolicyCache
-
-    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]: ...
-
-    def on_loop(self, work: concurrent.futures.Future[Any],
-                callback: Callable[[BaseException | None], None]) -> None: ...
+    cursors: CursorPersistence

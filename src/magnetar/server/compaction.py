@@ -137,7 +137,7 @@ class TopicCompaction:
         cursor.properties[COMPACTED_TOPIC_LEDGER_PROPERTY] = view.ledger_id
         cursor.reset(horizon)
         try:
-            await asyncio.wrap_future(self.broker.persist_topic_cursors(topic))
+            await asyncio.wrap_future(self.broker.cursors.persist_topic_cursors(topic))
         except Exception:
             _put_back(sub, *previous)
             await self._discard(topic, view)

@@ -29,6 +29,7 @@ from magnetar.core.policies.publish_throttle import PendingPublishes
 from magnetar.core.positions import Position, to_signed64
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics import admission
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.publish import RawSend
 from magnetar.core.topics.topic import Topic, topic_of
@@ -36,7 +37,7 @@ from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
 from magnetar.server import handlers
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -54,7 +55,7 @@ T = pb.BaseCommand
 
 
 class ServerConnection(asyncio.Protocol):
-    def __init__(self, broker: BrokerOperations) -> None:
+    def __init__(self, broker: BrokerService) -> None:
         self.broker = broker
         self.decoder = FrameDecoder(broker.config.max_frame_size)
         self.transport: asyncio.Transport | None = None
@@ -138,12 +139,12 @@ class ServerConnection(asyncio.Protocol):
         except ProtocolError as exc:
             # The frames before the bad one arrived whole: serve them, then give up.
             self._handle_all(exc.frames_before)
-            self.broker.write_appends()
+            self.broker.appends.write_appends()
             log.warning("closing %s: %s", self.address, exc)
             self._fail_connection(str(exc))
             return
         self._handle_all(frames)
-        self.broker.write_appends()
+        self.broker.appends.write_appends()
 
     def _handle_all(self, frames: list[Frame]) -> None:
         if self._held:
@@ -168,7 +169,7 @@ class ServerConnection(asyncio.Protocol):
         held, self._held = self._held, []
         if held:
             self._handle_all(held)
-            self.broker.write_appends()
+            self.broker.appends.write_appends()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -375,7 +376,7 @@ class ServerConnection(asyncio.Protocol):
         if topic is None or request_id is None:
             return
         self.write_command(commands.producer_success(
-            request_id, producer.producer_name, self.broker.last_sequence_id(topic, producer.producer_name),
+            request_id, producer.producer_name, admission.last_sequence_id(topic, producer.producer_name),
             topic_epoch=topic.topic_epoch, producer_ready=True))
 
     def close_producer(self, producer_id: int) -> None:
@@ -604,7 +605,7 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
     done = 0
     while done < len(sends):
         try:
-            done += conn.broker.publish(topic, producer, sends[done:] if done else sends)
+            done += conn.broker.appends.publish(topic, producer, sends[done:] if done else sends)
         except BrokerError as exc:
             conn.send_error(producer_id, sends[done][0], exc.code, exc.message)
             done += 1

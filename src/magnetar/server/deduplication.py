@@ -111,7 +111,7 @@ def store_snapshots(broker: BrokerShell, now_ms: int) -> None:
         record = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties),
                               last_active_ms=now_ms)
         written = broker.writer.put_cursors([(str(topic.name), DEDUP_CURSOR, record)])
-        broker.on_loop(written, partial(_snapshot_written, topic, dedup, snapshot, now_ms))
+        broker.cursors.on_loop(written, partial(_snapshot_written, topic, dedup, snapshot, now_ms))
 
 
 def _snapshot_written(topic: Topic, dedup: MessageDeduplication, snapshot: DedupSnapshot, now_ms: int,

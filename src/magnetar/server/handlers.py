@@ -28,13 +28,14 @@ from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.schemas.topic_schemas import decode_version, encode_version
 from magnetar.core.security.authorization import Operation
 from magnetar.core.sinks import ConsumerSink, ProducerSink
+from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics import admission
 from magnetar.core.topics.producer import AccessMode, Producer
 from magnetar.core.topics.topic import Topic, topic_of
-from magnetar.server.broker import BrokerOperations
-from magnetar.server.clock import now_ms
+from magnetar.server.broker_service import BrokerService
+from magnetar.server.clock import iso_timestamp, now_ms
 from magnetar.server.schemas import schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -48,7 +49,7 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     """What a handler uses of the connection its command came on (the server's
     ``ClientConnection``; a Protocol here so handlers do not import it back)."""
 
-    broker: BrokerOperations
+    broker: BrokerService
     address: str
     client_version: str
     producers: dict[int, Producer]
@@ -112,7 +113,7 @@ def lookup(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.lookupTopic
     _authorize(conn, _topic_name(req.topic), Operation.LOOKUP, "Lookup")
     listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else None
-    conn.write_command(commands.lookup_response(req.request_id, *conn.broker.lookup_urls(listener)))
+    conn.write_command(commands.lookup_response(req.request_id, *conn.broker.addresses.lookup_urls(listener)))
 
 
 def topics_of_namespace(conn: ClientConnection, frame: Frame) -> None:
@@ -130,7 +131,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
     if existing is not None:
         topic = conn.producer_topics[req.producer_id]
         conn.write_command(commands.producer_success(
-            req.request_id, existing.producer_name, conn.broker.last_sequence_id(topic, existing.producer_name)))
+            req.request_id, existing.producer_name, admission.last_sequence_id(topic, existing.producer_name)))
         return
     broker = conn.broker
     changes = broker.metadata.changes
@@ -153,7 +154,7 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
         access_mode=AccessMode(req.producer_access_mode), epoch=req.epoch,
         user_provided_name=(req.user_provided_producer_name if req.HasField("user_provided_producer_name")
                             else user_named),
-        address=conn.address, client_version=conn.client_version, connected_since=broker.timestamp(),
+        address=conn.address, client_version=conn.client_version, connected_since=iso_timestamp(),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
     initial_subscription = req.initial_subscription_name if req.HasField("initial_subscription_name") else ""
@@ -176,7 +177,7 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
         broker.ensure_subscription(topic, initial_subscription)
     epoch = topic.topic_epoch if prod.exclusive else None
     reply = commands.producer_success(
-        req.request_id, name, broker.last_sequence_id(topic, name), schema_version=schema_version,
+        req.request_id, name, admission.last_sequence_id(topic, name), schema_version=schema_version,
         topic_epoch=epoch, producer_ready=ready if not ready else None)
     if schema_version is None and broker.metadata.changes == changes:
         conn.write_command(reply)
@@ -233,7 +234,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
         priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,
-        connected_since=broker.timestamp(), metadata={kv.key: kv.value for kv in req.metadata},
+        connected_since=iso_timestamp(), metadata={kv.key: kv.value for kv in req.metadata},
         key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
         schema_type=schema.schema_type if schema is not None else "NONE",
     )
@@ -250,7 +251,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     conn.consumers[req.consumer_id] = (consumer, sub)
     broker.apply_dispatch_rates(topic)
     if req.start_message_rollback_duration_sec > 0 and len(sub.consumers) == 1:
-        broker.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000)
+        cursor_moves.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000, now_ms())
     if req.subscription_properties and not sub.properties:
         sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
     if not durable and schema is None:
@@ -262,7 +263,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     # A new subscription is stored before SUCCESS: one a crash could forget would come
     # back at Latest and skip every message published in between. The write is a
     # commit with fsync, so it runs off the event loop and SUCCESS follows it.
-    conn.reply_when_done(broker.persist_topic_cursors(topic), frame.command, commands.success(req.request_id))
+    conn.reply_when_done(broker.cursors.persist_topic_cursors(topic), frame.command, commands.success(req.request_id))
 
 
 def _start_position(req: pb.CommandSubscribe) -> Position | None:
@@ -332,9 +333,9 @@ def seek(conn: ClientConnection, frame: Frame) -> None:
     _, sub = _consumer(conn, req.consumer_id)
     if req.HasField("message_id"):
         target = Position(to_signed64(req.message_id.ledgerId), to_signed64(req.message_id.entryId))
-        conn.broker.reset_cursor(sub, sub.topic.position_before(target))
+        sub.reset_cursor(sub.topic.position_before(target), now_ms())
     elif req.HasField("message_publish_time"):
-        conn.broker.reset_cursor_by_time(sub, req.message_publish_time)
+        cursor_moves.reset_cursor_by_time(sub, req.message_publish_time, now_ms())
     else:
         raise MetadataError("SEEK needs a message id or a publish time")
     conn.write_command(commands.success(req.request_id))
@@ -345,7 +346,7 @@ def get_last_message_id(conn: ClientConnection, frame: Frame) -> None:
     _, sub = _consumer(conn, req.consumer_id)
     topic = topic_of(sub)
     # a readCompacted consumer reads through the compacted view: its last entry counts
-    last, batch_index = conn.broker.last_message_id(sub.source)
+    last, batch_index = cursor_moves.last_message_id(sub.source)
     mark = sub.cursor.mark_delete
     conn.write_command(commands.get_last_message_id_response(
         req.request_id, last.ledger_id, last.entry_id, topic.partition_index, batch_index,
@@ -370,7 +371,18 @@ def consumer_stats(conn: ClientConnection, frame: Frame) -> None:
                                                          "Consumer not found"))
         return
     consumer, sub = found
-    conn.write_command(conn.broker.consumer_stats_response(req.request_id, consumer, sub))
+    conn.write_command(_consumer_stats(req.request_id, consumer, sub))
+
+
+def _consumer_stats(request_id: int, consumer: Consumer, sub: Subscription) -> pb.BaseCommand:
+    now = now_ms()
+    rate, throughput = consumer.msg_out.rate(now)
+    return commands.consumer_stats_response(
+        request_id, msgRateOut=rate, msgThroughputOut=throughput,
+        msgRateRedeliver=consumer.redeliver.rate(now)[0], consumerName=consumer.consumer_name,
+        availablePermits=max(consumer.permits, 0), unackedMessages=consumer.unacked_messages,
+        blockedConsumerOnUnackedMsgs=consumer.blocked_on_unacked, address=consumer.address,
+        connectedSince=consumer.connected_since, type=sub.sub_type, msgBacklog=sub.backlog())
 
 
 # -- schemas --------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from typing import Any
 
 from magnetar.config import BrokerConfig
 from magnetar.security.tls import CertificateRefresh, server_context
-from magnetar.server.broker import BrokerOperations
+from magnetar.server.broker_service import BrokerService
 from magnetar.server.connection import ServerConnection
 from magnetar.server.http_connections import HttpConnections, remembering
 
@@ -23,7 +23,7 @@ log = logging.getLogger("magnetar.standalone")
 class Standalone:
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         self.config = config
-        self.broker = BrokerOperations(config, data_dir)
+        self.broker = BrokerService(config, data_dir)
         self.stopping = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._app: Any = None
@@ -44,7 +44,8 @@ class Standalone:
         exposed = exposure_warning(self.config)
         if exposed is not None:
             log.warning("%s", exposed)
-        print(f"magnetar standalone ready: {self.broker.broker_url} {self.broker.web_url}", flush=True)
+        urls = self.broker.addresses
+        print(f"magnetar standalone ready: {urls.broker_url} {urls.web_url}", flush=True)
         await self.stopping.wait()
         await self._shutdown(servers, http)
 

@@ -12,8 +12,8 @@ survive a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Protocol
 
 from magnetar.core import policies
 from magnetar.core.broker.broker_core import BrokerCore
@@ -24,6 +24,7 @@ from magnetar.core.positions import Position
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_shell import BrokerShell
 from magnetar.server.clock import now_ms
+from magnetar.server.topic_release import TopicRelease
 
 log = logging.getLogger("magnetar.lifecycle")
 
@@ -36,14 +37,9 @@ class LifecycleShell(BrokerShell, Protocol):
     """What the periodic checks use of the broker service."""
 
     core: BrokerCore
-
-    def background(self, work: Coroutine[Any, Any, None], what: str) -> None: ...
+    release: TopicRelease
 
     def get_topic(self, name: TopicName, create: bool) -> Topic: ...
-
-    async def delete_topic(self, name: TopicName) -> None: ...
-
-    async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None: ...
 
     def delete_subscription(self, topic: Topic, name: str) -> None: ...
 
@@ -87,9 +83,9 @@ def delete_inactive_topics(broker: LifecycleShell, now: int, topics: Sequence[To
             if count is not None and not all_partitions_inactive(broker, parent, count, now):
                 continue
             if count is not None:
-                broker.background(_delete_partitioned(broker, parent, count), f"deleting inactive {parent}")
+                broker.release.background(_delete_partitioned(broker, parent, count), f"deleting inactive {parent}")
                 continue
-        broker.background(_delete(broker, name), f"deleting inactive {name}")
+        broker.release.background(_delete(broker, name), f"deleting inactive {name}")
 
 
 def all_partitions_inactive(broker: LifecycleShell, parent: TopicName, count: int, now: int) -> bool:
@@ -114,7 +110,7 @@ async def _delete(broker: LifecycleShell, name: TopicName) -> None:
     if topic is None or not _still_inactive(broker, topic):
         return
     log.info("deleting %s: inactive for the configured time", name)
-    await broker.delete_topic(name)
+    await broker.release.delete_topic(name)
 
 
 async def _delete_partitioned(broker: LifecycleShell, parent: TopicName, count: int) -> None:
@@ -123,7 +119,7 @@ async def _delete_partitioned(broker: LifecycleShell, parent: TopicName, count: 
         if loaded is not None and not _still_inactive(broker, loaded):
             return
     log.info("deleting partitioned topic %s: every partition inactive for the configured time", parent)
-    await broker.delete_partitioned_topic(parent, count)
+    await broker.release.delete_partitioned_topic(parent, count)
 
 
 def _still_inactive(broker: LifecycleShell, topic: Topic) -> bool:

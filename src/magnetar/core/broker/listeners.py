@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from magnetar.core.broker.broker_config import ConfigError
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.errors import ServiceNotReady
 
 _SCHEMES = ("pulsar://", "pulsar+ssl://")
@@ -62,3 +62,46 @@ def listener_for(listeners: dict[str, Listener], name: str) -> Listener:
     if found is None:
         raise ServiceNotReady(f"the broker do not have {name} listener")
     return found
+
+
+class BrokerAddresses:
+    """The URLs a broker advertises: in lookups, and in its cluster's record."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self._config = config
+        self.listeners = parse_listeners(config.advertisedListeners)
+        self.internal_listener = internal_listener(self.listeners, config.internalListenerName)
+
+    @property
+    def broker_url(self) -> str:
+        """The plain binary URL; the TLS one when the plain port is off."""
+        if self._config.brokerServicePort is None:
+            return self.broker_url_tls or ""
+        return f"pulsar://{self._config.advertisedAddress}:{self._config.brokerServicePort}"
+
+    @property
+    def broker_url_tls(self) -> str | None:
+        port = self._config.brokerServicePortTls
+        return None if port is None else f"pulsar+ssl://{self._config.advertisedAddress}:{port}"
+
+    @property
+    def web_url(self) -> str:
+        if self._config.webServicePort is None:
+            return self.web_url_tls or ""
+        return f"http://{self._config.advertisedAddress}:{self._config.webServicePort}"
+
+    @property
+    def web_url_tls(self) -> str | None:
+        port = self._config.webServicePortTls
+        return None if port is None else f"https://{self._config.advertisedAddress}:{port}"
+
+    def lookup_urls(self, listener_name: str | None) -> tuple[str, str | None]:
+        """(plain, TLS) binary URLs for a lookup: the named listener's, else the internal
+        listener's when advertisedListeners is set, else advertisedAddress with the ports."""
+        if listener_name:
+            listener = listener_for(self.listeners, listener_name)
+        elif self.internal_listener is not None:
+            listener = self.internal_listener
+        else:
+            return self.broker_url, self.broker_url_tls
+        return listener.broker_url or listener.broker_url_tls or "", listener.broker_url_tls

@@ -35,3 +35,11 @@ def check_consumer(topic: Topic, subscription: str, sub_type: str, policies: Pol
         raise NotAllowed(f"Subscription type {sub_type} is not enabled on namespace {topic.name.namespace_name}")
     policies.resolve(lambda own, namespace, config: limits.check_new_consumer(topic, subscription, own, namespace,
                                                                               config), topic.name)
+
+
+def last_sequence_id(topic: Topic, producer_name: str) -> int:
+    """The producer's last stored sequence id as PRODUCER_SUCCESS tells it (-1 without
+    deduplication), so a reconnecting producer goes on from there."""
+    if topic.dedup is None:
+        return -1
+    return int(topic.dedup.last_sequence_id(producer_name))

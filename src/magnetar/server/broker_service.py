@@ -1,68 +1,65 @@
 """The broker service: the shell around :class:`~magnetar.core.broker.broker_core.BrokerCore`.
 
-It owns storage and metadata and executes what core decides. Everything here runs on
-the event loop thread except what can wait on a disk: fsync of appends (the group
-committer's thread, reported back with ``call_soon_threadsafe``) and cursor writes
-(the metadata writer's thread). Core's one timer is armed by :class:`BrokerTimer`.
+It composes the broker: storage and metadata, core's rules that read them (policies,
+access, topic records, schemas), the appends on their way to the disk
+(:mod:`.appends`), cursor writes (:mod:`.cursor_persistence`), topic releases
+(:mod:`.topic_release`), and loads topics. Everything here runs on the event loop thread
+except what can wait on a disk: fsync of appends (the group committer's thread,
+reported back with ``call_soon_threadsafe``), cursor writes (the metadata writer's
+thread) and the opening of a topic's ledger (a worker thread). Core's one timer is
+armed by :class:`BrokerTimer`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import itertools
 import logging
 import shutil
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from magnetar.config import BrokerConfig
 from magnetar.core import policies
-from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
+from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
-from magnetar.core.broker.listeners import internal_listener, listener_for, parse_listeners
+from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
 from magnetar.core.errors import MetadataError, ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, limits, message_expiry
+from magnetar.core.policies import AppliedPolicies, limits
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.policies.publish_throttle import PublishBuffer
 from magnetar.core.policies.rate_limit import RateLimiter
-from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
-from magnetar.core.subscriptions import cursor_moves
-from magnetar.core.subscriptions.subscription import Subscription
-from magnetar.core.subscriptions.subscription_view import EntrySource
-from magnetar.core.topics import publish
-from magnetar.core.topics.producer import Producer
-from magnetar.core.topics.publish import RawSend
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
+from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
+from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
-from magnetar.server.loop_activity import LoopActivity
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
+from magnetar.server.topic_release import TopicRelease
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.entry_cache_budget import cache_budget
-from magnetar.storage.group_commit import GroupCommitter
-from magnetar.storage.interfaces import AppendFailed, LedgerClosed, LedgerConfig, ManagedLedger, StorageError
+from magnetar.storage.interfaces import LedgerConfig, ManagedLedger, StorageError
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.storage.metadata_store import MetadataStore
@@ -73,6 +70,16 @@ log = logging.getLogger("magnetar.broker")
 #: A non-persistent topic keeps at most one small in-memory ledger of recent entries
 #: (Topic drops the older ones as soon as they have been dispatched).
 NON_PERSISTENT_LEDGER = LedgerConfig(max_entries_per_ledger=1000, max_size_per_ledger_bytes=16 * 1024 * 1024)
+
+
+class PumpedConnection(Protocol):
+    """What the broker does with its client connections (the server's ``ServerConnection``)."""
+
+    reading_paused: bool
+
+    def update_reading(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class BrokerService:
@@ -109,50 +116,50 @@ class BrokerService:
                                                    budget=budget,
                                                    cache_budget=cache_budget(config.managedLedgerCacheSizeMB))
         self.ledger_config = ledger_config
-        self.committer = GroupCommitter(self._on_synced_from_thread, sync_enabled=config.journalSyncData,
-                                        on_error=self._on_sync_error_from_thread)
         self.recorder = BrokerStatsRecorder()
-        self.activity = LoopActivity(self.committer, lambda: bool(self._unflushed))
-        #: topics with appends not yet written (an ordered set): written once per loop turn
-        self._unflushed: dict[Topic, None] = {}
-        self.committer.on_sync_time = lambda ledger, seconds: self.recorder.ledger_synced(ledger.name, seconds)
+        self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
+        self.release = TopicRelease(self)
+        self.appends = Appends(self.topics, self.recorder, self.disk, config.journalSyncData,
+                               lambda topic: self.release.unload_in_background(topic, ""))
+        self.committer = self.appends.committer
+        self.activity = self.appends.activity
+        self.cursors = CursorPersistence(self.core, self.writer, partial(delayed_index.persist, self),
+                                         config.delayedDeliverySharedIndexEnabled)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None
         self.compaction = TopicCompaction(self)
-        #: topics being unloaded or deleted: not reopened until that finishes
-        self.unloading: set[str] = set()
         #: topics whose load (see load_topic) is under way
         self._loading: dict[str, asyncio.Future[Topic]] = {}
         #: a ledger being opened holds descriptors outside the budget until it is adopted,
         #: so loads in flight are bounded by an eighth of the budget as well
         self._load_slots = asyncio.Semaphore(min(config.maxConcurrentTopicLoadRequest,
                                                  max(1, budget.max_holders // 8)))
-        self._tasks: set[asyncio.Task[None]] = set()
         self._dedup_policies_at = -1
         #: the loop connection's write count when the persist tick last asked for a sync
         self._synced_changes = -1
-        #: topic -> the removal of its detached ledgers' files, while one runs
-        self._removals: dict[str, asyncio.Future[None]] = {}
-        self.core.ledgers_detached = self._remove_detached
+        self.core.ledgers_detached = self.release.remove_detached
         self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
                                                          config.brokerPublisherThrottlingMaxByteRate)
-        self.disk = DiskUsage(config.diskUsageThreshold, config.diskUsageWarnThreshold)
-        self._last_append_error: tuple[str, float] | None = None
         self.ready = False
         #: None while authenticationEnabled is false
         self.authentication = AuthenticationService.from_config(config)
-        self.listeners = parse_listeners(config.advertisedListeners)
-        self.internal_listener = internal_listener(self.listeners, config.internalListenerName)
+        self.addresses = BrokerAddresses(config)
+        #: client connections, and how many each address holds (``maxConnectionsPerIp``)
+        self.connections: set[PumpedConnection] = set()
+        self._connections_per_ip: collections.Counter[str] = collections.Counter()
+        self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
+        self.started_at = now_ms()
         self._ensure_defaults()
 
     # -- start-up --------------------------------------------------------------
     def _ensure_defaults(self) -> None:
         cluster = self.config.clusterName
         if self.metadata.get_cluster(cluster) is None:
-            data = {"serviceUrl": self.web_url, "brokerServiceUrl": self.broker_url}
-            if self.broker_url_tls is not None:
-                data["brokerServiceUrlTls"] = self.broker_url_tls
-            if self.web_url_tls is not None:
-                data["serviceUrlTls"] = self.web_url_tls
+            urls = self.addresses
+            data = {"serviceUrl": urls.web_url, "brokerServiceUrl": urls.broker_url}
+            if urls.broker_url_tls is not None:
+                data["brokerServiceUrlTls"] = urls.broker_url_tls
+            if urls.web_url_tls is not None:
+                data["serviceUrlTls"] = urls.web_url_tls
             self.metadata.create_cluster(cluster, data)
         if self.metadata.get_tenant(DEFAULT_TENANT) is None:
             self.metadata.create_tenant(DEFAULT_TENANT, {"adminRoles": [], "allowedClusters": [cluster]})
@@ -163,42 +170,8 @@ class BrokerService:
         if moved:
             log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
-    @property
-    def broker_url(self) -> str:
-        """The plain binary URL; the TLS one when the plain port is off."""
-        if self.config.brokerServicePort is None:
-            return self.broker_url_tls or ""
-        return f"pulsar://{self.config.advertisedAddress}:{self.config.brokerServicePort}"
-
-    def lookup_urls(self, listener_name: str | None) -> tuple[str, str | None]:
-        """(plain, TLS) binary URLs for a lookup: the named listener's, else the internal
-        listener's when advertisedListeners is set, else advertisedAddress with the ports."""
-        if listener_name:
-            listener = listener_for(self.listeners, listener_name)
-        elif self.internal_listener is not None:
-            listener = self.internal_listener
-        else:
-            return self.broker_url, self.broker_url_tls
-        return listener.broker_url or listener.broker_url_tls or "", listener.broker_url_tls
-
-    @property
-    def broker_url_tls(self) -> str | None:
-        port = self.config.brokerServicePortTls
-        return None if port is None else f"pulsar+ssl://{self.config.advertisedAddress}:{port}"
-
-    @property
-    def web_url(self) -> str:
-        if self.config.webServicePort is None:
-            return self.web_url_tls or ""
-        return f"http://{self.config.advertisedAddress}:{self.config.webServicePort}"
-
-    @property
-    def web_url_tls(self) -> str | None:
-        port = self.config.webServicePortTls
-        return None if port is None else f"https://{self.config.advertisedAddress}:{port}"
-
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.loop = self.appends.loop = self.cursors.loop = self.release.loop = loop
         sweep_orphan_snapshots(self)
         # from here on the loop's commits do not wait for the disk; the writer's syncs make
         # them durable, and what must be durable before it is answered waits for one
@@ -212,6 +185,7 @@ class BrokerService:
         if idle_s > 0:
             check_ms = min(max(idle_s * 500, 100), 60_000)
             self.core.sweep(check_ms, self._unload_idle_topics).start(now_ms())
+        topic_lifecycle.start(self, now_ms())
         self.timer.start(loop)
         self.long_lived.install()
         self.ready = True
@@ -230,44 +204,12 @@ class BrokerService:
     def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
         for topic in self.core.idle_topics(now, topics):
             # one the inactive-topic check will delete stays loaded for it: one notion of active
-            if str(topic.name) not in self.unloading and not topic_lifecycle.awaits_deletion(self, topic):
-                self.background(self._release_topic(topic, delete_data=False), f"unloading idle {topic.name}")
-
-    def background(self, work: Coroutine[Any, Any, None], what: str) -> None:
-        def logged(task: asyncio.Task[None]) -> None:
-            if not task.cancelled() and task.exception() is not None:
-                log.error("%s failed", what, exc_info=task.exception())
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(logged)
-
-    async def _release_topic(self, topic: Topic, delete_data: bool) -> None:
-        key = str(topic.name)
-        self.unloading.add(key)
-        try:
-            topic.fenced = True
-            topic.close_all_clients()
-            self.topics.pop(key, None)
-            self.long_lived.released()
-            await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
-            if not delete_data:
-                await asyncio.wrap_future(self.persist_topic_cursors(topic, force=True))
-            await self._finish_removal(topic, delete_data)
-            if topic.delayed is not None:
-                topic.delayed.release(topic, delete_data)
-            # closing syncs and deleting removes a directory: off the event loop
-            release = topic.ledger.delete if delete_data else topic.ledger.close
-            await asyncio.get_running_loop().run_in_executor(None, release)
-            self.compaction.release(topic)
-            if delete_data:
-                await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
-        finally:
-            self.unloading.discard(key)
+            if not topic_lifecycle.awaits_deletion(self, topic):
+                self.release.unload_in_background(topic, "idle ")
 
     def loaded_objects(self) -> int:
-        """Topics (and, with connections, those) the broker holds: see LongLivedObjects."""
-        return len(self.topics)
+        """Topics and connections the broker holds: see LongLivedObjects."""
+        return len(self.topics) + len(self.connections)
 
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
@@ -326,7 +268,7 @@ class BrokerService:
     def _check_record(self, name: TopicName, create: bool) -> None:
         """Not while the topic is being released; then its record exists or is made now."""
         key = str(name)
-        if key in self.unloading:
+        if key in self.release.unloading:
             raise ServiceNotReady(f"Topic {key} is being unloaded or deleted; retry shortly")
         self.records.check_record(name, create)
 
@@ -473,177 +415,16 @@ class BrokerService:
             return None
         return self.writer.submit(work)
 
-    # -- storage callbacks -------------------------------------------------------------
-    def append_done(self, topic: Topic) -> None:
-        """A topic appended entries: write them once the connection's read is handled (one
-        write per ledger for every SEND that read carried; ``write_appends``), at the
-        latest when this loop turn is over; then the next group commit syncs them."""
-        if topic in self._unflushed:
-            return
-        self._unflushed[topic] = None
-        if len(self._unflushed) == 1:
-            if self.loop is not None and not self.loop.is_closed():
-                self.loop.call_soon(self._flush_appends)
-            else:
-                self._flush_appends()
-
-    def write_appends(self) -> None:
-        """Write what the SENDs handled so far appended. Waiting longer would batch more
-        but delays every receipt, and clients with a bounded queue of pending sends (the
-        official ones) then send less."""
-        if self._unflushed:
-            self._flush_appends()
-
-    def _flush_appends(self) -> None:
-        unflushed, self._unflushed = self._unflushed, {}
-        for topic in unflushed:
-            try:
-                topic.ledger.flush()
-            except AppendFailed as exc:
-                self._log_append_failure(exc)
-                topic.appends_taken_back(exc.position, exc.reason)
-            except LedgerClosed:
-                continue  # unloaded or deleted meanwhile: its receipts went with it
-            self.committer.mark_dirty(topic.ledger)
-
-    def _log_append_failure(self, exc: AppendFailed) -> None:
-        """Once per reason a minute: a full disk fails every append, and the log must not
-        fill what is left of it."""
-        now = monotonic_ms() / 1000
-        last = self._last_append_error
-        if last is None or last[0] != exc.reason or now - last[1] >= 60:
-            self._last_append_error = (exc.reason, now)
-            log.error("%s (repeats of this failure are logged once a minute)", exc)
-
-    def _on_sync_error_from_thread(self, ledger: ManagedLedger, exc: Exception) -> None:
-        loop = self.loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._on_sync_failed, ledger, exc)
-
-    def _on_sync_failed(self, ledger: ManagedLedger, exc: Exception) -> None:
-        """A ledger that cannot sync cannot promise anything more: the sends waiting on it
-        get an error (rather than waiting for ever), and the topic is unloaded so that its
-        next use recovers the files afresh."""
-        topic = self.topics.get(ledger.name)
-        if topic is None or topic.ledger is not ledger:
-            return
-        log.error("sync of %s failed, unloading it: %s", ledger.name, exc)
-        if topic.pending_receipts:
-            topic.appends_taken_back(topic.pending_receipts[0].pos, f"the write could not be made durable ({exc})")
-        if str(topic.name) not in self.unloading:
-            self.background(self._release_topic(topic, delete_data=False), f"unloading {topic.name}")
-
-    def _on_synced_from_thread(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
-        loop = self.loop
-        if loop is not None and not loop.is_closed():
-            self.activity.reports_posted += 1
-            loop.call_soon_threadsafe(self._on_synced_report, synced)
-
-    def _on_synced_report(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
-        self.activity.reports_handled += 1
-        self._on_synced(synced)
-        self.activity.settled()
-
-    def _on_synced(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
-        now = now_ms()
-        for ledger, pos in synced:
-            topic = self.topics.get(ledger.name)
-            if topic is not None and topic.ledger is ledger:
-                self.recorder.persisted(ledger.name, pos)
-                topic.on_persisted(pos, now)
-
-    # -- cursors ---------------------------------------------------------------------------
     def _persist_tick(self, now: int) -> None:
         """The cursor-persist deadline: changed cursors, due dedup snapshots, policy changes,
         and a sync of what the loop's metadata connection committed that nobody waited for
         (topics created or deleted by the broker itself)."""
-        self.persist_cursors()
+        self.cursors.persist_cursors()
         self.refresh_policies()
         changes = self.metadata.changes
         if changes != self._synced_changes:
             self._synced_changes = changes
             self.writer.barrier()
-
-    # -- retention --------------------------------------------------------------------------
-    def _remove_detached(self, topic: Topic, detached: list[int]) -> None:
-        """Retention detached ledgers of ``topic``: their files are removed once the cursors
-        that moved past them are durable, so that after a crash no stored cursor stands in
-        a removed ledger; the removal (unlinks, a directory sync) runs on a worker thread."""
-        log.info("retention of %s deletes ledgers %s", topic.name, detached)
-        if self.loop is None:
-            topic.ledger.remove_detached()
-            return
-        key = str(topic.name)
-        written = asyncio.wrap_future(self.persist_topic_cursors(topic))
-        work = asyncio.ensure_future(self._remove_files(topic, written))
-        self._removals[key] = work
-        work.add_done_callback(lambda done: self._removal_done(key, done))
-
-    @staticmethod
-    async def _remove_files(topic: Topic, written: asyncio.Future[None]) -> None:
-        await written
-        await asyncio.get_running_loop().run_in_executor(None, topic.ledger.remove_detached)
-
-    def _removal_done(self, key: str, done: asyncio.Future[None]) -> None:
-        if self._removals.get(key) is done:
-            del self._removals[key]
-        if not done.cancelled() and done.exception() is not None:
-            log.error("removing the deleted ledgers of %s failed (they go at the next removal)", key,
-                      exc_info=done.exception())
-
-    async def _finish_removal(self, topic: Topic, delete_data: bool) -> None:
-        """Before a topic's files are closed, retention is applied once more (an unloaded
-        topic is not checked), and every removal of its files has finished."""
-        if topic.name.persistent and not delete_data:
-            detached = topic.apply_retention(now_ms())
-            if detached:
-                self._remove_detached(topic, detached)
-        pending = self._removals.get(str(topic.name))
-        if pending is not None:
-            await asyncio.wait([pending])
-
-    def persist_cursors(self, force: bool = False) -> concurrent.futures.Future[None]:
-        """Write changed durable cursors (every one with ``force``) off the event loop."""
-        if self.config.delayedDeliverySharedIndexEnabled:
-            for topic in self.topics.values():
-                delayed_index.persist(self, topic, force)
-        return self._write_cursors(self.core.cursor_writes(force=force, now_ms=now_ms()))
-
-    def persist_topic_cursors(self, topic: Topic, force: bool = False) -> concurrent.futures.Future[None]:
-        """Write one topic's changed cursors; the future is done once they are durable."""
-        delayed_index.persist(self, topic, force)
-        return self._write_cursors(self.core.cursor_writes([topic], force=force, now_ms=now_ms()))
-
-    async def store_cursors(self, topic: Topic) -> None:
-        """Persist a topic's changed cursors and wait until they are durable."""
-        await asyncio.wrap_future(self.persist_topic_cursors(topic))
-
-    def _write_cursors(self, writes: list[CursorWrite]) -> concurrent.futures.Future[None]:
-        future = self.writer.put_cursors((w.topic, w.name, w.record) for w in writes)
-        if writes:
-            def check(done: concurrent.futures.Future[None]) -> None:
-                if done.exception() is not None:
-                    log.error("writing %d cursors failed", len(writes), exc_info=done.exception())
-                    self.core.cursor_write_failed(writes)
-            future.add_done_callback(check)
-        return future
-
-    def on_loop(self, work: concurrent.futures.Future[Any],
-                callback: Callable[[BaseException | None], None]) -> None:
-        """Call ``callback`` with the error of ``work`` (None when it succeeded) on the
-        event loop once the other thread is done with it."""
-        def done(finished: concurrent.futures.Future[Any]) -> None:
-            error = finished.exception()
-            loop = self.loop
-            if loop is None or loop.is_closed():
-                callback(error)
-            else:
-                loop.call_soon_threadsafe(callback, error)
-        work.add_done_callback(done)
-
-    def delete_cursor(self, topic: Topic, name: str) -> None:
-        if topic.name.persistent:
-            self.writer.delete_cursor(str(topic.name), name)
 
     # -- shutdown -----------------------------------------------------------------------------
     async def close(self) -> None:
@@ -657,10 +438,9 @@ class BrokerService:
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
         if self.loop is not None:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]
-            self._on_synced(synced)
-        await asyncio.wrap_future(self.persist_cursors(force=True))
-        if self._removals:
-            await asyncio.wait(list(self._removals.values()))
+            self.appends.on_synced(synced)
+        await asyncio.wrap_future(self.cursors.persist_cursors(force=True))
+        await self.release.removals_done()
         property_dedup.store_snapshots(self)
         self.committer.stop()
         for topic in self.topics.values():
@@ -674,33 +454,6 @@ class BrokerService:
         log.exception("metadata store failure")
         return MetadataError(f"metadata store failure: {exc}")
 
-
-class PumpedConnection(Protocol):
-    """What the broker does with its client connections (the server's ``ServerConnection``)."""
-
-    reading_paused: bool
-
-    def update_reading(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class BrokerOperations(BrokerService):
-    """Operations the connection handlers and the admin API share."""
-
-    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
-        super().__init__(config, data_dir)
-        self.connections: set[PumpedConnection] = set()
-        self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
-        self._connections_per_ip: collections.Counter[str] = collections.Counter()
-        self.started_at = now_ms()
-
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().start(loop)
-        topic_lifecycle.start(self, now_ms())
-
-    def loaded_objects(self) -> int:
-        return len(self.topics) + len(self.connections)
 
     def admit_connection(self, ip: str) -> str | None:
         """Count a new connection, or say why it is refused."""
@@ -722,128 +475,16 @@ class BrokerOperations(BrokerService):
             if conn.reading_paused:
                 conn.update_reading()
 
-    @staticmethod
-    def timestamp() -> str:
-        import datetime
-        return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-    def last_sequence_id(self, topic: Topic, producer_name: str) -> int:
-        if topic.dedup is None:
-            return -1
-        return int(topic.dedup.last_sequence_id(producer_name))
-
-    def publish(self, topic: Topic, producer: Producer, sends: Sequence[RawSend]) -> int:
-        """Core judges and appends a prefix of one producer's sends (see
-        :func:`~magnetar.core.topics.publish.publish`); the shell writes the appends. How
-        many sends were taken; raises for the first when it is refused."""
-        taken, positions = publish.publish(topic, producer, sends, now_ms(), self.disk)
-        if positions:
-            self._appended(topic, positions)
-        return taken
-
-    def _appended(self, topic: Topic, positions: Sequence[Position]) -> None:
-        self.recorder.appended(topic.ledger.name, positions)
-        if topic.name.persistent:
-            self.append_done(topic)
-        else:
-            last = topic.ledger.last_position()
-            if last is not None:
-                self.recorder.persisted(topic.ledger.name, last)
-                topic.on_persisted(last, now_ms())
-
     def ensure_subscription(self, topic: Topic, name: str) -> None:
         if name not in topic.subscriptions:
             from magnetar.core.positions import BEFORE_START
             topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
-            self.persist_topic_cursors(topic)
+            self.cursors.persist_topic_cursors(topic)
 
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)
-        self.delete_cursor(topic, name)
+        self.cursors.delete_cursor(topic, name)
         delayed_index.persist(self, topic)
-
-    def reset_cursor(self, sub: Subscription, mark_delete: Position) -> None:
-        sub.reset_cursor(mark_delete, now_ms())
-
-    def reset_cursor_by_time(self, sub: Subscription, timestamp_ms: int) -> None:
-        cursor_moves.reset_cursor_by_time(sub, timestamp_ms, now_ms())
-
-    @staticmethod
-    def position_before_time(topic: Topic, timestamp_ms: int) -> Position:
-        return cursor_moves.position_before_time(topic, timestamp_ms)
-
-    @staticmethod
-    def last_message_id(topic: EntrySource) -> tuple[Position, int]:
-        return cursor_moves.last_message_id(topic)
-
-    # -- schemas ---------------------------------------------------------------------
-    def consumer_stats_response(self, request_id: int, consumer: object, sub: object):  # type: ignore[no-untyped-def]
-        from magnetar.core.subscriptions.consumer import Consumer
-        from magnetar.core.subscriptions.subscription import Subscription
-        from magnetar.wire import commands
-        assert isinstance(consumer, Consumer) and isinstance(sub, Subscription)
-        now = now_ms()
-        rate, throughput = consumer.msg_out.rate(now)
-        return commands.consumer_stats_response(
-            request_id, msgRateOut=rate, msgThroughputOut=throughput,
-            msgRateRedeliver=consumer.redeliver.rate(now)[0], consumerName=consumer.consumer_name,
-            availablePermits=max(consumer.permits, 0), unackedMessages=consumer.unacked_messages,
-            blockedConsumerOnUnackedMsgs=consumer.blocked_on_unacked, address=consumer.address,
-            connectedSince=consumer.connected_since, type=sub.sub_type, msgBacklog=sub.backlog())
-
-    # -- admin operations ------------------------------------------------------------
-    def create_subscription_at(self, topic: Topic, name: str, mark_delete: Position) -> None:
-        """A durable subscription whose first delivery is the entry after ``mark_delete``."""
-        topic.create_subscription(name, "Exclusive", durable=True, mark_delete=mark_delete)
-
-    @staticmethod
-    def skip_messages(sub: Subscription, count: int) -> int:
-        """Acknowledge the next ``count`` unacknowledged entries; returns how many were skipped."""
-        return cursor_moves.skip_messages(sub, count)
-
-    @staticmethod
-    def expire_messages(sub: Subscription, expire_time_s: int) -> int:
-        """Acknowledge every entry published more than ``expire_time_s`` ago (message TTL)."""
-        return message_expiry.expire(sub, expire_time_s, now_ms())
-
-    async def unload_topic(self, name: TopicName) -> bool:
-        """Close every client and release the topic; it is reopened on next use."""
-        topic = self.topics.get(str(name))
-        if topic is None:
-            return False
-        await self._release_topic(topic, delete_data=False)
-        return True
-
-    async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None:
-        """Delete every partition, then the partitioned topic's metadata."""
-        for index in range(partitions):
-            await self.delete_topic(name.partition(index))
-        self.schemas.delete_all(name)  # partitions share their parent's schemas
-        self.metadata.delete_partitioned_topic(str(name))
-        self.metadata.delete_topic_policies(str(name))
-
-    async def unload_namespace(self, namespace: str) -> None:
-        """Unload every loaded topic of the namespace; clients reconnect and load them again."""
-        for topic in [t for t in self.topics.values() if t.name.namespace_name == namespace]:
-            await self.unload_topic(topic.name)
-
-    async def delete_topic(self, name: TopicName) -> None:
-        """Remove the topic, its data, cursors and schemas; clients are disconnected."""
-        key = str(name)
-        topic = self.topics.get(key)
-        if topic is not None:
-            await self._release_topic(topic, delete_data=True)
-        elif name.persistent and self.metadata.get_topic(key) is not None:
-            unloaded = self.ledger_factory.open(key)
-            await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
-            await asyncio.get_running_loop().run_in_executor(None, self.compaction.delete, key)
-        await asyncio.wrap_future(self.writer.submit(lambda store: store.delete_cursors(key)))
-        if name.partition_index < 0:
-            self.schemas.delete_all(name)
-            self.metadata.delete_topic_policies(key)
-        self.metadata.delete_topic(key)
-        self.recorder.forget_topic(key)
-
 
 @contextmanager
 def _load_errors(key: str) -> Iterator[None]:
