@@ -5,6 +5,7 @@ Rates are messages (and bytes) per second over the last window; time is passed i
 
 from __future__ import annotations
 
+import datetime
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -60,3 +61,9 @@ class RateCounter:
             samples.popleft()
         if samples is not None and not samples:
             self._samples = None
+
+
+def iso_time(ms: int) -> str:
+    """A wall-clock time as Pulsar's stats print it (``connectedSince``): UTC, to the millisecond."""
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).isoformat(timespec="milliseconds") \
+        .replace("+00:00", "Z")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import itertools
 import logging
 import shutil
@@ -449,6 +450,20 @@ class BrokerService:
         await asyncio.get_running_loop().run_in_executor(None, self.writer.close)
         self.metadata.close()
         self.activity.close()
+
+    @property
+    def metadata_changes(self) -> int:
+        return self.metadata.changes
+
+    def metadata_durable(self) -> concurrent.futures.Future[None]:
+        return self.writer.barrier()
+
+    def cursors_durable(self, topic: Topic) -> concurrent.futures.Future[None]:
+        return self.cursors.persist_topic_cursors(topic)
+
+    @staticmethod
+    def now_ms() -> int:
+        return now_ms()
 
     def metadata_error(self, exc: Exception) -> MetadataError:
         log.exception("metadata store failure")

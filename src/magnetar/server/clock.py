@@ -13,8 +13,3 @@ def monotonic_ms() -> float:
     """For measuring how long something took (never goes back with the wall clock)."""
     return time.monotonic_ns() / 1_000_000
 
-
-def iso_timestamp() -> str:
-    """The wall clock as Pulsar's stats print it (``connectedSince``), to the millisecond, UTC."""
-    import datetime
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

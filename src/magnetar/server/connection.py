@@ -23,6 +23,7 @@ from itertools import islice
 from typing import Any, cast
 
 from magnetar import __version__
+from magnetar.core.broker import commands as broker_commands
 from magnetar.core.errors import BrokerError, NotAllowed, ServerError
 from magnetar.core.names import TopicName
 from magnetar.core.policies.publish_throttle import PendingPublishes
@@ -36,7 +37,6 @@ from magnetar.core.topics.topic import Topic, topic_of
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
-from magnetar.server import handlers
 from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
 from magnetar.wire import commands
@@ -409,7 +409,7 @@ class ServerConnection(asyncio.Protocol):
     def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str, always: bool = False) -> None:
         """Answer a failed command the way its client expects; ``always`` answers even a
         command without a request id (an ERROR whose id no client knows is ignored)."""
-        request_id = handlers.request_id_of(cmd)
+        request_id = broker_commands.request_id_of(cmd)
         if cmd.type == T.SEND:
             self.send_error(cmd.send.producer_id, cmd.send.sequence_id, code, message)
         elif cmd.type == T.PARTITIONED_METADATA:
@@ -643,6 +643,6 @@ _HANDLERS: dict[int, Callable[[ServerConnection, Frame], None]] = {
     T.PING: _ping,
     T.PONG: _pong,
     T.AUTH_RESPONSE: _auth_response,
-    **handlers.HANDLERS,
+    **broker_commands.HANDLERS,
 }
 __all__ = ["ServerConnection", "TopicName", "to_signed64"]

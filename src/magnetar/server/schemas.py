@@ -14,11 +14,10 @@ import logging
 from typing import Any
 
 from magnetar.core.names import TopicName
-from magnetar.core.schemas.schema_data import SCHEMA_TYPE_NAMES, SCHEMA_TYPE_NUMBERS, SchemaData
+from magnetar.core.schemas.schema_data import SchemaData
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.metadata_store import MetadataStore, SchemaRecord
-from magnetar.wire import pulsar_api_pb2 as pb
 
 log = logging.getLogger("magnetar.schemas")
 
@@ -75,19 +74,6 @@ class SchemaRegistry:
     def written(self) -> concurrent.futures.Future[None]:
         """Done once every schema change made so far is in the store."""
         return self._writer.barrier()
-
-
-def schema_from_wire(schema: pb.Schema) -> SchemaData:
-    return SchemaData(SCHEMA_TYPE_NAMES.get(int(schema.type), "NONE"), bytes(schema.schema_data),
-                      {kv.key: kv.value for kv in schema.properties})
-
-
-def schema_to_wire(name: TopicName, schema: SchemaData) -> pb.Schema:
-    """Pulsar names the schema by its id, ``tenant/namespace/topic``."""
-    parent = name.partitioned_topic
-    return pb.Schema(name=f"{parent.namespace_name}/{parent.local_name}", schema_data=schema.data,
-                     type=SCHEMA_TYPE_NUMBERS.get(schema.schema_type, 0),  # type: ignore[arg-type]
-                     properties=[pb.KeyValue(key=k, value=v) for k, v in sorted(schema.properties.items())])
 
 
 def _log_failure(write: concurrent.futures.Future[Any]) -> None:

@@ -1,15 +1,20 @@
-"""Handlers for the commands a client sends once connected.
+"""The binary protocol's commands, decided: one function per command a client sends
+once connected (CONNECT, keep-alive and authentication stay with the connection).
 
-Each handler turns one command into calls on the broker service and core, and
-answers with the reply the official clients expect (shared/reference/protocol.md).
+Each decides what the command does to topics, producers, subscriptions and consumers,
+and answers with the reply the official clients expect (shared/reference/protocol.md).
+What it needs of the world goes through two narrow seams: the connection the command
+came on (:class:`ClientConnection`, frames out and a topic load) and the broker shell
+(:class:`~magnetar.core.broker.command_shell.CommandShell`: durability of metadata and
+cursors, the time); the simulation implements both as the server does.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from magnetar.core.broker.command_shell import CommandShell
 from magnetar.core.errors import (
     AuthorizationError,
     BrokerError,
@@ -26,17 +31,16 @@ from magnetar.core.policies import limits
 from magnetar.core.positions import BEFORE_START, Position, to_signed64
 from magnetar.core.schemas import versions as schema_versions
 from magnetar.core.schemas.topic_schemas import decode_version, encode_version
+from magnetar.core.schemas.wire_schemas import schema_from_wire, schema_to_wire
 from magnetar.core.security.authorization import Operation
 from magnetar.core.sinks import ConsumerSink, ProducerSink
+from magnetar.core.stats import iso_time
 from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics import admission
 from magnetar.core.topics.producer import AccessMode, Producer
 from magnetar.core.topics.topic import Topic, topic_of
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import iso_timestamp, now_ms
-from magnetar.server.schemas import schema_from_wire, schema_to_wire
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame
@@ -49,13 +53,15 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     """What a handler uses of the connection its command came on (the server's
     ``ClientConnection``; a Protocol here so handlers do not import it back)."""
 
-    broker: BrokerService
     address: str
     client_version: str
     producers: dict[int, Producer]
     producer_topics: dict[int, Topic]
     producer_requests: dict[int, int]
     consumers: dict[int, tuple[Consumer, Subscription]]
+
+    @property
+    def broker(self) -> CommandShell: ...
 
     @property
     def role(self) -> str | None:
@@ -65,7 +71,7 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
 
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None: ...
 
-    def reply_when_done(self, work: concurrent.futures.Future[Any], request: pb.BaseCommand,
+    def reply_when_done(self, work: Any, request: pb.BaseCommand,
                         reply: pb.BaseCommand) -> None: ...
 
     def drop_producer(self, producer_id: int) -> None: ...
@@ -134,7 +140,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
             req.request_id, existing.producer_name, admission.last_sequence_id(topic, existing.producer_name)))
         return
     broker = conn.broker
-    changes = broker.metadata.changes
+    changes = broker.metadata_changes
     if not broker.ready:
         raise ServiceNotReady("Broker is starting up or shutting down")
     limits.check_connection_clients(len(conn.producers) + len(conn.consumers), broker.config)
@@ -146,7 +152,7 @@ def producer(conn: ClientConnection, frame: Frame) -> None:
 def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes: int) -> None:
     req = frame.command.producer
     broker = conn.broker
-    admission.check_producer(topic, broker.policies, now_ms())
+    admission.check_producer(topic, broker.policies, conn.broker.now_ms())
     user_named = req.producer_name != ""
     name = req.producer_name if user_named else broker.generate_producer_name()
     prod = Producer(
@@ -154,7 +160,7 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
         access_mode=AccessMode(req.producer_access_mode), epoch=req.epoch,
         user_provided_name=(req.user_provided_producer_name if req.HasField("user_provided_producer_name")
                             else user_named),
-        address=conn.address, client_version=conn.client_version, connected_since=iso_timestamp(),
+        address=conn.address, client_version=conn.client_version, connected_since=iso_time(broker.now_ms()),
         metadata={kv.key: kv.value for kv in req.metadata},
     )
     initial_subscription = req.initial_subscription_name if req.HasField("initial_subscription_name") else ""
@@ -168,7 +174,7 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
         from magnetar.core.errors import ProducerFenced
         raise ProducerFenced(f"Topic epoch {req.topic_epoch} is older than the topic's {topic.topic_epoch}")
     schema_version = broker.topic_schemas.producer_version(
-        topic, schema_from_wire(req.schema) if req.HasField("schema") else None, now_ms())
+        topic, schema_from_wire(req.schema) if req.HasField("schema") else None, conn.broker.now_ms())
     ready = topic.add_producer(prod)
     conn.producers[req.producer_id] = prod
     conn.producer_topics[req.producer_id] = topic
@@ -179,10 +185,10 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
     reply = commands.producer_success(
         req.request_id, name, admission.last_sequence_id(topic, name), schema_version=schema_version,
         topic_epoch=epoch, producer_ready=ready if not ready else None)
-    if schema_version is None and broker.metadata.changes == changes:
+    if schema_version is None and broker.metadata_changes == changes:
         conn.write_command(reply)
     else:  # the schema version it names, or the topic it created, must be durable first
-        conn.reply_when_done(broker.writer.barrier(), frame.command, reply)
+        conn.reply_when_done(broker.metadata_durable(), frame.command, reply)
 
 
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
@@ -234,15 +240,15 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     consumer = Consumer(
         consumer_id=req.consumer_id, consumer_name=req.consumer_name, sink=conn, sub_type=sub_type,
         priority_level=req.priority_level, address=conn.address, client_version=conn.client_version,
-        connected_since=iso_timestamp(), metadata={kv.key: kv.value for kv in req.metadata},
+        connected_since=iso_time(broker.now_ms()), metadata={kv.key: kv.value for kv in req.metadata},
         key_shared_meta=req.keySharedMeta if req.HasField("keySharedMeta") else None,
         schema_type=schema.schema_type if schema is not None else "NONE",
     )
     if schema is not None:
-        broker.topic_schemas.check_consumer(topic, schema, now_ms())
+        broker.topic_schemas.check_consumer(topic, schema, conn.broker.now_ms())
     durable = req.durable if req.HasField("durable") else True
     start = _start_position(req) if not durable else None
-    now = now_ms()
+    now = conn.broker.now_ms()
     sub = topic.subscribe(
         req.subscription, consumer, now, durable=durable,
         initial_earliest=req.initialPosition == pb.CommandSubscribe.Earliest, start=start,
@@ -251,19 +257,19 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     conn.consumers[req.consumer_id] = (consumer, sub)
     broker.apply_dispatch_rates(topic)
     if req.start_message_rollback_duration_sec > 0 and len(sub.consumers) == 1:
-        cursor_moves.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000, now_ms())
+        cursor_moves.reset_cursor_by_time(sub, now - req.start_message_rollback_duration_sec * 1000, now)
     if req.subscription_properties and not sub.properties:
         sub.properties = {kv.key: kv.value for kv in req.subscription_properties}
     if not durable and schema is None:
         conn.write_command(commands.success(req.request_id))
         return
     if not durable:  # a schema it gave the topic is stored first
-        conn.reply_when_done(broker.schemas.written(), frame.command, commands.success(req.request_id))
+        conn.reply_when_done(broker.metadata_durable(), frame.command, commands.success(req.request_id))
         return
     # A new subscription is stored before SUCCESS: one a crash could forget would come
     # back at Latest and skip every message published in between. The write is a
     # commit with fsync, so it runs off the event loop and SUCCESS follows it.
-    conn.reply_when_done(broker.cursors.persist_topic_cursors(topic), frame.command, commands.success(req.request_id))
+    conn.reply_when_done(broker.cursors_durable(topic), frame.command, commands.success(req.request_id))
 
 
 def _start_position(req: pb.CommandSubscribe) -> Position | None:
@@ -285,7 +291,7 @@ def flow(conn: ClientConnection, frame: Frame) -> None:
     found = conn.consumers.get(req.consumer_id)
     if found is not None:
         consumer, sub = found
-        sub.dispatcher.on_flow(consumer, req.messagePermits, now_ms())
+        sub.dispatcher.on_flow(consumer, req.messagePermits, conn.broker.now_ms())
         topic_of(sub).tell_end_of_topic()
 
 
@@ -300,7 +306,7 @@ def ack(conn: ClientConnection, frame: Frame) -> None:
     acks = [(Position(to_signed64(m.ledgerId), to_signed64(m.entryId)), list(m.ack_set) or None)
             for m in req.message_id]
     if acks:
-        sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, now_ms())
+        sub.acknowledge(consumer, req.ack_type == pb.CommandAck.Cumulative, acks, conn.broker.now_ms())
         topic_of(sub).tell_end_of_topic()
     if req.HasField("request_id"):
         conn.write_command(commands.ack_response(req.consumer_id, req.request_id))
@@ -313,7 +319,7 @@ def redeliver(conn: ClientConnection, frame: Frame) -> None:
         return
     consumer, sub = found
     positions = [Position(to_signed64(m.ledgerId), to_signed64(m.entryId)) for m in req.message_ids] or None
-    sub.redeliver(consumer, positions, now_ms())
+    sub.redeliver(consumer, positions, conn.broker.now_ms())
 
 
 def unsubscribe(conn: ClientConnection, frame: Frame) -> None:
@@ -325,7 +331,7 @@ def unsubscribe(conn: ClientConnection, frame: Frame) -> None:
     conn.consumers.pop(req.consumer_id, None)
     conn.broker.delete_subscription(topic_of(sub), sub.name)
     # the cursor and the delayed index's snapshots are deleted on the writer thread
-    conn.reply_when_done(conn.broker.writer.barrier(), frame.command, commands.success(req.request_id))
+    conn.reply_when_done(conn.broker.metadata_durable(), frame.command, commands.success(req.request_id))
 
 
 def seek(conn: ClientConnection, frame: Frame) -> None:
@@ -333,9 +339,9 @@ def seek(conn: ClientConnection, frame: Frame) -> None:
     _, sub = _consumer(conn, req.consumer_id)
     if req.HasField("message_id"):
         target = Position(to_signed64(req.message_id.ledgerId), to_signed64(req.message_id.entryId))
-        sub.reset_cursor(sub.topic.position_before(target), now_ms())
+        sub.reset_cursor(sub.topic.position_before(target), conn.broker.now_ms())
     elif req.HasField("message_publish_time"):
-        cursor_moves.reset_cursor_by_time(sub, req.message_publish_time, now_ms())
+        cursor_moves.reset_cursor_by_time(sub, req.message_publish_time, conn.broker.now_ms())
     else:
         raise MetadataError("SEEK needs a message id or a publish time")
     conn.write_command(commands.success(req.request_id))
@@ -358,7 +364,7 @@ def close_consumer(conn: ClientConnection, frame: Frame) -> None:
     found = conn.consumers.pop(req.consumer_id, None)
     if found is not None:
         consumer, sub = found
-        topic_of(sub).remove_consumer(sub, consumer, now_ms())
+        topic_of(sub).remove_consumer(sub, consumer, conn.broker.now_ms())
     conn.write_command(commands.success(req.request_id))
 
 
@@ -371,11 +377,10 @@ def consumer_stats(conn: ClientConnection, frame: Frame) -> None:
                                                          "Consumer not found"))
         return
     consumer, sub = found
-    conn.write_command(_consumer_stats(req.request_id, consumer, sub))
+    conn.write_command(_consumer_stats(req.request_id, consumer, sub, conn.broker.now_ms()))
 
 
-def _consumer_stats(request_id: int, consumer: Consumer, sub: Subscription) -> pb.BaseCommand:
-    now = now_ms()
+def _consumer_stats(request_id: int, consumer: Consumer, sub: Subscription, now: int) -> pb.BaseCommand:
     rate, throughput = consumer.msg_out.rate(now)
     return commands.consumer_stats_response(
         request_id, msgRateOut=rate, msgThroughputOut=throughput,
@@ -420,8 +425,8 @@ def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
         raise TopicNotFound(f"Topic not found {req.topic}") from None
     schema = schema_from_wire(req.schema)
     version = conn.broker.topic_schemas.producer_version(topic, None if schema.schema_type == "NONE" else schema,
-                                                         now_ms())
-    conn.reply_when_done(conn.broker.schemas.written(), frame.command,
+                                                         conn.broker.now_ms())
+    conn.reply_when_done(conn.broker.metadata_durable(), frame.command,
                          commands.get_or_create_schema_response(req.request_id, version or b""))
 
 
