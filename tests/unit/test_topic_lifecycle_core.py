@@ -26,6 +26,7 @@ from magnetar.core.policies import (
 from magnetar.core.policies.backlog_quota import BacklogQuotas, QuotaLimit
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.backlog import oldest_backlog, topic_backlog_bytes
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
@@ -249,7 +250,7 @@ def test_terminate_closes_producers_refuses_sends_and_tells_the_end() -> None:
     producer = publish(topic, 2, 0, producer_sink)
     consumer_sink = RecordingSink()
     sub = topic.subscribe("s", Consumer(5, "c", consumer_sink, sub_type="Exclusive"), 0, initial_earliest=True)
-    last = topic.terminate()
+    last = topic_activity.terminate(topic)
     assert last == topic.last_durable and producer_sink.closed_producers == [0]
     entry = make_entry(pb.MessageMetadata(producer_name="p", sequence_id=9, publish_time=0), PAYLOAD)
     try:
@@ -265,7 +266,7 @@ def test_terminate_closes_producers_refuses_sends_and_tells_the_end() -> None:
     topic.tell_end_of_topic()
     topic.tell_end_of_topic()
     assert consumer_sink.ended == [5], "told once"
-    assert topic.terminate() == last, "terminating again answers the same id"
+    assert topic_activity.terminate(topic) == last, "terminating again answers the same id"
 
 
 def test_idle_unload_leaves_a_topic_the_deletion_check_takes_first() -> None:

@@ -31,6 +31,7 @@ from magnetar.core.names import TopicName
 from magnetar.core.policies import INT64_MAX, message_expiry
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions import cursor_moves
+from magnetar.core.topics import topic_activity
 from magnetar.server import topic_lifecycle
 from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
@@ -114,7 +115,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         if partition_count(broker, name) > 0:
             raise conflict(f"Topic {name} is a partitioned topic: delete it with DELETE .../partitions")
         live = broker.topics.get(str(name))
-        if live is not None and live.has_clients() and not force:
+        if live is not None and topic_activity.has_clients(live) and not force:
             raise precondition_failed("Topic has active producers/subscriptions")
         await broker.release.delete_topic(name)
 
@@ -160,7 +161,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         name = name_of(tenant, namespace, topic)
         count = require_partitioned(broker, name)
         live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
-        if not force and any(t is not None and t.has_clients() for t in live):
+        if not force and any(t is not None and topic_activity.has_clients(t) for t in live):
             raise precondition_failed("Topic has active producers/subscriptions")
         await broker.release.delete_partitioned_topic(name, count)
 

@@ -31,16 +31,16 @@ from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
-from magnetar.core.dispatchers.dispatch_throttle import DispatchThrottle
 from magnetar.core.errors import MetadataError, ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, limits
+from magnetar.core.policies import AppliedPolicies, limits, throttles
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.policies.publish_throttle import PublishBuffer
-from magnetar.core.policies.rate_limit import RateLimiter
+from magnetar.core.policies.throttles import PublishThrottles
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.security.authentication import AuthenticationService
@@ -138,8 +138,7 @@ class BrokerService:
         #: the loop connection's write count when the persist tick last asked for a sync
         self._synced_changes = -1
         self.core.ledgers_detached = self.release.remove_detached
-        self.broker_publish_limiter = RateLimiter(config.brokerPublisherThrottlingMaxMessageRate,
-                                                         config.brokerPublisherThrottlingMaxByteRate)
+        self.publish_throttles = PublishThrottles(config, self.policies)
         self.ready = False
         #: None while authenticationEnabled is false
         self.authentication = AuthenticationService.from_config(config)
@@ -317,7 +316,7 @@ class BrokerService:
         """Bring a loaded topic in line with its policies (topic, namespace, broker)."""
         deduplication.refresh(self, topic, now)
         property_dedup.refresh(self, topic)
-        self.apply_publish_rate(topic)
+        self.publish_throttles.apply(topic)
         self.apply_dispatch_rates(topic)
         self.apply_delayed_tick(topic)
         topic.apply_policies(self.policies.resolve(AppliedPolicies.resolve, topic.name), now)
@@ -332,45 +331,8 @@ class BrokerService:
             if covered:
                 self.apply_policies(topic, now)
 
-    def apply_publish_rate(self, topic: Topic) -> None:
-        msgs, size = policies.publish_rate(self.policies.policies_of(topic.name), self.config)
-        current = topic.publish_limiter
-        if current is not None and current.same_limits(msgs, size):
-            return
-        limiter = RateLimiter(msgs, size)
-        topic.publish_limiter = limiter if limiter.active else None
-
     def apply_dispatch_rates(self, topic: Topic) -> None:
-        """Each subscription's throttle: the topic's bucket (shared) and its own. Limits that
-        did not change keep their buckets, so a policy refresh does not hand out tokens."""
-        (topic_msgs, topic_bytes), (sub_msgs, sub_bytes) = policies.dispatch_rates(
-            self.policies.policies_of(topic.name), self.config)
-        shared = topic.dispatch_limiter
-        if shared is None or not shared.same_limits(topic_msgs, topic_bytes):
-            shared = topic.dispatch_limiter = RateLimiter(topic_msgs, topic_bytes)
-        for sub in topic.subscriptions.values():
-            dispatcher = sub.dispatcher
-            current = dispatcher.throttle
-            if current is not None and current.shared is shared and current.own.same_limits(sub_msgs, sub_bytes):
-                continue
-            if current is not None:
-                current.release()
-            throttle = DispatchThrottle(dispatcher, shared, RateLimiter(sub_msgs, sub_bytes), self.core.timers.wake_up)
-            dispatcher.throttle = throttle if throttle.active else None
-
-    def publish_limited(self, topic: Topic) -> bool:
-        """Whether a publish rate limit applies to ``topic`` at all (most sends need not ask)."""
-        return self.broker_publish_limiter.active or topic.publish_limiter is not None
-
-    def publish_pause_ms(self, topic: Topic, messages: int, size: int) -> int:
-        """How long the connection a send came on must not be read (publish rate limits)."""
-        now = int(monotonic_ms())
-        pause = self.broker_publish_limiter.take(messages, size, now) \
-            if self.broker_publish_limiter.active else 0
-        limiter = topic.publish_limiter
-        if limiter is not None:
-            pause = max(pause, limiter.take(messages, size, now))
-        return pause
+        throttles.apply_dispatch_rates(topic, self.policies, self.config, self.core.timers.wake_up)
 
     def refresh_policies(self) -> None:
         """Apply run-time policy changes and store due dedup snapshots. Policies change only
@@ -435,7 +397,7 @@ class BrokerService:
         self.timer.stop()
         self.long_lived.uninstall()
         for topic in list(self.topics.values()):
-            topic.close_all_clients()
+            topic_activity.close_all_clients(topic)
         await asyncio.get_running_loop().run_in_executor(None, self.committer.flush)
         if self.loop is not None:
             synced = [(t.ledger, last) for t in self.topics.values() if (last := t.ledger.last_position()) is not None]

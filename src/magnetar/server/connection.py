@@ -38,7 +38,7 @@ from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
 from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
+from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command
@@ -585,7 +585,7 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
     producer_id = frames[start].command.send.producer_id
     producer = conn.producers.get(producer_id)
     topic = conn.producer_topics.get(producer_id)
-    limited = topic is not None and conn.broker.publish_limited(topic)
+    limited = topic is not None and conn.broker.publish_throttles.limited(topic)
     pending = conn.pending_publishes
     sends: list[RawSend] = []
     for frame in islice(frames, start, start + 1 if limited else None):
@@ -615,7 +615,7 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             done += 1
     if limited:
         _, _, messages, entry = sends[0]
-        pause = conn.broker.publish_pause_ms(topic, messages, len(entry))
+        pause = conn.broker.publish_throttles.pause_ms(topic, messages, len(entry), int(monotonic_ms()))
         if pause:
             conn.throttle_reading(pause)
     return len(sends)

@@ -21,6 +21,7 @@ from magnetar.core.names import TopicName
 from magnetar.core.policies import InactiveTopicPolicies, backlog_quota, inactive_topics
 from magnetar.core.policies.backlog_quota import BacklogQuotas
 from magnetar.core.positions import Position
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_shell import BrokerShell
 from magnetar.server.clock import now_ms
@@ -158,7 +159,7 @@ def restore(broker: BrokerShell, topic: Topic) -> None:
 def terminate(broker: LifecycleShell, name: TopicName) -> Position:
     """Terminate a persistent topic; its last message id. Stored before it is answered."""
     topic = broker.get_topic(name, create=False)
-    last = topic.terminate()
+    last = topic_activity.terminate(topic)
     key = str(name)
     properties = broker.metadata.get_topic(key) or {}
     broker.metadata.update_topic_properties(key, {**properties, TERMINATED_PROPERTY: [last.ledger_id, last.entry_id]})

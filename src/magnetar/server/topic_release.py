@@ -15,6 +15,7 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from magnetar.core.names import TopicName
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -74,7 +75,7 @@ class TopicRelease:
         self.unloading.add(key)
         try:
             topic.fenced = True
-            topic.close_all_clients()
+            topic_activity.close_all_clients(topic)
             shell.topics.pop(key, None)
             shell.long_lived.released()
             await asyncio.get_running_loop().run_in_executor(None, shell.appends.committer.flush)

@@ -24,6 +24,7 @@ from magnetar.core.policies.backlog_quota import BacklogQuotas
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.subscriptions.subscription import Subscription, default_dispatcher
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic, topic_of
 
 #: The expiry check never runs more often than this, whatever the config says.
@@ -138,7 +139,7 @@ class BrokerCore:
         idle_ms = self.config.idleTopicUnloadSeconds * 1000
         if idle_ms <= 0:
             return []
-        return [t for t in self._all(topics) if t.name.persistent and t.idle_for(now_ms) >= idle_ms]
+        return [t for t in self._all(topics) if t.name.persistent and topic_activity.idle_for(t, now_ms) >= idle_ms]
 
     # -- data lifecycle ---------------------------------------------------------------------
     def check_backlog_quotas(self, now_ms: int, quotas_of: Callable[[Topic], BacklogQuotas],

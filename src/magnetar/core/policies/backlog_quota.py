@@ -26,7 +26,7 @@ from magnetar.core.errors import BrokerError, ServerError
 from magnetar.core.policies import BacklogQuota, Policies, TopicPolicies, backlog_quotas, message_expiry
 from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.topics.backlog import OldestBacklog, backlog_size_bytes, oldest_backlog, topic_backlog_bytes
-from magnetar.core.topics.topic import Topic
+from magnetar.core.topics.topic import Topic, slowest_mark_delete
 
 #: eviction aims below the limit, so the next message does not exceed it again at once
 EVICTION_TARGET = 0.9
@@ -142,7 +142,7 @@ def evict_for_size(topic: Topic, limit_bytes: int) -> None:
         if to_skip <= 0:
             return
         cursor_moves.skip_messages(slowest, to_skip)
-        backlog = backlog_size_bytes(topic, topic.slowest_mark_delete() or slowest.cursor.mark_delete)
+        backlog = backlog_size_bytes(topic, slowest_mark_delete(topic) or slowest.cursor.mark_delete)
         previous = slowest
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.policies import InactiveTopicPolicies, Policies
 from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 
 NO_SUBSCRIPTIONS = "delete_when_no_subscriptions"
@@ -25,7 +26,7 @@ def subscription_expiration_minutes(policies: Policies, config: BrokerConfig) ->
 
 
 def is_active(topic: Topic, mode: str) -> bool:
-    if topic.has_clients() or topic.pending_receipts:
+    if topic_activity.has_clients(topic) or topic.pending_receipts:
         return True
     if mode == NO_SUBSCRIPTIONS:
         return bool(topic.subscriptions)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions.subscription import Subscription
-from magnetar.core.topics.topic import Topic
+from magnetar.core.topics.topic import Topic, slowest_mark_delete
 
 
 def backlog_size_bytes(topic: Topic, mark_delete: Position) -> int:
@@ -28,7 +28,7 @@ def backlog_size_bytes(topic: Topic, mark_delete: Position) -> int:
 
 def topic_backlog_bytes(topic: Topic) -> int:
     """The backlog of the slowest durable subscription, as Pulsar's topic ``backlogSize``."""
-    slowest = topic.slowest_mark_delete()
+    slowest = slowest_mark_delete(topic)
     return backlog_size_bytes(topic, slowest) if slowest is not None else 0
 
 

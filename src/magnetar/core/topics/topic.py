@@ -442,21 +442,6 @@ class Topic:
         return bool(self.delayed.holds(sub, pos, now_ms, read))
 
     # -- retention -------------------------------------------------------------------
-    def slowest_mark_delete(self) -> Position | None:
-        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
-        if marks and self.dedup is not None:
-            # deduplication replays from its snapshot after a restart: keep what it needs
-            marks.append(self.dedup_snapshot_position or BEFORE_START)
-        return min(marks) if marks else None
-
-    def durable_marks(self) -> list[Position]:
-        """Where each durable cursor stands: subscriptions, and deduplication, which replays
-        from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
-        marks = [s.cursor.mark_delete for s in self.subscriptions.values() if s.durable]
-        if self.dedup is not None:
-            marks.append(self.dedup_snapshot_position or BEFORE_START)
-        return marks
-
     def apply_retention(self, now_ms: int) -> list[int]:
         """Detach the ledgers retention no longer keeps (see :mod:`magnetar.core.policies.ledger_trimming`);
         the shell removes their files off the event loop. Readers standing before what is
@@ -466,7 +451,7 @@ class Topic:
             return []  # the current ledger alone: the common case, and never deleted
         # what is not durable yet (a ledger just rolled over) waits, cursors or not
         written = self.last_durable if self.last_durable is not None else BEFORE_START
-        holders = [*self.durable_marks(), written]
+        holders = [*durable_marks(self), written]
         count = ledger_trimming.ledgers_to_delete(ledgers, holders, self.applied.retention, now_ms)
         if count == 0:
             return []
@@ -478,20 +463,7 @@ class Topic:
         self._forget_recent_before(Position(ledgers[count].ledger_id, 0))
         return ids
 
-    # -- termination -------------------------------------------------------------------
-    def terminate(self) -> Position:
-        """No more messages: producers are closed (new ones are refused with
-        TopicTerminatedError) and consumers learn the end once they received everything.
-        The last message id, (-1, -1) for a topic that never had one."""
-        if self.terminated_at is None:
-            last = self.ledger.last_position()
-            self.terminated_at = last if last is not None else Position(-1, -1)
-            for producer in list(self.producers.values()) + list(self.waiting_producers):
-                self.remove_producer(producer)
-                producer.sink.close_producer(producer.producer_id)
-        self.tell_end_of_topic()
-        return self.terminated_at
-
+    # -- termination (see topic_lifecycle.terminate) ------------------------------------
     def tell_end_of_topic(self) -> None:
         """REACHED_END_OF_TOPIC, once, to each consumer of a terminated topic whose
         subscription has acknowledged every message (Pulsar's dispatchers tell the end only
@@ -505,35 +477,6 @@ class Topic:
                 if not consumer.told_end_of_topic:
                     consumer.told_end_of_topic = True
                     consumer.sink.reached_end_of_topic(consumer.consumer_id)
-
-    # -- lifecycle ---------------------------------------------------------------------
-    def close_all_clients(self) -> None:
-        for producer in list(self.producers.values()) + list(self.waiting_producers):
-            producer.sink.close_producer(producer.producer_id)
-            producer.closed = True
-        self.producers.clear()
-        self.waiting_producers.clear()
-        for sub in self.subscriptions.values():
-            for consumer in list(sub.consumers):
-                consumer.sink.close_consumer(consumer.consumer_id)
-                sub.remove_consumer(consumer, 0)
-        for name in [n for n, s in self.subscriptions.items() if not s.durable]:
-            del self.subscriptions[name]
-
-    def has_clients(self) -> bool:
-        return bool(self.producers) or bool(self.waiting_producers) or \
-            any(s.consumers for s in self.subscriptions.values())
-
-    def idle_for(self, now_ms: int) -> int:
-        """How long the topic has been without clients, as seen by the checks so far."""
-        if self.has_clients() or self.pending_receipts or self.compacted.state == "RUNNING":
-            self.idle_since_ms = None
-            return 0
-        if self.idle_since_ms is None:
-            self.idle_since_ms = now_ms
-        return now_ms - self.idle_since_ms
-
-
 
 def _send_receipts(producer: Producer | None, batch: list[tuple[int, int, Position]]) -> None:
     if producer is not None and batch and not producer.closed:
@@ -551,3 +494,20 @@ def topic_of(sub: Subscription) -> Topic:
 
 def _no_attention(topic: Topic, what: str) -> None:
     """A topic no broker core has adopted (tests of the topic alone)."""
+
+
+def durable_marks(topic: Topic) -> list[Position]:
+    """Where each durable cursor stands: subscriptions, and deduplication, which replays
+    from its snapshot after a restart (Pulsar's ``pulsar.dedup`` cursor)."""
+    marks = [s.cursor.mark_delete for s in topic.subscriptions.values() if s.durable]
+    if topic.dedup is not None:
+        marks.append(topic.dedup_snapshot_position or BEFORE_START)
+    return marks
+
+
+def slowest_mark_delete(topic: Topic) -> Position | None:
+    """The durable cursor furthest behind; None without durable subscriptions (a
+    deduplication snapshot alone holds nothing back here)."""
+    if not any(s.durable for s in topic.subscriptions.values()):
+        return None
+    return min(durable_marks(topic))
