@@ -91,3 +91,30 @@ def test_producer_sequence_after_reconnection(broker: BrokerProcess, admin: http
         assert again.last_sequence_id() == last + 3
     finally:
         client.close()
+
+
+def test_a_batch_of_explicit_ids_is_recorded_by_its_last_id_across_a_restart(broker: BrokerProcess,
+                                                                             admin: httpx.Client) -> None:
+    """The official client's batch carries neither highest_sequence_id nor ids that follow
+    one another here: the broker records it by its last message's id, now and after
+    recovering from the stored metadata alone."""
+    namespace = new_namespace(admin)
+    assert admin.post(f"/admin/v2/namespaces/{namespace}/deduplication", json=True).status_code == 204
+    topic = f"persistent://{namespace}/t"
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        producer = client.create_producer(topic, producer_name="p-explicit", batching_enabled=True,
+                                          batching_max_publish_delay_ms=60_000, batching_max_messages=3)
+        for sequence_id in (10, 20, 35):
+            producer.send_async(b"m", None, sequence_id=sequence_id)
+        producer.flush()
+        producer.close()
+        assert client.create_producer(topic, producer_name="p-explicit").last_sequence_id() == 35
+    finally:
+        client.close()
+    broker.restart()
+    client = pulsar.Client(broker.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        assert client.create_producer(topic, producer_name="p-explicit").last_sequence_id() == 35
+    finally:
+        client.close()

@@ -16,6 +16,7 @@ from magnetar.wire.batch import (
     decompress,
     is_batch,
     iter_batch,
+    last_sequence_id,
     make_batch,
 )
 from magnetar.wire.frames import ProtocolError, make_entry, parse_entry
@@ -234,6 +235,40 @@ def test_corrupt_compressed_batch() -> None:
 
 
 # ---------------------------------------------------------------------------
+# Last sequence id (deduplication)
+# ---------------------------------------------------------------------------
+
+
+def test_last_sequence_id_of_a_single_message() -> None:
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=42, publish_time=1)
+    assert last_sequence_id(metadata, b"not a batch") == 42
+
+
+def test_last_sequence_id_read_from_the_batch() -> None:
+    messages = [(single(10), b"a"), (single(20), b"b"), (single(35), b"c")]
+    metadata, payload = compressed_batch(messages, pb.NONE, first_sequence_id=10)
+    assert last_sequence_id(metadata, payload) == 35
+
+
+@pytest.mark.parametrize("codec", COMPRESSING_CODECS)
+def test_last_sequence_id_of_a_compressed_batch(codec: int) -> None:
+    messages = [(single(100 + i), b"m" * i) for i in range(4)]
+    metadata, payload = compressed_batch(messages, codec, first_sequence_id=100)
+    assert last_sequence_id(metadata, payload) == 103
+
+
+def test_last_sequence_id_falls_back_to_the_count() -> None:
+    messages = [(single(), b"a"), (single(), b"b"), (single(), b"c")]
+    metadata, payload = compressed_batch(messages, pb.NONE, first_sequence_id=7)
+    assert last_sequence_id(metadata, payload) == 9
+
+
+def test_last_sequence_id_of_a_corrupt_batch() -> None:
+    with pytest.raises(BatchError):
+        last_sequence_id(batch_metadata(2), b"\x00\x00\x00")
+
+
+# ---------------------------------------------------------------------------
 # Properties
 # ---------------------------------------------------------------------------
 
@@ -272,3 +307,23 @@ def test_garbage_batches_raise_only_batch_errors(garbage: bytes, count: int, cod
         iter_batch(batch_metadata(count, codec=codec, size=size), garbage)
     except BatchError:
         pass
+
+
+@given(st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 2**40)), st.binary(max_size=40)), min_size=1,
+                max_size=20),
+       st.integers(0, 200))
+def test_last_sequence_id_agrees_with_the_full_parse(records: list[tuple[int | None, bytes]], cut: int) -> None:
+    """The fast walk over record metadata finds the same last id as decoding every message, and
+    refuses exactly the payloads the full parse refuses."""
+    messages = [(single(seq), body) for seq, body in records]
+    metadata, payload = compressed_batch(messages, pb.NONE, first_sequence_id=3)
+    for candidate in (payload, payload[: max(0, len(payload) - cut)]):
+        try:
+            parsed = iter_batch(metadata, candidate)
+        except BatchError:
+            with pytest.raises(BatchError):
+                last_sequence_id(metadata, candidate)
+            continue
+        last = parsed[-1][0]
+        expected = last.sequence_id if last.HasField("sequence_id") else 3 + len(parsed) - 1
+        assert last_sequence_id(metadata, candidate) == expected

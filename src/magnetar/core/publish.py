@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
+from magnetar.core.dedup.recorded_batch import with_last_sequence_id
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import NotAllowed, PersistenceError
 from magnetar.core.managed_ledger import AppendFailed
@@ -37,6 +38,12 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
 
     Raises :class:`PersistenceError` when deduplication cannot judge the send yet or the
     ledger could not write (the client retries either)."""
+    if topic.dedup is not None:
+        recorded = with_last_sequence_id(info.metadata, entry, last_sequence_id(info.metadata),
+                                         topic.config.maxMessageSize)
+        if recorded is not None:
+            entry = recorded[1]
+            info = info._replace(metadata=recorded[0])
     outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, info.metadata, now_ms)
     if outcome is DedupOutcome.DUP:
         topic.answer_duplicate(producer, sequence_id, highest)

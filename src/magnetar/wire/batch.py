@@ -6,7 +6,7 @@ payload, once decompressed, is that many records back to back::
     [singleMetadataSize:4][SingleMessageMetadata][payload_size bytes]
 
 The broker never rewrites payloads; it reads batches only to learn what the
-batch metadata does not say (per-message keys); never for sequence ids.
+batch metadata does not say (the last sequence id, per-message keys).
 Compression covers the whole payload: LZ4 as a raw block, ZLIB with its zlib
 header, ZSTD frames and raw Snappy, as Pulsar's ``CompressionCodec*`` classes
 write them.
@@ -24,6 +24,7 @@ from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import ProtocolError
 
 _U32 = struct.Struct(">I")
+_parse_single = pb.SingleMessageMetadata.FromString
 
 
 class BatchError(ProtocolError):
@@ -150,3 +151,49 @@ def make_batch(messages: list[tuple[pb.SingleMessageMetadata, bytes]]) -> bytes:
         encoded = record.SerializeToString()
         parts += (_U32.pack(len(encoded)), encoded, bytes(payload))
     return b"".join(parts)
+
+
+def last_sequence_id(metadata: pb.MessageMetadata, payload: bytes | memoryview) -> int:
+    """Sequence id of the last message in an entry (the entry's own for a non-batch).
+
+    Deduplication asks this of every batch published, so only each record's metadata is
+    decoded, from a view, to find where the next one starts; no payload is copied.
+    """
+    if not is_batch(metadata):
+        return metadata.sequence_id
+    count = metadata.num_messages_in_batch
+    if count < 0:
+        raise BatchError(f"num_messages_in_batch is negative ({count})")
+    if count == 0:
+        return metadata.sequence_id - 1
+    data = payload
+    if metadata.compression:
+        data = decompress(metadata.compression, bytes(payload), metadata.uncompressed_size)
+    last = _last_record_metadata(memoryview(data), count)
+    if last.HasField("sequence_id"):
+        return last.sequence_id
+    return metadata.sequence_id + count - 1
+
+
+def _last_record_metadata(view: memoryview, count: int) -> pb.SingleMessageMetadata:
+    offset, end = 0, len(view)
+    single = pb.SingleMessageMetadata()
+    for index in range(count):
+        if offset + _U32.size > end:
+            raise BatchError(f"batch message {index} is truncated before its metadata size")
+        start = offset + _U32.size
+        stop = start + _U32.unpack_from(view, offset)[0]
+        if stop > end:
+            raise BatchError(f"batch message {index} metadata of {stop - start} bytes overruns the batch")
+        try:
+            single = _parse_single(view[start:stop])
+        except DecodeError as error:
+            raise BatchError(f"batch message {index} metadata does not decode: {error}") from error
+        if not single.HasField("payload_size"):
+            raise BatchError(f"batch message {index} metadata has no payload_size")
+        offset = stop + single.payload_size
+        if single.payload_size < 0 or offset > end:
+            raise BatchError(f"batch message {index} payload_size {single.payload_size} overruns the batch")
+    if offset != end:
+        raise BatchError(f"batch of {count} messages has {end - offset} bytes left over")
+    return single
