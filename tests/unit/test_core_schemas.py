@@ -68,12 +68,14 @@ EVOLUTIONS: list[tuple[str, dict[str, Any], dict[str, Any], tuple[bool, bool]]] 
     ("string read as bytes", record(field("n", "string")), record(field("n", "bytes")), (True, True)),
     ("renamed with alias", BASE, record(field("fullName", "string", aliases=["name"])), (True, False)),
     ("renamed without alias", BASE, record(field("fullName", "string")), (False, False)),
+    # Avro's validators never compare a record's name, with or without an alias
     ("record renamed with alias", BASE, record(field("name", "string"), name="Customer", aliases=["shop.User"]),
-     (True, False)),
+     (True, True)),
+    # a symbol the reader lacks fails when such a value is read, not in Avro's validators
     ("enum symbol added", record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED"]})),
-     record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]})), (True, False)),
+     record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]})), (True, True)),
     ("enum symbol removed", record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"]})),
-     record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED"]})), (False, True)),
+     record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED"]})), (True, True)),
     ("enum symbol added, readers have a default",
      record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED"], "default": "RED"})),
      record(field("c", {"type": "enum", "name": "Color", "symbols": ["RED", "BLUE"], "default": "RED"})),
@@ -116,7 +118,7 @@ def test_transitive_strategies_compare_with_every_version() -> None:
     v2 = avro(record(field("a", "int"), field("b", "int", default=1)))
     v3 = avro(record(field("a", "int"), field("b", "int")))
     check_compatible([v1, v2], v3, S.BACKWARD)  # v3 reads v2
-    with pytest.raises(IncompatibleSchema, match="field 'b' is missing"):
+    with pytest.raises(IncompatibleSchema, match="missing required field b"):
         check_compatible([v1, v2], v3, S.BACKWARD_TRANSITIVE)  # ...but not v1
     w1 = avro(record(field("a", "int"), field("b", "int")))
     w2 = avro(record(field("a", "int"), field("b", "int", default=0)))
@@ -133,7 +135,7 @@ def test_refusals_name_the_strategy_and_the_field() -> None:
         check_compatible([avro(BASE)], avro(record(field("name", "string"), field("age", "int"))), S.FULL)
     assert refused.value.message.startswith(
         "Error during schema compatibility check with strategy FULL: org.apache.avro.SchemaValidationException")
-    assert "field 'age' is missing in the writer's schema and has no default" in refused.value.message
+    assert "(Found shop.User, expecting shop.User, missing required field age)" in refused.value.message
 
 
 def test_a_type_change_is_refused_under_any_strategy_but_always_compatible() -> None:
@@ -177,7 +179,7 @@ def test_key_value_compares_key_and_value_by_their_own_rules() -> None:
     assert key_value_parts(old) == (SchemaData("STRING", b""), SchemaData("AVRO", avro(BASE).data))
     check_compatible([old], key_value(string, avro(record(field("name", "string"), field("a", "int", default=0)))),
                      S.FULL)
-    with pytest.raises(IncompatibleSchema, match="field 'a' is missing"):
+    with pytest.raises(IncompatibleSchema, match="missing required field a"):
         check_compatible([old], key_value(string, avro(record(field("name", "string"), field("a", "int")))),
                          S.BACKWARD)
     with pytest.raises(IncompatibleSchema, match="from key schema type is STRING and to key schema is INT64"):

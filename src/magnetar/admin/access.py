@@ -249,12 +249,29 @@ def _authorize(broker: BrokerService, rule: Rule, role: str, params: dict[str, A
     if rule.kind == "super_user":
         if not authorization.is_super_user(role, context):
             raise RestError(401, "This operation requires super-user access")
-    elif rule.kind == "tenant":
-        if not authorization.is_tenant_admin(role, context):
-            raise RestError(403, "Don't have permission to administrate resources on this tenant")
-    elif not authorization.allowed(role, rule.operation, context, _topic(params)):
-        raise RestError(401, f"Unauthorized to validateTopicOperation for operation "
-                             f"[{rule.operation.name}] on {_topic(params) or namespace}")
+        return
+    if _allowed(rule, role, context, params):
+        return
+    _not_found_first(broker, rule, namespace)
+    if rule.kind == "tenant":
+        raise RestError(403, "Don't have permission to administrate resources on this tenant")
+    raise RestError(401, f"Unauthorized to validateTopicOperation for operation "
+                         f"[{rule.operation.name}] on {_topic(params) or namespace}")
+
+
+def _allowed(rule: Rule, role: str, context: authorization.AccessContext, params: dict[str, Any]) -> bool:
+    if rule.kind == "tenant":
+        return authorization.is_tenant_admin(role, context)
+    return authorization.allowed(role, rule.operation, context, _topic(params))
+
+
+def _not_found_first(broker: BrokerService, rule: Rule, namespace: str) -> None:
+    """As Pulsar, a 404 before the 403 when what the route acts on does not exist: the
+    tenant for tenant-admin routes (a namespace may be about to be created), the tenant or
+    namespace for namespace and topic routes."""
+    missing = broker.access.missing_part(namespace) if namespace else None
+    if missing == "Tenant" or (missing == "Namespace" and rule.kind in ("namespace", "topic")):
+        raise RestError(404, f"{missing} does not exist")
 
 
 def _topic(params: dict[str, Any]) -> str | None:

@@ -321,6 +321,14 @@ class BrokerService:
         self.apply_delayed_tick(topic)
         topic.apply_policies(self.policies.resolve(AppliedPolicies.resolve, topic.name), now)
 
+    def apply_policies_or_log(self, topic: Topic, now: int) -> None:
+        """:meth:`apply_policies` for one of many topics: a topic that cannot follow logs
+        why and keeps what it had, and the others still follow."""
+        try:
+            self.apply_policies(topic, now)
+        except Exception:
+            log.exception("policies of %s could not be applied; it keeps its previous ones", topic.name)
+
     def policies_changed(self, name: TopicName | str) -> None:
         """A topic's (TopicName) or a namespace's (str) policies were written: the loaded
         topics they cover follow at once, not at the next periodic refresh."""
@@ -329,7 +337,7 @@ class BrokerService:
             covered = topic.name.namespace_name == name if isinstance(name, str) \
                 else topic.name.partitioned_topic == name.partitioned_topic
             if covered:
-                self.apply_policies(topic, now)
+                self.apply_policies_or_log(topic, now)
 
     def apply_dispatch_rates(self, topic: Topic) -> None:
         throttles.apply_dispatch_rates(topic, self.policies, self.config, self.core.timers.wake_up)
@@ -342,7 +350,7 @@ class BrokerService:
         if self._dedup_policies_at != self.metadata.policy_changes:
             self._dedup_policies_at = self.metadata.policy_changes
             for topic in list(self.topics.values()):
-                self.apply_policies(topic, now)
+                self.apply_policies_or_log(topic, now)
         deduplication.store_snapshots(self, now)
         property_dedup.store_snapshots(self)
 

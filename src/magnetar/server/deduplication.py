@@ -76,7 +76,7 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
 
     Only the producer name and the sequence ids of each entry matter, and replay only
     raises ids, so the entries are folded into one highest id per producer and handed
-    over in one call (a batch's payload is read only for a batch entry).
+    over in one call. Payloads are never read: the ids come from each entry's metadata.
     """
     highest: dict[str, int] = {}
     count = 0
@@ -86,11 +86,7 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
         metadata = stored_metadata(entry)
         if metadata.num_chunks_from_msg > 0 and not is_last_chunk(metadata):
             continue
-        sequence_id = metadata.sequence_id
-        if metadata.HasField("num_messages_in_batch"):
-            last = last_sequence_id(metadata, entry, sequence_id)
-        else:
-            last = max(sequence_id, metadata.highest_sequence_id)
+        last = last_sequence_id(metadata)
         name = metadata.producer_name
         if last > highest.get(name, -1):
             highest[name] = last

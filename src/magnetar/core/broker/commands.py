@@ -101,8 +101,12 @@ def _topic_name(text: str) -> TopicName:
 
 
 def _authorize(conn: ClientConnection, name: TopicName, operation: Operation, what: str) -> None:
-    """Pulsar's check and message for a command on a topic (``AuthorizationError``)."""
+    """Pulsar's check and message for a command on a topic (``AuthorizationError``); a role
+    that may not act on a namespace that does not exist is told ``TopicNotFound`` first,
+    with Pulsar's message (the role learns nothing of namespaces it may not use)."""
     if not conn.broker.access.topic_allowed(conn.role, operation, name):
+        if conn.broker.access.missing_part(name.namespace_name) is not None:
+            raise TopicNotFound(f"Tenant or namespace or topic does not exist: {name.namespace_name}")
         raise AuthorizationError(f"Client is not authorized to {what}")
 
 

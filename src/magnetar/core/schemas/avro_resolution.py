@@ -1,20 +1,26 @@
-"""Whether data written with one Avro schema can be read with another: the schema
-resolution rules of the Avro specification ("Schema Resolution"), as Avro's Java
-``SchemaCompatibility.checkReaderWriterCompatibility`` applies them and Pulsar's
-``AvroSchemaBasedCompatibilityCheck`` relies on.
+"""Whether data written with one Avro schema can be read with another, decided as Avro
+Java's schema validators decide it (``SchemaValidatorBuilder`` strategies, whose
+``canRead`` asks ``ResolvingGrammarGenerator`` for the resolving grammar of a writer and
+a reader and refuses when it holds an error). Pulsar's
+``AvroSchemaBasedCompatibilityCheck`` uses those validators for every strategy.
 
 Parsing and name resolution are fastavro's (``parse_schema``); this module walks two
-parsed schemas side by side. The rules, reader against writer:
+parsed schemas side by side as Avro's ``Resolver`` does, after renaming the writer's
+types and fields by the reader's aliases (``Schema.applyAliases``):
 
-- same primitive type: yes; int -> long, float, double; long -> float, double;
-  float -> double; string <-> bytes (promotions).
-- records: names match (or the writer's full name is one of the reader's aliases);
-  every reader field is found in the writer by name or alias, with a readable type,
-  or has a default.
-- enums: names match; every writer symbol is a reader symbol, unless the reader has a
-  default symbol.
-- fixed: names and sizes match. Arrays and maps: their items and values.
-- a writer union: every branch readable; a reader union: some branch reads the writer.
+- a writer union: every branch is resolved against the reader (branch by branch when
+  the two unions are equivalent, which never fails).
+- same type: primitives read; fixed types need the same unqualified name and size;
+  enums the same unqualified name (a writer symbol the reader lacks is not an error
+  here: it fails only when such a value is read); arrays and maps their items and
+  values. Records are not compared by name at all: each reader field the writer lacks
+  needs a default (one that fits the field's type), each field both have is resolved.
+- a reader union: the first branch of the writer's type (for a named type: the same
+  full name, else for a record the first branch, or the last of the same unqualified
+  name, whose fields resolve without a direct error), else the first branch the
+  writer's type promotes to; none is an error.
+- otherwise the promotions: int -> long, float, double; long -> float, double;
+  float -> double; string <-> bytes. Anything else is an error.
 
 Logical types are read as their underlying type, as Avro's Java check does.
 """
@@ -23,23 +29,23 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 from fastavro import parse_schema
 from fastavro.schema import SchemaParseException, UnknownType
 
-#: a parsed schema: a type name, a list (union) or a dict (complex or annotated type)
-Parsed = str | list["Parsed"] | dict[str, object]
+from magnetar.core.schemas.avro_defaults import default_problem
+from magnetar.core.schemas.avro_types import NAMED, PRIMITIVES, Parsed, deref, type_of
 
-_PROMOTIONS: dict[str, frozenset[str]] = {
-    "long": frozenset({"int"}),
-    "float": frozenset({"int", "long"}),
-    "double": frozenset({"int", "long", "float"}),
-    "string": frozenset({"bytes"}),
-    "bytes": frozenset({"string"}),
+#: what each writer type may be read as besides itself, in Avro's order of preference
+_PROMOTIONS: dict[str, tuple[str, ...]] = {
+    "int": ("long", "float", "double"),
+    "long": ("float", "double"),
+    "float": ("double",),
+    "string": ("bytes",),
+    "bytes": ("string",),
 }
-_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
 
 class InvalidAvroSchema(ValueError):
@@ -90,103 +96,221 @@ def same_schema(a: AvroSchema, b: AvroSchema) -> bool:
 
 
 def read_problem(reader: AvroSchema, writer: AvroSchema) -> str | None:
-    """Why data written with ``writer`` cannot be read with ``reader``; None when it can."""
-    return _Resolver(reader.named, writer.named).problem(reader.root, writer.root, "")
+    """Why data written with ``writer`` cannot be read with ``reader`` (the first error of
+    the resolution); None when it can."""
+    resolver = _Resolver(reader, writer)
+    return _first_error(resolver.resolve(writer.root, reader.root, ""))
+
+
+@dataclass(eq=False)
+class _Action:
+    """One step of a resolution (Avro's ``Resolver.Action``); ``error`` is set for an
+    ``ErrorAction``. A record's action is shared by every place the same pair of records
+    meets, so the steps form a graph, which recursive types make cyclic."""
+
+    error: str | None = None
+    parts: list[_Action] = field(default_factory=list)
+
+
+_READS = _Action()
+
+
+def _error(path: str, message: str) -> _Action:
+    return _Action(error=f"{_where(path)}{message}")
+
+
+def _first_error(root: _Action) -> str | None:
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        action = stack.pop()
+        if id(action) in seen:
+            continue
+        seen.add(id(action))
+        if action.error is not None:
+            return action.error
+        stack.extend(reversed(action.parts))
+    return None
 
 
 class _Resolver:
-    def __init__(self, reader_named: Mapping[str, Parsed], writer_named: Mapping[str, Parsed]) -> None:
-        self.reader_named = reader_named
-        self.writer_named = writer_named
-        #: pairs of named types being compared: a recursive type is assumed readable on a revisit
-        self.visiting: set[tuple[str, str]] = set()
+    def __init__(self, reader: AvroSchema, writer: AvroSchema) -> None:
+        self.reader_named = reader.named
+        self.writer_named = writer.named
+        self.renamed, self.field_renames = _reader_aliases(reader.named)
+        #: record actions by (writer record, reader record) full names
+        self.records: dict[tuple[str, str], _Action] = {}
 
-    def problem(self, reader: Parsed, writer: Parsed, path: str) -> str | None:
-        reader = _deref(reader, self.reader_named)
-        writer = _deref(writer, self.writer_named)
-        if isinstance(writer, list):
-            for branch in writer:
-                found = self.problem(reader, branch, path)
-                if found is not None:
-                    return found
-            return None
-        if isinstance(reader, list):
-            if any(self.problem(branch, writer, path) is None for branch in reader):
-                return None
-            return f"{_where(path)}the reader's union {_describe(reader)} has no branch that reads {_describe(writer)}"
-        reader_type, writer_type = _type_of(reader), _type_of(writer)
-        if reader_type != writer_type:
-            if writer_type in _PROMOTIONS.get(reader_type, frozenset()):
-                return None
-            return f"{_where(path)}{writer_type} cannot be read as {reader_type}"
-        if reader_type in _PRIMITIVES:
-            return None
-        assert isinstance(reader, dict) and isinstance(writer, dict)
-        return self._complex(reader_type, reader, writer, path)
+    def resolve(self, writer: Parsed, reader: Parsed, path: str) -> _Action:
+        writer = deref(writer, self.writer_named)
+        reader = deref(reader, self.reader_named)
+        writer_type, reader_type = type_of(writer), type_of(reader)
+        if writer_type == "union":
+            return self._writer_union(cast(list[Parsed], writer), reader, path)
+        if writer_type == reader_type:
+            return self._same_type(writer_type, writer, reader, path)
+        if reader_type == "union":
+            return self._reader_union(writer, cast(list[Parsed], reader), path)
+        if reader_type in _PROMOTIONS.get(writer_type, ()):
+            return _READS
+        return _error(path, f"Found {self._writer_full_name(writer)}, expecting {_full_name(reader)}")
 
-    def _complex(self, kind: str, reader: dict[str, object], writer: dict[str, object], path: str) -> str | None:
+    def _same_type(self, kind: str, writer: Parsed, reader: Parsed, path: str) -> _Action:
+        if kind in PRIMITIVES:
+            return _READS
+        w, r = cast(dict[str, object], writer), cast(dict[str, object], reader)
         if kind == "array":
-            return self.problem(cast(Parsed, reader["items"]), cast(Parsed, writer["items"]), f"{path}[]")
+            return _Action(parts=[self.resolve(cast(Parsed, w["items"]), cast(Parsed, r["items"]), f"{path}[]")])
         if kind == "map":
-            return self.problem(cast(Parsed, reader["values"]), cast(Parsed, writer["values"]), f"{path}{{}}")
-        if not _names_match(reader, writer):
-            return f"{_where(path)}{kind} {writer['name']} cannot be read as {reader['name']} (names differ)"
-        if kind == "fixed":
-            if reader.get("size") != writer.get("size"):
-                return (f"{_where(path)}fixed {reader['name']} has size {reader.get('size')}, "
-                        f"written {writer.get('size')}")
-            return None
-        if kind == "enum":
-            return _enum_problem(reader, writer, path)
-        pair = (str(reader["name"]), str(writer["name"]))
-        if pair in self.visiting:
-            return None
-        self.visiting.add(pair)
-        try:
-            return self._record_problem(reader, writer, path)
-        finally:
-            self.visiting.discard(pair)
+            return _Action(parts=[self.resolve(cast(Parsed, w["values"]), cast(Parsed, r["values"]), f"{path}{{}}")])
+        if kind == "record":
+            return self._record(w, r, path)
+        written, expected = self._writer_full_name(w), str(r["name"])
+        if _short(written) != _short(expected):
+            return _error(path, f"Found {written}, expecting {expected}")
+        if kind == "fixed" and w.get("size") != r.get("size"):
+            return _error(path, f"Found {written}, expecting {expected} (size {w.get('size')}, "
+                                f"expecting {r.get('size')})")
+        return _READS  # an enum: symbols are matched when a value is read, never refused here
 
-    def _record_problem(self, reader: dict[str, object], writer: dict[str, object], path: str) -> str | None:
-        written = {str(f["name"]): f for f in _fields(writer)}
-        for field in _fields(reader):
-            name = str(field["name"])
-            source = written.get(name) or next(
-                (written[alias] for alias in _aliases(field) if alias in written), None)
-            field_path = f"{path}.{name}" if path else name
-            if source is None:
-                if "default" not in field:
-                    return f"field '{field_path}' is missing in the writer's schema and has no default"
+    def _record(self, writer: dict[str, object], reader: dict[str, object], path: str) -> _Action:
+        key = (str(writer["name"]), str(reader["name"]))
+        known = self.records.get(key)
+        if known is not None:
+            return known
+        action = self.records[key] = _Action()
+        written_name = self._writer_full_name(writer)
+        renames = self.field_renames.get(written_name, {})
+        reader_fields = {str(f["name"]): f for f in _fields(reader)}
+        written: set[str] = set()
+        for writer_field in _fields(writer):
+            name = renames.get(str(writer_field["name"]), str(writer_field["name"]))
+            written.add(name)
+            reader_field = reader_fields.get(name)
+            if reader_field is not None:
+                action.parts.append(self.resolve(cast(Parsed, writer_field["type"]),
+                                                 cast(Parsed, reader_field["type"]), _join(path, name)))
+        for name, reader_field in reader_fields.items():
+            if name in written:
                 continue
-            found = self.problem(cast(Parsed, field["type"]), cast(Parsed, source["type"]), field_path)
-            if found is not None:
-                return found
-        return None
+            if "default" not in reader_field:
+                missing = self.records[key] = _error(
+                    path, f"Found {written_name}, expecting {reader['name']}, missing required field {name}")
+                return missing
+            problem = default_problem(cast(Parsed, reader_field["type"]), reader_field["default"],
+                                      self.reader_named)
+            if problem is not None:
+                action.parts.append(_error(_join(path, name), f"invalid default value: {problem}"))
+        return action
+
+    def _writer_union(self, writer: list[Parsed], reader: Parsed, path: str) -> _Action:
+        if self._union_equivalent(writer, reader, {}):
+            return _READS
+        return _Action(parts=[self.resolve(branch, reader, path) for branch in writer])
+
+    def _reader_union(self, writer: Parsed, reader: list[Parsed], path: str) -> _Action:
+        index = self._first_matching_branch(writer, reader, path)
+        if index < 0:
+            return _error(path, f"Found {self._writer_full_name(writer)}, expecting union {_describe(reader)}")
+        return _Action(parts=[self.resolve(writer, reader[index], path)])
+
+    def _first_matching_branch(self, writer: Parsed, reader: list[Parsed], path: str) -> int:
+        """Avro's ``ReaderUnion.firstMatchingBranch``."""
+        kind = type_of(writer)
+        branches = [deref(branch, self.reader_named) for branch in reader]
+        structure_match = -1
+        for index, branch in enumerate(branches):
+            if type_of(branch) != kind:
+                continue
+            if kind not in NAMED:
+                return index
+            written, candidate = self._writer_full_name(writer), _full_name(branch)
+            if written == candidate:
+                return index
+            if kind == "record" and not _direct_error(
+                    self._record(cast(dict[str, object], writer), cast(dict[str, object], branch), path)):
+                if structure_match < 0 or _short(written) == _short(candidate):
+                    structure_match = index
+        if structure_match >= 0:
+            return structure_match
+        promotions = _PROMOTIONS.get(kind, ())
+        return next((index for index, branch in enumerate(branches) if type_of(branch) in promotions), -1)
+
+    def _union_equivalent(self, writer: Parsed, reader: Parsed, seen: dict[tuple[str, str], bool]) -> bool:
+        """Avro's ``Resolver.unionEquiv``: the same shape, names and symbols throughout."""
+        writer = deref(writer, self.writer_named)
+        reader = deref(reader, self.reader_named)
+        kind = type_of(writer)
+        if kind != type_of(reader):
+            return False
+        if kind in PRIMITIVES:
+            return True
+        if kind == "union":
+            w_branches, r_branches = cast(list[Parsed], writer), cast(list[Parsed], reader)
+            return len(w_branches) == len(r_branches) and all(
+                self._union_equivalent(w, r, seen) for w, r in zip(w_branches, r_branches, strict=True))
+        w, r = cast(dict[str, object], writer), cast(dict[str, object], reader)
+        if kind == "array":
+            return self._union_equivalent(cast(Parsed, w["items"]), cast(Parsed, r["items"]), seen)
+        if kind == "map":
+            return self._union_equivalent(cast(Parsed, w["values"]), cast(Parsed, r["values"]), seen)
+        written_name = self._writer_full_name(w)
+        if _short(written_name) != _short(str(r["name"])):
+            return False
+        if kind == "fixed":
+            return w.get("size") == r.get("size")
+        if kind == "enum":
+            return w.get("symbols") == r.get("symbols")
+        key = (str(w["name"]), str(r["name"]))
+        if key not in seen:
+            seen[key] = True
+            renames = self.field_renames.get(written_name, {})
+            w_fields, r_fields = _fields(w), _fields(r)
+            seen[key] = len(w_fields) == len(r_fields) and all(
+                renames.get(str(wf["name"]), str(wf["name"])) == str(rf["name"])
+                and self._union_equivalent(cast(Parsed, wf["type"]), cast(Parsed, rf["type"]), seen)
+                for wf, rf in zip(w_fields, r_fields, strict=True))
+        return seen[key]
+
+    def _writer_full_name(self, writer: Parsed) -> str:
+        """A writer type's full name once renamed by the reader's aliases (for a named type)."""
+        name = _full_name(writer)
+        return self.renamed.get(name, name) if type_of(writer) in NAMED else name
 
 
-def _deref(schema: Parsed, named: Mapping[str, Parsed]) -> Parsed:
-    while isinstance(schema, str) and schema not in _PRIMITIVES and schema in named:
-        schema = named[schema]
-    return schema
+def _reader_aliases(named: Mapping[str, Parsed]) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """Avro's ``Schema.getAliases`` over the reader: the writer full names its named types
+    answer to, and per record the writer field names its fields answer to."""
+    renamed: dict[str, str] = {}
+    field_renames: dict[str, dict[str, str]] = {}
+    for full_name, schema in named.items():
+        if not isinstance(schema, dict):
+            continue
+        namespace = full_name.rpartition(".")[0]
+        for alias in _aliases(schema):
+            qualified = alias if "." in alias or not namespace else f"{namespace}.{alias}"
+            renamed[qualified] = full_name
+        if schema.get("type") == "record":
+            fields = {alias: str(f["name"]) for f in _fields(schema) for alias in _aliases(f)}
+            if fields:
+                field_renames[full_name] = fields
+    return renamed, field_renames
 
 
-def _type_of(schema: Parsed) -> str:
-    """The Avro type; an annotated primitive (logical type) is its underlying type."""
-    if isinstance(schema, str):
-        return schema
-    if isinstance(schema, dict):
-        kind = schema["type"]
-        return _type_of(cast(Parsed, kind)) if not isinstance(kind, str) or kind in _PRIMITIVES else kind
-    return "union"
+def _direct_error(action: _Action) -> bool:
+    """Avro's ``hasMatchError``: the record's action, or one of its fields' own, is an error."""
+    return action.error is not None or any(part.error is not None for part in action.parts)
 
 
-def _names_match(reader: dict[str, object], writer: dict[str, object]) -> bool:
-    """Avro's ``schemaNameEquals``: same unqualified name, or the writer's full name is
-    one of the reader's aliases."""
-    reader_name, writer_name = str(reader["name"]), str(writer["name"])
-    if reader_name.rsplit(".", 1)[-1] == writer_name.rsplit(".", 1)[-1]:
-        return True
-    return writer_name in _aliases(reader)
+def _full_name(schema: Parsed) -> str:
+    """Avro's ``getFullName``: a named type's full name, else its type's name."""
+    if isinstance(schema, dict) and type_of(schema) in NAMED:
+        return str(schema["name"])
+    return type_of(schema)
+
+
+def _short(full_name: str) -> str:
+    return full_name.rpartition(".")[2]
 
 
 def _aliases(schema: Mapping[str, object]) -> list[str]:
@@ -194,18 +318,12 @@ def _aliases(schema: Mapping[str, object]) -> list[str]:
     return [str(alias) for alias in cast(list[object], aliases)]
 
 
-def _fields(record: dict[str, object]) -> list[dict[str, object]]:
+def _fields(record: Mapping[str, object]) -> list[dict[str, object]]:
     return cast(list[dict[str, object]], record.get("fields") or [])
 
 
-def _enum_problem(reader: dict[str, object], writer: dict[str, object], path: str) -> str | None:
-    if "default" in reader:
-        return None
-    symbols = set(cast(list[str], reader.get("symbols") or []))
-    missing = [s for s in cast(list[str], writer.get("symbols") or []) if s not in symbols]
-    if missing:
-        return f"{_where(path)}enum {reader['name']} lacks the written symbols {missing} and has no default"
-    return None
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
 
 
 def _where(path: str) -> str:

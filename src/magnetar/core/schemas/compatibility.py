@@ -5,8 +5,11 @@ Pulsar's ``SchemaRegistryServiceImpl`` checks and its per-type
 - Non-transitive strategies compare with the latest version, transitive ones with every
   version since the last delete. ALWAYS_COMPATIBLE accepts anything.
 - A type that differs from an existing version's is refused, whatever the type.
-- AVRO (and JSON, whose definition is an Avro schema): Avro's resolution rules; BACKWARD
-  asks that the new schema read what the old wrote, FORWARD the reverse, FULL both.
+- AVRO (and JSON, whose definition is an Avro schema): Avro Java's schema validators
+  (``avro_resolution``), as Pulsar's ``AvroSchemaBasedCompatibilityCheck`` builds them:
+  BACKWARD asks that the new schema read what the old wrote (``canReadStrategy``),
+  FORWARD the reverse (``canBeReadStrategy``), FULL both (``mutualReadStrategy``);
+  ALWAYS_INCOMPATIBLE (and anything else) refuses (``NeverSchemaValidator``).
 - KEY_VALUE: key and value types must match, then each side by its own type's rules.
 - PROTOBUF_NATIVE: only the root message's full name may not change (Pulsar's
   ``ProtobufNativeSchemaCompatibilityCheck`` checks nothing else).

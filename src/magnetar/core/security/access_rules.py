@@ -33,6 +33,16 @@ class AccessRules:
         mode = (found.subscription_auth_mode if found is not None else None) or "None"
         return AccessContext(self._config.super_user_roles, frozenset(info.get("adminRoles") or ()), auth, mode)
 
+    def missing_part(self, namespace: str) -> str | None:
+        """"Tenant" or "Namespace" when that part of ``namespace`` (or a tenant alone) does not
+        exist, else None: a role that may not act there is told what is missing first, as Pulsar does."""
+        tenant, _, rest = namespace.partition("/")
+        if self._store.get_tenant(tenant) is None:
+            return "Tenant"
+        if rest and self._policies.namespace_policies(namespace) is None:
+            return "Namespace"
+        return None
+
     def subscription_refusal(self, role: str | None, name: TopicName, subscription: str) -> str | None:
         if not self._config.authorizationEnabled:
             return None

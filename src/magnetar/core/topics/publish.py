@@ -17,6 +17,7 @@ from itertools import islice
 
 from magnetar.core.dedup.message_deduplication import NO_SEQUENCE_ID, DedupOutcome
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
+from magnetar.core.dedup.recorded_batch import with_last_sequence_id
 from magnetar.core.entry import EntryInfo
 from magnetar.core.errors import BrokerError, NotAllowed, PersistenceError, ServerError
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -25,8 +26,7 @@ from magnetar.core.topics.managed_ledger import AppendFailed
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Send, Topic
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.batch import last_sequence_id as batch_last_sequence_id
-from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, ProtocolError, checked_metadata, parse_entry
+from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, MAGIC_CRC32C, ProtocolError, checked_metadata
 
 _U32 = struct.Struct(">I")
 _BROKER_ENTRY_MAGIC = MAGIC_BROKER_ENTRY_METADATA.to_bytes(2, "big")
@@ -91,8 +91,15 @@ def _publish_judged(topic: Topic, producer: Producer, send: Send, now_ms: int) -
 
     Raises :class:`PersistenceError` when deduplication cannot judge the send yet or the
     ledger could not write (the client retries either)."""
-    sequence_id, highest, _, entry, info = send
-    outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, entry, info.metadata, now_ms)
+    sequence_id, highest, num_messages, entry, info = send
+    if topic.dedup is not None:
+        recorded = with_last_sequence_id(info.metadata, entry, last_sequence_id(info.metadata),
+                                         topic.config.maxMessageSize)
+        if recorded is not None:
+            entry = recorded[1]
+            info = info._replace(metadata=recorded[0])
+            send = (sequence_id, highest, num_messages, entry, info)
+    outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, info.metadata, now_ms)
     if outcome is DedupOutcome.DUP:
         topic.answer_duplicate(producer, sequence_id, highest)
         return None
@@ -128,8 +135,8 @@ def delay_problem(limit_ms: int, metadata: pb.MessageMetadata) -> NotAllowed | N
     return None
 
 
-def judge_sequence(topic: Topic, producer_name: str, sequence_id: int, entry: bytes,
-                   metadata: pb.MessageMetadata, now_ms: int) -> tuple[DedupOutcome, int]:
+def judge_sequence(topic: Topic, producer_name: str, sequence_id: int, metadata: pb.MessageMetadata,
+                   now_ms: int) -> tuple[DedupOutcome, int]:
     """The verdict on a send and the sequence id to record once it is persisted.
 
     That id is -1 for a chunk before the last: a chunked message is recorded by its
@@ -139,7 +146,7 @@ def judge_sequence(topic: Topic, producer_name: str, sequence_id: int, entry: by
     dedup = topic.dedup
     if dedup is None:
         return DedupOutcome.NOT_DUP, sequence_id
-    last = last_sequence_id(metadata, entry, sequence_id)
+    last = last_sequence_id(metadata)
     last_chunk = is_last_chunk(metadata)
     # A batch is judged by its last id (the rule for clients that never send
     # highest_sequence_id): one whose tail is new is stored whole rather than refused,
@@ -176,12 +183,16 @@ def business_id(window: PropertyDedupWindow, info: EntryInfo) -> str | None:
     return None
 
 
-def last_sequence_id(metadata: pb.MessageMetadata, entry: bytes, sequence_id: int) -> int:
-    """The id a send is judged by: highest_sequence_id if given, else the batch's last message."""
-    if metadata.HasField("highest_sequence_id") and metadata.highest_sequence_id > sequence_id:
-        return int(metadata.highest_sequence_id)
+def last_sequence_id(metadata: pb.MessageMetadata) -> int:
+    """The sequence id an entry is recorded by, from its metadata alone (never the
+    payload, which may be encrypted, compressed or a chunk): ``highest_sequence_id``
+    when set (never below ``sequence_id``), else ``sequence_id + num_messages_in_batch
+    - 1`` for a batch (a count below 1 counts as 1), else ``sequence_id``."""
+    sequence_id = int(metadata.sequence_id)
+    if metadata.HasField("highest_sequence_id"):
+        return max(sequence_id, int(metadata.highest_sequence_id))
     if metadata.HasField("num_messages_in_batch"):
-        return batch_last_sequence_id(metadata, parse_entry(entry).payload)
+        return sequence_id + max(int(metadata.num_messages_in_batch), 1) - 1
     return sequence_id
 
 
