@@ -1,0 +1,214 @@
+"""Admin routes the web console needs and Pulsar has none for (Magnetar only).
+
+- ``GET /admin/v2/topics-page``: every topic of the broker the caller may look up, one
+  row per topic with a partitioned topic's partitions folded into it, searched by a
+  substring of the name, sorted by name, rate, backlog or storage and cut into pages by
+  the server, so a list of 50,000 topics stays quick. Sorting by name reads stats only
+  for the rows of the page.
+- ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{sub}/delayedIndex``:
+  the subscription's delayed-delivery index: which tracker, how many messages, its memory,
+  the next due time and, for the bucket tracker (PIP-195), each bucket's ledger range,
+  message count, segments and the due time of its next segment. A partitioned topic
+  answers one entry per partition.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
+from magnetar.core import authorization
+from magnetar.core.authorization import Operation
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
+from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
+from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
+from magnetar.core.names import TopicName
+from magnetar.core.subscription import Subscription
+from magnetar.core.topic import Topic
+from magnetar.security.identity import Identity
+from magnetar.server.broker import BrokerOperations
+from magnetar.server.clock import now_ms
+
+SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "backlog",
+                  "storageSize", "producers", "subscriptions", "consumers"]
+
+
+@dataclass
+class TopicRow:
+    name: str
+    partitions: int = 0
+    members: list[str] = field(default_factory=list)
+    loaded: bool = False
+    msgRateIn: float = 0.0
+    msgRateOut: float = 0.0
+    msgThroughputIn: float = 0.0
+    msgThroughputOut: float = 0.0
+    backlog: int = 0
+    storageSize: int = 0
+    producers: int = 0
+    subscriptions: int = 0
+    consumers: int = 0
+
+    def add(self, topic: Topic, now: int) -> None:
+        self.loaded = True
+        rate, throughput = topic.msg_in.rate(now)
+        self.msgRateIn += rate
+        self.msgThroughputIn += throughput
+        self.storageSize += topic.ledger.total_size_bytes()
+        self.producers += len(topic.producers)
+        names: set[str] = set()
+        for name, sub in topic.subscriptions.items():
+            names.add(name)
+            self.backlog += sub.backlog()
+            for consumer in sub.consumers:
+                self.consumers += 1
+                out_rate, out_throughput = consumer.msg_out.rate(now)
+                self.msgRateOut += out_rate
+                self.msgThroughputOut += out_throughput
+        self.subscriptions = max(self.subscriptions, len(names))
+
+    def json(self) -> dict[str, Any]:
+        row = {key: value for key, value in self.__dict__.items() if key != "members"}
+        return row
+
+
+def _namespaces(broker: BrokerOperations) -> list[str]:
+    return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
+
+
+def _visible(broker: BrokerOperations, identity: Identity | None, namespace: str) -> Any:
+    """A test of topic names (partitioned parents) of ``namespace`` the caller may look up."""
+    if broker.authentication is None or not broker.config.authorizationEnabled:
+        return lambda name: True
+    if identity is None:
+        return lambda name: False
+    context = broker.access_context(namespace)
+    if authorization.allowed(identity.role, Operation.LOOKUP, context):
+        return lambda name: True
+    return lambda name: authorization.allowed(identity.role, Operation.LOOKUP, context, name)
+
+
+def topic_rows(broker: BrokerOperations, identity: Identity | None, search: str) -> Iterator[TopicRow]:
+    """One row per topic (partitions folded into their partitioned topic), names only."""
+    live_by_namespace: dict[str, list[str]] = {}
+    for key, live in broker.topics.items():
+        live_by_namespace.setdefault(live.name.namespace_name, []).append(key)
+    needle = search.lower()
+    for namespace in _namespaces(broker):
+        visible = _visible(broker, identity, namespace)
+        partitioned = broker.metadata.list_partitioned_topics(namespace)
+        rows: dict[str, TopicRow] = {}
+        for parent, count in partitioned.items():
+            rows[parent] = TopicRow(parent, count, [str(TopicName.parse(parent).partition(i)) for i in range(count)])
+        for name in {*broker.metadata.list_topics(namespace), *live_by_namespace.get(namespace, ())}:
+            parsed = TopicName.parse(name)
+            parent = str(parsed.partitioned_topic)
+            if parsed.partition_index >= 0 and parent in rows:
+                continue
+            rows.setdefault(name, TopicRow(name, 0, [name]))
+        for name in sorted(rows):
+            if needle in name.lower() and visible(name):
+                yield rows[name]
+
+
+def fill(broker: BrokerOperations, row: TopicRow, now: int) -> TopicRow:
+    for member in row.members:
+        live = broker.topics.get(member)
+        if live is not None:
+            row.add(live, now)
+    return row
+
+
+def delayed_index(sub: Subscription) -> dict[str, Any]:
+    tracker = sub.delayed_tracker
+    if tracker is None:
+        return {"tracker": None, "messages": 0, "indexMemoryBytes": 0, "nextDeliveryTime": None, "buckets": []}
+    info: dict[str, Any] = {
+        "tracker": "in-memory" if isinstance(tracker, InMemoryDelayedDeliveryTracker) else type(tracker).__name__,
+        "messages": tracker.number_of_delayed_messages,
+        "indexMemoryBytes": tracker.buffer_memory_bytes,
+        "nextDeliveryTime": tracker.next_delivery_time_ms(),
+        "buckets": [],
+    }
+    if isinstance(tracker, SubscriptionDelayedDeliveryView):
+        info["tracker"] = "shared"
+        info["pendingForSubscription"] = tracker.pending
+        shared = tracker._index.tracker
+        info["sharedTracker"] = "bucket" if isinstance(shared, BucketDelayedDeliveryTracker) else "in-memory"
+        if isinstance(shared, BucketDelayedDeliveryTracker):
+            info.update(_buckets(shared))
+    elif isinstance(tracker, BucketDelayedDeliveryTracker):
+        info["tracker"] = "bucket"
+        info.update(_buckets(tracker))
+    return info
+
+
+def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
+    mutable = tracker.last_mutable_bucket
+    buckets = []
+    for bucket in tracker.immutable_buckets:
+        upcoming = bucket.first_schedule_timestamps[bucket.current_segment_entry_id:]
+        buckets.append({
+            "bucketKey": bucket.bucket_key,
+            "bucketId": bucket.bucket_id,
+            "startLedgerId": bucket.start_ledger_id,
+            "endLedgerId": bucket.end_ledger_id,
+            "messages": bucket.number_bucket_delayed_messages,
+            "segments": bucket.last_segment_entry_id,
+            "loadedSegment": bucket.current_segment_entry_id,
+            "nextSegmentDueTime": upcoming[0] if upcoming else None,
+            "snapshotSizeBytes": bucket.snapshot_length_bytes,
+        })
+    return {
+        "buckets": buckets,
+        "lastMutableBucket": {"startLedgerId": mutable.start_ledger_id, "endLedgerId": mutable.end_ledger_id,
+                              "messages": len(mutable), "nextDeliveryTime": mutable.next_delivery_time_ms()},
+        "loadedIndexes": tracker.loaded_index_count,
+        "snapshotSizeBytes": tracker.snapshot_size_bytes,
+    }
+
+
+def make_router() -> APIRouter:
+    router = APIRouter(prefix="/admin/v2", tags=["console"])
+
+    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
+    async def topics_page(broker: Broker, request: Request,
+                          search: Annotated[str, Query(max_length=1024)] = "",
+                          sort: SortKey = "name", order: Literal["asc", "desc"] = "asc",
+                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+                          limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        identity: Identity | None = request.scope.get("state", {}).get("identity")
+        now = now_ms()
+        rows = list(topic_rows(broker, identity, search))
+        if sort == "name":
+            if order == "desc":
+                rows.reverse()
+            page = [fill(broker, row, now) for row in rows[offset:offset + limit]]
+        else:
+            for row in rows:
+                fill(broker, row, now)
+            rows.sort(key=lambda r: (getattr(r, sort), r.name), reverse=order == "desc")
+            page = rows[offset:offset + limit]
+        return {"total": len(rows), "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
+
+    return router
+
+
+def make_topic_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
+    router = APIRouter(prefix=f"/admin/v2/{domain}", tags=[f"{domain} delayed delivery"])
+
+    @router.get("/{tenant}/{namespace}/{topic}/subscription/{subName}/delayedIndex",
+                summary="The delayed-delivery index of a subscription: tracker, buckets, next due time")
+    async def delayed_index_of(broker: Broker, tenant: str, namespace: str, topic: str,
+                               subName: str) -> dict[str, Any]:
+        partitions = []
+        for loaded in topics_of(broker, topic_name(domain, tenant, namespace, topic)):
+            sub = require_subscription(loaded, subName)
+            partitions.append({"partitionIndex": loaded.partition_index, **delayed_index(sub)})
+        return {"partitions": partitions}
+
+    return router
