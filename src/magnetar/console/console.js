@@ -11,6 +11,7 @@
   const COLORS = ["#3056d3", "#2e9e6b", "#d98b1c", "#8e44ad", "#16a2b8", "#b5485d", "#6d7b2b", "#c2549d"];
   let timers = [];
   let charts = [];
+  const inflight = new Set();
   let generation = 0;
 
   // -- DOM --------------------------------------------------------------------------------------
@@ -199,14 +200,19 @@
   function actionButton(label, id, title, detail, run, after) {
     return el("button", { type: "button", id, className: "danger", onclick: async () => {
       if (!(await confirmAction(title, detail()))) return;
-      const status = document.getElementById("action-status");
+      stopPage();
+      await Promise.allSettled(Array.from(inflight));
+      let outcome;
       try {
         await run();
-        if (status) fill(status, el("span", { data: { outcome: "ok" } }, `${label}: done`));
-        if (after) after();
+        outcome = el("span", { data: { outcome: "ok" } }, `${label}: done`);
+        await (after || route)();
       } catch (e) {
-        if (status) fill(status, el("span", { className: "error", data: { outcome: "error" } }, `${label}: ${e.reason || e.message}`));
+        outcome = el("span", { className: "error", data: { outcome: "error" } }, `${label}: ${e.reason || e.message}`);
+        await route();
       }
+      const status = document.getElementById("action-status");
+      if (status) fill(status, outcome);
     } }, label);
   }
 
@@ -231,9 +237,16 @@
     charts = [];
   }
 
+  // a page's requests, so an action waits for them before it changes what they read
+  function track(promise) {
+    inflight.add(promise);
+    promise.finally(() => inflight.delete(promise)).catch(() => undefined);
+    return promise;
+  }
+
   function every(ms, fn) {
     const mine = generation;
-    const run = async () => { if (mine === generation) await fn(); };
+    const run = () => track((async () => { if (mine === generation) await fn(); })());
     timers.push(setInterval(run, ms));
     return run();
   }
@@ -451,10 +464,10 @@
           { label: "Storage", num: true, render: (r) => fmtBytes(r.p.storageSize) }], prow, { id: "partition-table" }));
       }
     });
-    loadStorage(t, storage, partitionCount);
-    loadPolicies(t, policies);
-    loadSchemas(t, schemas);
-    loadTopicActions(t, actions, partitionCount);
+    track(loadStorage(t, storage));
+    track(loadPolicies(t, policies));
+    track(loadSchemas(t, schemas));
+    track(loadTopicActions(t, actions));
   }
 
   async function loadStorage(t, box) {
@@ -491,8 +504,10 @@
 
   async function loadPolicies(t, box) {
     const rows = [];
+    const mine = generation;
     try {
       for (const [topicKey, nsKey] of POLICIES) {
+        if (mine !== generation) return;
         const own = await api(`${topicPath(t)}/${topicKey}`);
         const applied = await api(`${topicPath(t)}/${topicKey}?applied=true`);
         let source = "broker default";
@@ -666,7 +681,7 @@
       }
       try { fill(delayed, delayedView(await api(subPath(t, sub) + "/delayedIndex"))); } catch (e) { fill(delayed, banner(e)); }
     });
-    loadSubscriptionActions(t, sub, actions);
+    track(loadSubscriptionActions(t, sub, actions));
   }
 
   async function loadSubscriptionActions(t, sub, box) {
