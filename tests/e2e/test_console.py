@@ -135,7 +135,7 @@ def test_topics_page_searches_sorts_and_pages_on_the_server(
     full = f"persistent://public/default/list-{tag}-07"
     producer = client.create_producer(full, batching_enabled=False)
     client.subscribe(full, "held").close()
-    for i in range(5):
+    for _ in range(5):
         producer.send(b"x")
     answer = admin.get("/admin/v2/topics-page", params={"search": f"list-{tag}", "limit": 50}).json()
     assert answer["total"] == 56 and len(answer["topics"]) == 50
@@ -182,8 +182,10 @@ def test_topic_page_shows_what_the_stats_say(console: ConsolePage, client: pulsa
     row = page.locator("#subscription-table tr[data-subscription=audit]")
     check(row.locator("[data-field=msgBacklog]")).to_have_text(str(stats["subscriptions"]["audit"]["msgBacklog"]))
     check(row.locator("[data-field=unackedMessages]")).to_have_text("8")
+
     def permits() -> str:
-        return f'{admin.get(rest(topic) + "/stats").json()["subscriptions"]["audit"]["consumers"][0]["availablePermits"]:,}'
+        audit = admin.get(rest(topic) + "/stats").json()["subscriptions"]["audit"]
+        return f'{audit["consumers"][0]["availablePermits"]:,}'
     cell = "#subscription-table tr[data-consumer=reader] [data-field=availablePermits]"
     wait_until(lambda: console.text(cell) == permits(), what="permits shown as REST reports them")
     check(page.locator("#schemas")).to_contain_text("Version 0: STRING")
