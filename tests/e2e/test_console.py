@@ -255,7 +255,7 @@ def test_delayed_delivery_subscription_shows_its_buckets(console: ConsolePage, c
     index = wait_until(lambda: (d := admin.get(rest(topic) + "/subscription/later/delayedIndex").json()
                                 ["partitions"][0])["buckets"] and d["messages"] == 60 and d,
                        timeout_s=15, what="sealed buckets")
-    assert index["tracker"] == "bucket" and index["nextDeliveryTime"] == deliver_at
+    assert index["tracker"] == "bucket" and deliver_at - 1000 <= index["nextDeliveryTime"] <= deliver_at
     page = console.open(route("subscription", topic, "/later"))
     check = expect()
     check(page.locator("[data-field=delayedMessages] .value")).to_have_text("60")

@@ -18,18 +18,22 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 from fastapi import APIRouter
 
 from magnetar import __version__
 from magnetar.admin.common import Broker
+from magnetar.core.topic import Topic
 from magnetar.server.broker import BrokerOperations
 from magnetar.server.clock import now_ms
 
 RESOLUTION_S = 5
 SAMPLES = 15 * 60 // RESOLUTION_S
+#: loaded topics read per turn of the event loop while a sample is taken
+SLICE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +67,10 @@ class Sample:
     storageSize: int
 
 
-def totals(broker: BrokerOperations) -> Totals:
-    msgs_in = bytes_in = msgs_out = bytes_out = producers = subscriptions = consumers = backlog = storage = 0
-    topics = list(broker.topics.values())
+def totals(topics: Iterable[Topic]) -> Totals:
+    msgs_in = bytes_in = msgs_out = bytes_out = count = producers = subscriptions = consumers = backlog = storage = 0
     for topic in topics:
+        count += 1
         msgs_in += topic.msg_in.total_msgs
         bytes_in += topic.msg_in.total_bytes
         producers += len(topic.producers)
@@ -78,8 +82,12 @@ def totals(broker: BrokerOperations) -> Totals:
                 consumers += 1
                 msgs_out += consumer.msg_out.total_msgs
                 bytes_out += consumer.msg_out.total_bytes
-    return Totals(msgs_in, bytes_in, msgs_out, bytes_out, len(topics), producers, subscriptions, consumers,
+    return Totals(msgs_in, bytes_in, msgs_out, bytes_out, count, producers, subscriptions, consumers,
                   backlog, storage)
+
+
+def add(a: Totals, b: Totals) -> Totals:
+    return Totals(*(x + y for x, y in zip(astuple(a), astuple(b), strict=True)))
 
 
 def sample_between(before: Totals, after: Totals, seconds: float, timestamp: int) -> Sample:
@@ -91,17 +99,19 @@ def sample_between(before: Totals, after: Totals, seconds: float, timestamp: int
 
 
 class RateHistory:
-    """The samples; ``start`` takes one every ``resolution_s`` on the running event loop."""
+    """The samples; ``start`` takes one every ``resolution_s`` on the running event loop,
+    reading ``SLICE`` topics per turn of the loop so that many topics never hold it long."""
 
     def __init__(self, broker: BrokerOperations, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
         self.broker = broker
         self.resolution_s = resolution_s
         self.samples: deque[Sample] = deque(maxlen=size)
         self._last: tuple[int, Totals] | None = None
-        self._handle: asyncio.TimerHandle | None = None
+        self._handle: asyncio.Handle | None = None
+        self._walking = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._last = (now_ms(), totals(self.broker))
+        self._walk(loop, first=True)
         self._handle = loop.call_later(self.resolution_s, self._tick, loop)
 
     def stop(self) -> None:
@@ -110,11 +120,29 @@ class RateHistory:
             self._handle = None
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.take()
         self._handle = loop.call_later(self.resolution_s, self._tick, loop)
+        if not self._walking:  # the previous walk is still going: this sample is skipped
+            self._walk(loop, first=False)
 
-    def take(self) -> Sample:
-        now, current = now_ms(), totals(self.broker)
+    def _walk(self, loop: asyncio.AbstractEventLoop, first: bool) -> None:
+        topics = list(self.broker.topics.items())
+        self._walking = True
+
+        def step(start: int, partial: Totals) -> None:
+            live = self.broker.topics
+            chunk = [topic for key, topic in topics[start:start + SLICE] if live.get(key) is topic]
+            partial = add(partial, totals(chunk))
+            if start + SLICE < len(topics):
+                loop.call_soon(step, start + SLICE, partial)
+                return
+            self._walking = False
+            if first:
+                self._last = (now_ms(), partial)
+            else:
+                self.record(now_ms(), partial)
+        step(0, Totals())
+
+    def record(self, now: int, current: Totals) -> Sample:
         then, before = self._last if self._last is not None else (now, current)
         sample = sample_between(before, current, (now - then) / 1000, now)
         self.samples.append(sample)
@@ -122,10 +150,10 @@ class RateHistory:
         return sample
 
     def latest(self) -> Sample:
-        """The last sample, or one taken now (rates zero) before the first tick."""
+        """The last sample, or one taken now (rates zero) before the first."""
         if self.samples:
             return self.samples[-1]
-        current = totals(self.broker)
+        current = totals(self.broker.topics.values())
         return sample_between(current, current, 0, now_ms())
 
 
