@@ -165,6 +165,8 @@ def test_topics_page_searches_sorts_and_pages_on_the_server(
 def test_topic_page_shows_what_the_stats_say(console: ConsolePage, client: pulsar.Client,
                                              admin: httpx.Client) -> None:
     topic = name("orders")
+    assert admin.put(rest(topic)).status_code == 204
+    assert admin.post(rest(topic) + "/deduplicationEnabled", json=True).status_code == 204
     producer = client.create_producer(topic, producer_name="writer", batching_enabled=False,
                                       schema=pulsar.schema.StringSchema())
     consumer = client.subscribe(topic, "audit", consumer_type=pulsar.ConsumerType.Shared, consumer_name="reader",
@@ -178,7 +180,12 @@ def test_topic_page_shows_what_the_stats_say(console: ConsolePage, client: pulsa
     page = console.open(route("topic", topic))
     check = expect()
     check(page.locator("#topic-cards [data-field=msgInCounter] .value")).to_have_text(str(stats["msgInCounter"]))
-    check(page.locator("#producer-table")).to_contain_text("writer")
+    dedup = wait_until(lambda: admin.get(rest(topic) + "/internalStats").json()["cursors"].get("pulsar.dedup"),
+                       what="the dedup cursor")
+    assert dedup["properties"] == {"writer": 11}
+    check(page.locator("#topic-cards [data-field=deduplicationStatus] .value")).to_have_text("Enabled")
+    check(page.locator("#producer-table tbody tr")).to_contain_text("writer")
+    check(page.locator("#producer-table tbody tr td").nth(2)).to_have_text("11")
     row = page.locator("#subscription-table tr[data-subscription=audit]")
     check(row.locator("[data-field=msgBacklog]")).to_have_text(str(stats["subscriptions"]["audit"]["msgBacklog"]))
     check(row.locator("[data-field=unackedMessages]")).to_have_text("8")

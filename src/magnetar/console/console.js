@@ -437,7 +437,15 @@
       history[0].push(Date.now() / 1000); history[1].push(s.msgRateIn); history[2].push(s.msgRateOut);
       if (history[0].length > 450) history.forEach((a) => a.shift());
       chart.setData(history);
+      let sequences = {};
+      if (s.deduplicationStatus === "Enabled" && !answer.partitions) {
+        try {
+          const dedup = (await api(topicPath(t) + "/internalStats")).cursors["pulsar.dedup"];
+          sequences = dedup ? dedup.properties : {};
+        } catch (e) { sequences = {}; }
+      }
       fill(producers, table([{ label: "Name", key: "producerName" }, { label: "Id", key: "producerId", num: true },
+        { label: "Last sequence id (dedup)", num: true, render: (p) => (p.producerName in sequences ? String(sequences[p.producerName]) : "-") },
         { label: "Access", key: "accessMode" }, { label: "Msgs/s in", num: true, render: (p) => fmtRate(p.msgRateIn) },
         { label: "Bytes/s in", num: true, render: (p) => fmtBytes(p.msgThroughputIn) }, { label: "Address", key: "address" },
         { label: "Client", key: "clientVersion" }, { label: "Connected since", key: "connectedSince" }], s.publishers || [],
