@@ -7,6 +7,7 @@ console error; actions go through the confirmation and change what REST reports.
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 import uuid
@@ -18,6 +19,7 @@ import pulsar
 import pytest
 from console_helpers import ConsolePage, chromium_context
 from e2e_helpers import EARLIEST, nothing_arrives, quiet_logger, wait_until
+from pulsar.schema import AvroSchema, Double, Integer, Record, String
 
 from magnetar.core.key_shared.sticky_key import sticky_key_hash
 from magnetar.testing.broker_process import BrokerProcess
@@ -31,6 +33,12 @@ CONFIG = {
     "managedLedgerMaxEntriesPerLedger": "20",
 }
 PAGE_TIMEOUT_MS = 10_000
+
+
+class Reading(Record):
+    sensor = String()
+    value = Double()
+    count = Integer()
 
 
 @pytest.fixture(scope="module")
@@ -373,3 +381,24 @@ def test_actions_ask_first_and_change_what_rest_reports(console: ConsolePage, cl
     check(page.locator("#topic-search")).to_be_visible()
     assert admin.get(rest(topic) + "/stats").status_code == 404
     assert console.errors == []
+
+
+def test_message_browser_decodes_avro_and_reads_from_a_publish_time(console: ConsolePage, client: pulsar.Client,
+                                                                   admin: httpx.Client) -> None:
+    topic = name("avro")
+    producer = client.create_producer(topic, schema=AvroSchema(Reading), batching_enabled=False)
+    first = producer.send(Reading(sensor="early", value=0.5, count=1))
+    examined = admin.get(rest(topic) + f"/ledger/{first.ledger_id()}/entry/{first.entry_id()}")
+    published = examined.headers["X-Pulsar-publish-time"]
+    cut = int(datetime.datetime.strptime(published, "%Y-%m-%dT%H:%M:%S.%f%z").timestamp() * 1000) + 1
+    wait_until(lambda: time.time() * 1000 > cut, what="the clock past the first publish")
+    producer.send(Reading(sensor="<s>late</s>", value=-2.25, count=-7), event_timestamp=cut)
+    page = console.open(route("messages", topic, f"?mode=time&from={cut}&count=5"))
+    check = expect()
+    rows = page.locator("#message-table tbody tr.message")
+    check(rows).to_have_count(1)
+    decoded = json.loads(rows.first.locator("pre.payload").inner_text())
+    assert decoded == {"sensor": "<s>late</s>", "value": -2.25, "count": -7}
+    check(rows.first.locator("td").nth(5)).to_contain_text("AVRO")
+    assert console.errors == []
+    producer.close()
