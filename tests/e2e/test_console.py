@@ -402,3 +402,25 @@ def test_message_browser_decodes_avro_and_reads_from_a_publish_time(console: Con
     check(rows.first.locator("td").nth(5)).to_contain_text("AVRO")
     assert console.errors == []
     producer.close()
+
+
+def test_namespace_actions_on_the_overview(console: ConsolePage, client: pulsar.Client, admin: httpx.Client) -> None:
+    namespace = f"public/cns{uuid.uuid4().hex[:6]}"
+    assert admin.put(f"/admin/v2/namespaces/{namespace}").status_code == 204
+    topic = f"persistent://{namespace}/backlogged"
+    client.subscribe(topic, "s").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for _ in range(4):
+        producer.send(b"x")
+    producer.close()
+
+    def row() -> dict[str, Any]:
+        return dict(admin.get("/admin/v2/topics-page", params={"search": topic}).json()["topics"][0])
+    assert row()["backlog"] == 4 and row()["loaded"] is True
+    page = console.open("/overview")
+    page.wait_for_selector(f"[id='clear-ns-{namespace}']")
+    console.act(f"[id='clear-ns-{namespace}']")
+    assert row()["backlog"] == 0
+    console.act(f"[id='unload-ns-{namespace}']")
+    assert row()["loaded"] is False
+    assert console.errors == []

@@ -301,9 +301,17 @@
       for (const tenant of names) {
         let namespaces = [];
         try { namespaces = await api(`/admin/v2/namespaces/${enc(tenant)}`); } catch (e) { namespaces = []; }
-        rows.push({ tenant, namespaces: namespaces.join(", ") });
+        for (const ns of namespaces.length ? namespaces : [null]) rows.push({ tenant, ns });
       }
-      fill(tenants, table([{ label: "Tenant", key: "tenant" }, { label: "Namespaces", key: "namespaces" }], rows, { id: "tenant-table" }));
+      const nsPath = (ns) => `/admin/v2/namespaces/${ns.split("/").map(enc).join("/")}`;
+      fill(tenants, table([{ label: "Tenant", key: "tenant" }, { label: "Namespace", render: (r) => r.ns || "-" },
+        { label: "Actions", render: (r) => (!r.ns ? "" : [
+          actionButton("Unload", `unload-ns-${r.ns}`, "Unload namespace", () => `Unload every topic of ${r.ns}? Their clients reconnect.`,
+            () => api(nsPath(r.ns) + "/unload", { method: "PUT" })), " ",
+          actionButton("Clear backlog", `clear-ns-${r.ns}`, "Clear namespace backlog",
+            () => `Acknowledge every message of every subscription in ${r.ns}?`,
+            () => api(nsPath(r.ns) + "/clearBacklog", { method: "POST" }))]) }], rows, { id: "tenant-table" }),
+      el("div", { id: "action-status" }));
     } catch (e) { fill(tenants, banner(e)); }
   }
 
