@@ -16,8 +16,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
@@ -28,7 +29,6 @@ from magnetar.core.authorization import Operation
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
 from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
-from magnetar.core.names import TopicName
 from magnetar.core.subscription import Subscription
 from magnetar.core.topic import Topic
 from magnetar.security.identity import Identity
@@ -37,6 +37,9 @@ from magnetar.server.clock import now_ms
 
 #: rows whose stats are read per turn of the event loop when sorting by a figure
 FILL_SLICE = 500
+#: names listed per turn of the event loop when the topic list is built again
+BUILD_SLICE = 5000
+_PARTITION = re.compile(r"^(.*)-partition-\d+$")
 
 SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "backlog",
                   "storageSize", "producers", "subscriptions", "consumers"]
@@ -46,7 +49,7 @@ SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThro
 class TopicRow:
     name: str
     partitions: int = 0
-    members: list[str] = field(default_factory=list)
+    members: tuple[str, ...] = ()
     loaded: bool = False
     msgRateIn: float = 0.0
     msgRateOut: float = 0.0
@@ -85,39 +88,99 @@ def _namespaces(broker: BrokerOperations) -> list[str]:
     return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
 
 
-def _visible(broker: BrokerOperations, identity: Identity | None, namespace: str) -> Any:
+def _visible(broker: BrokerOperations, identity: Identity | None, namespace: str) -> Callable[[str], bool]:
     """A test of topic names (partitioned parents) of ``namespace`` the caller may look up."""
     if broker.authentication is None or not broker.config.authorizationEnabled:
         return lambda name: True
     if identity is None:
         return lambda name: False
+    role = identity.role
     context = broker.access_context(namespace)
-    if authorization.allowed(identity.role, Operation.LOOKUP, context):
+    if authorization.allowed(role, Operation.LOOKUP, context):
         return lambda name: True
-    return lambda name: authorization.allowed(identity.role, Operation.LOOKUP, context, name)
+    return lambda name: authorization.allowed(role, Operation.LOOKUP, context, name)
 
 
-def topic_rows(broker: BrokerOperations, identity: Identity | None, search: str) -> Iterator[TopicRow]:
-    """One row per topic (partitions folded into their partitioned topic), names only."""
-    live_by_namespace: dict[str, list[str]] = {}
-    for key, live in broker.topics.items():
-        live_by_namespace.setdefault(live.name.namespace_name, []).append(key)
-    needle = search.lower()
-    for namespace in _namespaces(broker):
-        visible = _visible(broker, identity, namespace)
-        partitioned = broker.metadata.list_partitioned_topics(namespace)
-        rows: dict[str, TopicRow] = {}
-        for parent, count in partitioned.items():
-            rows[parent] = TopicRow(parent, count, [str(TopicName.parse(parent).partition(i)) for i in range(count)])
-        for name in {*broker.metadata.list_topics(namespace), *live_by_namespace.get(namespace, ())}:
-            parsed = TopicName.parse(name)
-            parent = str(parsed.partitioned_topic)
-            if parsed.partition_index >= 0 and parent in rows:
+def _namespace_of(name: str) -> str:
+    return name.split("://", 1)[-1].rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One row of the topic list: a topic, or a partitioned topic with its partitions."""
+
+    name: str
+    lowered: str
+    namespace: str
+    partitions: int
+    members: tuple[str, ...]
+
+
+class TopicDirectory:
+    """Every topic name the metadata holds, folded and sorted once and kept until the
+    metadata store writes again (its change counter moves), so a page of 50,000 topics
+    does not parse 50,000 names per request. Topics only the broker has loaded (not yet
+    written, or non-persistent) are added per request."""
+
+    def __init__(self) -> None:
+        self._key: int | None = None
+        self._rows: list[Listed] = []
+        self._names: frozenset[str] = frozenset()
+
+    async def rows(self, broker: BrokerOperations) -> list[Listed]:
+        key = broker.metadata.changes
+        if key != self._key:
+            self._rows, self._names = await self._build(broker)
+            self._key = broker.metadata.changes if broker.metadata.changes == key else None
+        extra = [key for key in broker.topics if key not in self._names]
+        if not extra:
+            return self._rows
+        rows = list(self._rows)
+        for name in extra:
+            match = _PARTITION.match(name)
+            if match is not None and match.group(1) in self._names:
                 continue
-            rows.setdefault(name, TopicRow(name, 0, [name]))
-        for name in sorted(rows):
-            if needle in name.lower() and visible(name):
-                yield rows[name]
+            rows.append(Listed(name, name.lower(), _namespace_of(name), 0, (name,)))
+        rows.sort(key=lambda row: row.name)
+        return rows
+
+    @staticmethod
+    async def _build(broker: BrokerOperations) -> tuple[list[Listed], frozenset[str]]:
+        rows: list[Listed] = []
+        names: set[str] = set()
+        for namespace in _namespaces(broker):
+            partitioned = broker.metadata.list_partitioned_topics(namespace)
+            for parent, count in partitioned.items():
+                members = tuple(f"{parent}-partition-{i}" for i in range(count))
+                rows.append(Listed(parent, parent.lower(), namespace, count, members))
+                names.add(parent)
+                names.update(members)
+            for index, name in enumerate(broker.metadata.list_topics(namespace)):
+                names.add(name)
+                match = _PARTITION.match(name)
+                if match is None or match.group(1) not in partitioned:
+                    rows.append(Listed(name, name.lower(), namespace, 0, (name,)))
+                if index % BUILD_SLICE == BUILD_SLICE - 1:
+                    await asyncio.sleep(0)  # other clients are served between slices
+        rows.sort(key=lambda row: row.name)
+        return rows, frozenset(names)
+
+
+def topic_rows(broker: BrokerOperations, identity: Identity | None, search: str,
+               listed: list[Listed]) -> list[Listed]:
+    """The rows matching ``search`` that the caller may look up."""
+    needle = search.lower()
+    tests: dict[str, Callable[[str], bool]] = {}
+    rows = []
+    for item in listed:
+        if needle and needle not in item.lowered:
+            continue
+        visible = tests.get(item.namespace)
+        if visible is None:
+            visible = tests[item.namespace] = _visible(broker, identity, item.namespace)
+        if visible(item.name):
+            rows.append(item)
+    return rows
 
 
 def fill(broker: BrokerOperations, row: TopicRow, now: int) -> TopicRow:
@@ -179,6 +242,7 @@ def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
 
 def make_router() -> APIRouter:
     router = APIRouter(prefix="/admin/v2", tags=["console"])
+    directory = TopicDirectory()
 
     @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
     async def topics_page(broker: Broker, request: Request,
@@ -188,19 +252,20 @@ def make_router() -> APIRouter:
                           limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         identity: Identity | None = request.scope.get("state", {}).get("identity")
         now = now_ms()
-        rows = list(topic_rows(broker, identity, search))
+        listed = topic_rows(broker, identity, search, await directory.rows(broker))
         if sort == "name":
             if order == "desc":
-                rows.reverse()
-            page = [fill(broker, row, now) for row in rows[offset:offset + limit]]
+                listed.reverse()
+            page = [fill(broker, TopicRow(i.name, i.partitions, i.members), now) for i in listed[offset:offset + limit]]
         else:
-            for start in range(0, len(rows), FILL_SLICE):
-                for row in rows[start:start + FILL_SLICE]:
-                    fill(broker, row, now)
+            rows: list[TopicRow] = []
+            for start in range(0, len(listed), FILL_SLICE):
+                rows.extend(fill(broker, TopicRow(i.name, i.partitions, i.members), now)
+                            for i in listed[start:start + FILL_SLICE])
                 await asyncio.sleep(0)  # other clients are served between slices
             rows.sort(key=lambda r: (getattr(r, sort), r.name), reverse=order == "desc")
             page = rows[offset:offset + limit]
-        return {"total": len(rows), "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
+        return {"total": len(listed), "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
 
     return router
 
