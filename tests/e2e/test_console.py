@@ -424,3 +424,41 @@ def test_namespace_actions_on_the_overview(console: ConsolePage, client: pulsar.
     console.act(f"[id='unload-ns-{namespace}']")
     assert row()["loaded"] is False
     assert console.errors == []
+
+
+def test_non_persistent_and_partitioned_topics_pages_load_without_errors(
+        console: ConsolePage, client: pulsar.Client, admin: httpx.Client) -> None:
+    volatile = name("np").replace("persistent://", "non-persistent://")
+    np_consumer = client.subscribe(volatile, "s")
+    np_producer = client.create_producer(volatile)
+    np_producer.send(b"a")
+    parted = name("pp")
+    assert admin.put(rest(parted) + "/partitions", json=2).status_code == 204
+    consumer = client.subscribe(parted, "s", consumer_type=pulsar.ConsumerType.KeyShared)
+    producer = client.create_producer(parted)
+    for i in range(4):
+        producer.send(b"x", partition_key=str(i))
+    check = expect()
+    page = console.open(route("topic", volatile))
+    check(page.locator("#subscription-table tr[data-subscription=s]")).to_be_visible()
+    check(page.locator("#storage")).to_contain_text("stores nothing")
+    page = console.open(route("subscription", volatile, "/s"))
+    check(page.locator("#sub-cards [data-field=type] .value")).to_have_text("Exclusive")
+    page = console.open(route("messages", volatile, "?mode=peek&sub=s"))
+    check(page.locator("#no-messages")).to_be_visible()
+    page = console.open(route("topic", parted))
+    check(page.locator("#topic-cards [data-field=partitions] .value")).to_have_text("2")
+    check(page.locator("#partition-table tbody tr")).to_have_count(2)
+    check(page.locator("#topic-cards [data-field=msgInCounter] .value")).to_have_text("4")
+    page = console.open(route("subscription", parted, "/s"))
+    page.click("#sub-cards a >> nth=0")
+    check(page.locator("#sub-cards [data-field=type] .value")).to_have_text("Key_Shared")
+    check(page.locator("#hash-space .range")).to_have_count(1)
+    page = console.open(route("messages", parted))
+    page.click("#main a >> nth=1")
+    check(page.locator("#browse-mode")).to_be_visible()
+    assert console.errors == []
+    for c in (np_consumer, consumer):
+        c.close()
+    for p in (np_producer, producer):
+        p.close()

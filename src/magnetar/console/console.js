@@ -430,12 +430,14 @@
       el("div", { id: "action-status" }));
     let chart = null;
     const history = [[], [], []];
-    let partitionCount = 0;
+    try { await api(topicPath(t) + "/partitions"); await topicStats(t); } catch (e) {
+      fill(main, el("h1", { id: "topic-name" }, t.full), el("div", { className: "cards", id: "topic-cards" }, banner(e)));
+      return;
+    }
     await every(POLL_MS, async () => {
       let answer;
       try { answer = await topicStats(t); } catch (e) { fill(cards, banner(e)); return; }
       const s = answer.stats;
-      partitionCount = answer.partitions;
       fill(cards, card("Msgs/s in", fmtRate(s.msgRateIn), "msgRateIn"), card("Msgs/s out", fmtRate(s.msgRateOut), "msgRateOut"),
         card("Bytes/s in", fmtBytes(s.msgThroughputIn), "msgThroughputIn"), card("Bytes/s out", fmtBytes(s.msgThroughputOut), "msgThroughputOut"),
         card("Messages in", fmtInt(s.msgInCounter), "msgInCounter"), card("Storage", fmtBytes(s.storageSize), "storageSize"),
@@ -446,7 +448,7 @@
       if (history[0].length > 450) history.forEach((a) => a.shift());
       chart.setData(history);
       let sequences = {};
-      if (s.deduplicationStatus === "Enabled" && !answer.partitions) {
+      if (s.deduplicationStatus === "Enabled" && !answer.partitions && t.domain === "persistent") {
         try {
           const dedup = (await api(topicPath(t) + "/internalStats")).cursors["pulsar.dedup"];
           sequences = dedup ? dedup.properties : {};
@@ -488,20 +490,26 @@
 
   async function loadStorage(t, box) {
     const parts = [];
+    if (t.domain !== "persistent") {
+      fill(box, el("p", { className: "muted" }, "A non-persistent topic stores nothing."));
+      return;
+    }
+    const meta = await api(topicPath(t) + "/partitions");
+    if (meta.partitions) {
+      fill(box, el("p", { className: "muted" }, "See each partition for its ledgers and compaction."));
+      return;
+    }
     try {
       const compaction = await api(topicPath(t) + "/compaction");
       parts.push(el("p", { id: "compaction-status" }, `Compaction: ${compaction.status}`,
         compaction.lastError ? ` (${compaction.lastError})` : ""));
     } catch (e) { parts.push(el("p", { className: "muted" }, `Compaction: ${e.reason}`)); }
     try {
-      const meta = await api(topicPath(t) + "/partitions");
-      if (!meta.partitions) {
-        const internal = await api(topicPath(t) + "/internalStats");
-        parts.push(el("p", {}, `Entries ${fmtInt(internal.numberOfEntries)}, last confirmed ${internal.lastConfirmedEntry}, ` +
-          `compacted ledger ${internal.compactedLedger.ledgerId}`));
-        parts.push(table([{ label: "Ledger", key: "ledgerId", num: true }, { label: "Entries", key: "entries", num: true },
-          { label: "Size", num: true, render: (l) => fmtBytes(l.size) }], internal.ledgers, { id: "ledger-table" }));
-      }
+      const internal = await api(topicPath(t) + "/internalStats");
+      parts.push(el("p", {}, `Entries ${fmtInt(internal.numberOfEntries)}, last confirmed ${internal.lastConfirmedEntry}, ` +
+        `compacted ledger ${internal.compactedLedger.ledgerId}`));
+      parts.push(table([{ label: "Ledger", key: "ledgerId", num: true }, { label: "Entries", key: "entries", num: true },
+        { label: "Size", num: true, render: (l) => fmtBytes(l.size) }], internal.ledgers, { id: "ledger-table" }));
     } catch (e) { parts.push(banner(e)); }
     fill(box, parts);
   }
@@ -552,6 +560,7 @@
   }
 
   function prettySchema(data) {
+    if (data === null || data === undefined || data === "" || data === "null") return "(no definition: a primitive type)";
     try { return JSON.stringify(JSON.parse(data), null, 2); } catch (e) { return String(data || ""); }
   }
 
@@ -566,7 +575,7 @@
     fill(box, el("h2", {}, "Actions"), el("div", { className: "toolbar" },
       actionButton("Unload", "unload-topic", "Unload topic", () => `Unload ${t.full}? Its clients reconnect.`,
         () => api(topicPath(t) + "/unload", { method: "PUT" }), refresh),
-      partitioned ? null : actionButton("Compact", "compact-topic", "Trigger compaction", () => `Compact ${t.full}?`,
+      partitioned || t.domain !== "persistent" ? null : actionButton("Compact", "compact-topic", "Trigger compaction", () => `Compact ${t.full}?`,
         () => api(topicPath(t) + "/compaction", { method: "PUT" }), refresh),
       t.domain === "persistent" ? actionButton("Terminate", "terminate-topic", "Terminate topic",
         () => `Terminate ${t.full}? No message can be published to it afterwards.`,
@@ -673,6 +682,7 @@
       el("div", { className: "toolbar" }, el("a", { href: messagesHref(t, "sub=" + enc(sub)), id: "peek-messages" }, "Peek backlog")),
       cards, el("h2", {}, "Consumers"), consumersBox, keyShared, el("h2", {}, "Delayed delivery"), delayed, actions,
       el("div", { id: "action-status" }));
+    try { await topicStats(t); } catch (e) { fill(main, el("h1", {}, `${sub} on ${t.full}`), el("div", { id: "sub-cards" }, banner(e))); return; }
     await every(POLL_MS, async () => {
       let answer;
       try { answer = await topicStats(t); } catch (e) { fill(cards, banner(e)); return; }
@@ -947,6 +957,11 @@
     const meta = await api(topicPath(t) + "/partitions").catch((e) => ({ error: e }));
     const results = el("div", { id: "messages" });
     if (meta.error) { fill(main, el("h1", {}, "Messages of ", t.full), banner(meta.error)); return; }
+    if (t.domain !== "persistent") {
+      fill(main, el("h1", {}, "Messages of ", t.full), el("p", { className: "muted", id: "no-messages" },
+        "A non-persistent topic keeps no messages to browse."));
+      return;
+    }
     if (meta.partitions > 0) {
       fill(main, el("h1", {}, "Messages of ", t.full), el("p", {}, "Pick a partition:"),
         Array.from({ length: meta.partitions }, (_, i) => [el("a", { href: messagesHref(partitionOf(t, i), params.toString()) }, `partition ${i}`), " "]));
