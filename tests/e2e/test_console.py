@@ -8,12 +8,15 @@ console error; actions go through the confirmation and change what REST reports.
 from __future__ import annotations
 
 import datetime
+import io
 import json
+import struct
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import fastavro
 import httpx
 import pulsar
 import pytest
@@ -462,3 +465,28 @@ def test_non_persistent_and_partitioned_topics_pages_load_without_errors(
         c.close()
     for p in (np_producer, producer):
         p.close()
+
+
+def test_message_browser_decodes_key_value_payloads(console: ConsolePage, client: pulsar.Client,
+                                                    admin: httpx.Client) -> None:
+    topic = name("kv")
+    value_schema = json.loads(AvroSchema(Reading).schema_info().schema())
+    schema = {"type": "KEY_VALUE", "schema": json.dumps({"key": "", "value": value_schema}),
+              "properties": {"key.schema.type": "STRING", "value.schema.type": "AVRO", "kv.encoding.type": "INLINE"}}
+    local = topic.rsplit("/", 1)[1]
+    assert admin.post(f"/admin/v2/schemas/public/default/{local}/schema", json=schema).status_code == 200
+    buffer = io.BytesIO()
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(value_schema),
+                               {"sensor": "s<1>", "value": 1.5, "count": 3})
+    key, value = b"room-7", buffer.getvalue()
+    payload = struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+    client.subscribe(topic, "s").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(payload)
+    page = console.open(route("messages", topic, "?mode=peek&sub=s&count=1"))
+    check = expect()
+    cell = page.locator("#message-table tbody tr.message pre.payload")
+    check(cell).to_have_count(1)
+    assert json.loads(cell.inner_text()) == {"key": "room-7", "value": {"sensor": "s<1>", "value": 1.5, "count": 3}}
+    assert console.errors == []
+    producer.close()

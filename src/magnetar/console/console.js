@@ -883,12 +883,38 @@
     return read(schema);
   }
 
+  // KEY_VALUE: the schema's data is {"key": ..., "value": ...} with each side's type in its properties;
+  // INLINE payloads are [key length][key][value length][value] (lengths 4 bytes, big-endian),
+  // SEPARATED ones carry the value only (the key is the message key)
+  function decodeKeyValue(bytes, schema) {
+    const parts = JSON.parse(schema.data);
+    const props = schema.properties || {};
+    const side = (kind, data) => ({ type: kind, data: typeof data === "string" ? data : JSON.stringify(data) });
+    const asValue = (decoded) => {
+      if (decoded.as === "hex" || decoded.as === "text") return decoded.text;
+      try { return JSON.parse(decoded.text); } catch (e) { return decoded.text; }
+    };
+    const valueSchema = side(props["value.schema.type"], parts.value);
+    if ((props["kv.encoding.type"] || "INLINE") !== "INLINE") {
+      return { as: "KEY_VALUE (separated: the value)", text: JSON.stringify(asValue(decode(bytes, valueSchema, "auto")), null, 2) };
+    }
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const keyLength = view.getInt32(0);
+    const key = bytes.subarray(4, 4 + keyLength);
+    const valueLength = view.getInt32(4 + keyLength);
+    const value = bytes.subarray(8 + keyLength, 8 + keyLength + valueLength);
+    const decoded = { key: asValue(decode(key, side(props["key.schema.type"], parts.key), "auto")),
+      value: asValue(decode(value, valueSchema, "auto")) };
+    return { as: "KEY_VALUE", text: JSON.stringify(decoded, null, 2) };
+  }
+
   function decode(bytes, schema, mode) {
     if (mode === "hex") return { as: "hex", text: hex(bytes) };
     if (mode === "text") return { as: "text", text: new TextDecoder().decode(bytes) };
     const type = schema ? schema.type : null;
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     try {
+      if (type === "KEY_VALUE") return decodeKeyValue(bytes, schema);
       if (type === "JSON") return { as: "JSON", text: JSON.stringify(JSON.parse(new TextDecoder().decode(bytes)), null, 2) };
       if (type === "AVRO") return { as: "AVRO", text: JSON.stringify(avroDecode(JSON.parse(schema.data), bytes), null, 2) };
       if (type === "INT8" && bytes.length === 1) return { as: type, text: String(view.getInt8(0)) };
