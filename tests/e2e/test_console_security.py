@@ -14,26 +14,31 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import httpx
 import pulsar
 import pytest
 from console_helpers import ConsolePage, chromium_context
 from e2e_helpers import quiet_logger, wait_until
-from security_helpers import SECRET_DATA_URL, TOKEN_PROVIDER, token
+from security_helpers import BASIC_PROVIDER, SECRET_DATA_URL, TOKEN_PROVIDER, token
 
 from magnetar.testing.broker_process import BrokerProcess
 
 TOPIC = "persistent://public/default/guarded"
 REST = "/admin/v2/persistent/public/default/guarded"
+PASSWORD = "s3cret-console"
 REFUSED = re.compile(r"^Failed to load resource: the server responded with a status of 40[13]")
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    data: Path = tmp_path_factory.mktemp("console-auth") / "data"
-    proc = BrokerProcess(data, {"authenticationEnabled": "true", "authenticationProviders": TOKEN_PROVIDER,
-                                "tokenSecretKey": SECRET_DATA_URL, "authorizationEnabled": "true",
-                                "superUserRoles": "admin"}).start()
+    root: Path = tmp_path_factory.mktemp("console-auth")
+    users = root / "users"
+    users.write_text(f"admin:{bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()}\n")
+    proc = BrokerProcess(root / "data", {"authenticationEnabled": "true",
+                                         "authenticationProviders": f"{TOKEN_PROVIDER},{BASIC_PROVIDER}",
+                                         "basicAuthConf": str(users), "tokenSecretKey": SECRET_DATA_URL,
+                                         "authorizationEnabled": "true", "superUserRoles": "admin"}).start()
     yield proc
     proc.kill()
 
@@ -150,4 +155,21 @@ def test_a_consuming_role_may_act_on_subscriptions_but_not_administer_the_topic(
     before = backlog(admin)
     console.act("#skip-messages")
     wait_until(lambda: backlog(admin) == before - 1, what="one message skipped")
+    assert unexpected(console.errors) == []
+
+
+def test_basic_credentials_sign_in_where_that_provider_is_on(console: ConsolePage) -> None:
+    page = console.open("/topics")
+    page.wait_for_selector("#login")
+    page.select_option("#auth-kind", "basic")
+    page.fill("#auth-user", "admin")
+    page.fill("#auth-password", "wrong")
+    page.click("#login-submit")
+    page.wait_for_selector("#login")
+    page.select_option("#auth-kind", "basic")
+    page.fill("#auth-user", "admin")
+    page.fill("#auth-password", PASSWORD)
+    page.click("#login-submit")
+    page.wait_for_selector(f"#topic-table tr[data-row='{TOPIC}']")
+    assert page.locator("#create-topic-button").count() == 1
     assert unexpected(console.errors) == []
