@@ -112,7 +112,7 @@ def test_every_rule_names_a_route(app: FastAPI) -> None:
 def test_sensitive_routes_are_not_public() -> None:
     public = {p for p, methods in access.RULES.items() if access.PUBLIC in methods.values()}
     assert public == {"/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/metrics",
-                      "/admin/v2/brokers/ready"}
+                      "/admin/v2/brokers/ready", "/", "/console", "/console/{path:path}"}
     assert access.rule_for("PUT", "/admin/v2/tenants/{tenant}") == access.SUPER_USER
     assert access.rule_for("POST", "/admin/v2/namespaces/{tenant}/{namespace}/permissions/{role}") == \
         access.TENANT_ADMIN

@@ -71,6 +71,14 @@ RULES: dict[str, dict[str, Rule]] = {
     "/docs/oauth2-redirect": {"GET": PUBLIC},
     "/redoc": {"GET": PUBLIC},
     "/metrics": {"GET": PUBLIC},
+    # the console's static files: the page asks for a token and calls the routes below with it
+    "/": {"GET": PUBLIC},
+    "/console": {"GET": PUBLIC},
+    "/console/{path:path}": {"GET": PUBLIC},
+    "/admin/v2/broker-stats/load-report": {"GET": SUPER_USER},
+    "/admin/v2/broker-stats/rate-history": {"GET": SUPER_USER},
+    # each topic the caller may look up, checked by the route itself
+    "/admin/v2/topics-page": {"GET": AUTHENTICATED},
     "/admin/v2/brokers/ready": {"GET": PUBLIC},
     "/admin/v2/brokers/health": {"GET": SUPER_USER},
     "/admin/v2/brokers/configuration/runtime": {"GET": SUPER_USER},
@@ -144,6 +152,7 @@ RULES: dict[str, dict[str, Rule]] = {
     TOPIC + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/stickyKeyHash": {"GET": LOOKUP},
     SUB + "/consumer/{consumerName}/pendingMessages": {"GET": CONSUME},
+    SUB + "/delayedIndex": {"GET": LOOKUP},
     # Pulsar's SchemasResource: reads need GET_METADATA (produce or consume), changes a tenant admin
     SCHEMAS + "/schema": {"GET": LOOKUP, "POST": TENANT_ADMIN, "DELETE": TENANT_ADMIN},
     SCHEMAS + "/schema/{version}": {"GET": LOOKUP},

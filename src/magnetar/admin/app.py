@@ -8,6 +8,8 @@ OpenAPI document at ``/openapi.json`` describes them as ``ErrorData``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Depends, FastAPI, Request
@@ -18,11 +20,14 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from magnetar import __version__
 from magnetar.admin import (
     access,
+    console_static,
     errors,
     lookup,
+    rate_history,
     routes_brokers,
     routes_clusters,
     routes_compaction,
+    routes_console,
     routes_key_shared,
     routes_namespaces,
     routes_permissions,
@@ -64,11 +69,18 @@ def create_app(broker: BrokerService, connections: HttpConnections | None = None
                    lookup.router):
         app.include_router(router)
     app.include_router(routes_compaction.router)
+    history = app.state.rate_history = rate_history.RateHistory(broker)
+    with contextlib.suppress(RuntimeError):  # no running loop: an app made for a test, no samples
+        history.start(asyncio.get_running_loop())
+    app.include_router(rate_history.make_router(history))
+    app.include_router(routes_console.make_router())
+    app.include_router(console_static.make_router())
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
         app.include_router(routes_topic_policies.make_router(domain))
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
+        app.include_router(routes_console.make_topic_router(domain))
         app.include_router(routes_permissions.make_topic_router(domain))
         app.include_router(routes_unsupported.make_topic_router(domain))
 

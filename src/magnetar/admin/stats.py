@@ -429,6 +429,23 @@ def cursor_internal_stats(topic: Topic, sub: Subscription, entries_added: int) -
     }
 
 
+def dedup_cursor_stats(topic: Topic) -> dict[str, Stats]:
+    """Pulsar lists deduplication's ``pulsar.dedup`` cursor with the other cursors: its
+    properties are each producer's highest persisted sequence id."""
+    dedup = topic.dedup
+    if dedup is None or not dedup.is_enabled:
+        return {}
+    snapshot = topic.dedup_snapshot_position
+    return {"pulsar.dedup": {
+        "markDeletePosition": str(snapshot) if snapshot is not None else "-1:-1",
+        "readPosition": str(snapshot) if snapshot is not None else "-1:-1",
+        "waitingReadOp": False, "pendingReadOps": 0, "messagesConsumedCounter": 0, "cursorLedger": -1,
+        "cursorLedgerLastEntry": -1, "individuallyDeletedMessages": "[]", "lastLedgerSwitchTimestamp": iso_time(0),
+        "state": "NoLedger", "active": False, "numberOfEntriesSinceFirstNotAckedMessage": 0,
+        "totalNonContiguousDeletedMessagesRange": 0, "subscriptionHavePendingRead": False,
+        "subscriptionHavePendingReplayRead": False, "properties": dict(dedup.highest_sequenced_persisted)}}
+
+
 def compacted_ledger_stats(topic: Topic) -> Stats:
     """The compacted view's ledger, as Pulsar's internal stats show it (-1: none yet)."""
     view = topic.compacted.view
@@ -462,8 +479,8 @@ def internal_stats(topic: Topic) -> Stats:
         "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size_bytes,
                      "offloaded": False, "underReplicated": False, "timestamp": info.timestamp_ms}
                     for info in ledgers],
-        "cursors": {name: cursor_internal_stats(topic, sub, entries_added)
-                    for name, sub in sorted(topic.subscriptions.items())},
+        "cursors": {**{name: cursor_internal_stats(topic, sub, entries_added)
+                       for name, sub in sorted(topic.subscriptions.items())}, **dedup_cursor_stats(topic)},
         "schemaLedgers": [],
         "compactedLedger": compacted_ledger_stats(topic),
     }

@@ -1,0 +1,184 @@
+"""The broker's totals, and their last 15 minutes at a fixed resolution, kept in memory.
+
+Every ``RESOLUTION_S`` seconds a sample sums what the broker's loaded topics have counted
+since the previous one: messages and bytes in (producers) and out (consumers), and the
+gauges topics, producers, subscriptions, consumers, backlog and storage. The last
+``SAMPLES`` are kept (15 minutes), whether or not anyone looks. Two routes read them:
+
+- ``GET /admin/v2/broker-stats/load-report``: the latest totals, with the field names of
+  Pulsar's ``LocalBrokerData`` (``msgRateIn``, ``numTopics``, ...) and Magnetar's
+  additions ``storageSize``, ``msgBacklog`` and ``numSubscriptions``;
+- ``GET /admin/v2/broker-stats/rate-history``: the samples, oldest first (Magnetar only).
+
+Counters that go down between two samples (a consumer closed, a topic unloaded) count as
+zero for that sample rather than as a negative rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import asdict, astuple, dataclass
+from typing import Any
+
+from fastapi import APIRouter
+
+from magnetar import __version__
+from magnetar.admin.common import Broker
+from magnetar.core.topics.topic import Topic
+from magnetar.server.broker_service import BrokerService
+from magnetar.server.clock import now_ms
+
+RESOLUTION_S = 5
+SAMPLES = 15 * 60 // RESOLUTION_S
+#: loaded topics read per turn of the event loop while a sample is taken
+SLICE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Counters (ever increasing while the same clients stay) and gauges of the loaded topics."""
+
+    msgs_in: int = 0
+    bytes_in: int = 0
+    msgs_out: int = 0
+    bytes_out: int = 0
+    topics: int = 0
+    producers: int = 0
+    subscriptions: int = 0
+    consumers: int = 0
+    backlog: int = 0
+    storage: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    timestamp: int
+    msgRateIn: float
+    msgRateOut: float
+    msgThroughputIn: float
+    msgThroughputOut: float
+    numTopics: int
+    numProducers: int
+    numSubscriptions: int
+    numConsumers: int
+    msgBacklog: int
+    storageSize: int
+
+
+def totals(topics: Iterable[Topic]) -> Totals:
+    msgs_in = bytes_in = msgs_out = bytes_out = count = producers = subscriptions = consumers = backlog = storage = 0
+    for topic in topics:
+        count += 1
+        msgs_in += topic.msg_in.total_msgs
+        bytes_in += topic.msg_in.total_bytes
+        producers += len(topic.producers)
+        storage += topic.ledger.total_size_bytes()
+        for sub in topic.subscriptions.values():
+            subscriptions += 1
+            backlog += sub.backlog()
+            for consumer in sub.consumers:
+                consumers += 1
+                msgs_out += consumer.msg_out.total_msgs
+                bytes_out += consumer.msg_out.total_bytes
+    return Totals(msgs_in, bytes_in, msgs_out, bytes_out, count, producers, subscriptions, consumers,
+                  backlog, storage)
+
+
+def add(a: Totals, b: Totals) -> Totals:
+    return Totals(*(x + y for x, y in zip(astuple(a), astuple(b), strict=True)))
+
+
+def sample_between(before: Totals, after: Totals, seconds: float, timestamp: int) -> Sample:
+    def rate(old: int, new: int) -> float:
+        return max(0, new - old) / seconds if seconds > 0 else 0.0
+    return Sample(timestamp, rate(before.msgs_in, after.msgs_in), rate(before.msgs_out, after.msgs_out),
+                  rate(before.bytes_in, after.bytes_in), rate(before.bytes_out, after.bytes_out),
+                  after.topics, after.producers, after.subscriptions, after.consumers, after.backlog, after.storage)
+
+
+class RateHistory:
+    """The samples; ``start`` takes one every ``resolution_s`` on the running event loop,
+    reading ``SLICE`` topics per turn of the loop so that many topics never hold it long."""
+
+    def __init__(self, broker: BrokerService, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
+        self.broker = broker
+        self.resolution_s = resolution_s
+        self.samples: deque[Sample] = deque(maxlen=size)
+        self._last: tuple[int, Totals] | None = None
+        self._handle: asyncio.Handle | None = None
+        self._walking = False
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._walk(loop, first=True)
+        self._handle = loop.call_later(self.resolution_s, self._tick, loop)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._handle = loop.call_later(self.resolution_s, self._tick, loop)
+        if not self._walking:  # the previous walk is still going: this sample is skipped
+            self._walk(loop, first=False)
+
+    def _walk(self, loop: asyncio.AbstractEventLoop, first: bool) -> None:
+        topics = list(self.broker.topics.items())
+        self._walking = True
+
+        def step(start: int, partial: Totals) -> None:
+            live = self.broker.topics
+            chunk = [topic for key, topic in topics[start:start + SLICE] if live.get(key) is topic]
+            partial = add(partial, totals(chunk))
+            if start + SLICE < len(topics):
+                loop.call_soon(step, start + SLICE, partial)
+                return
+            self._walking = False
+            if first:
+                self._last = (now_ms(), partial)
+            else:
+                self.record(now_ms(), partial)
+        step(0, Totals())
+
+    def record(self, now: int, current: Totals) -> Sample:
+        then, before = self._last if self._last is not None else (now, current)
+        sample = sample_between(before, current, (now - then) / 1000, now)
+        self.samples.append(sample)
+        self._last = (now, current)
+        return sample
+
+    def latest(self) -> Sample:
+        """The last sample, or one taken now (rates zero) before the first."""
+        if self.samples:
+            return self.samples[-1]
+        current = totals(self.broker.topics.values())
+        return sample_between(current, current, 0, now_ms())
+
+
+def make_router(history: RateHistory) -> APIRouter:
+    router = APIRouter(prefix="/admin/v2/broker-stats", tags=["broker-stats"])
+
+    @router.get("/load-report", summary="The broker's load: rates and counts of its topics and clients")
+    async def load_report(broker: Broker) -> dict[str, Any]:
+        latest = history.latest()
+        config = broker.config
+        web_port = config.webServicePort or config.webServicePortTls
+        namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
+        return {
+            "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
+            "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
+            "brokerVersionString": __version__,
+            "clusterName": config.clusterName,
+            "numNamespaces": namespaces,
+            "numBundles": namespaces,
+            "lastUpdate": latest.timestamp,
+            **asdict(latest),
+        }
+
+    @router.get("/rate-history", summary="The broker's rates and counts over the last 15 minutes")
+    async def rate_history() -> dict[str, Any]:
+        return {"resolutionSeconds": history.resolution_s, "samples": [asdict(s) for s in history.samples]}
+
+    return router

@@ -1,0 +1,286 @@
+"""Admin routes the web console needs and Pulsar has none for (Magnetar only).
+
+- ``GET /admin/v2/topics-page``: every topic of the broker the caller may look up, one
+  row per topic with a partitioned topic's partitions folded into it, searched by a
+  substring of the name, sorted by name, rate, backlog or storage and cut into pages by
+  the server, so a list of 50,000 topics stays quick. Sorting by name reads stats only
+  for the rows of the page; sorting by a figure reads them all, 500 topics per turn of
+  the event loop.
+- ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{sub}/delayedIndex``:
+  the subscription's delayed-delivery index: which tracker, how many messages, its memory,
+  the next due time and, for the bucket tracker (PIP-195), each bucket's ledger range,
+  message count, segments and the due time of its next segment. A partitioned topic
+  answers one entry per partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+
+from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
+from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
+from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
+from magnetar.core.security import authorization
+from magnetar.core.security.authorization import Operation
+from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics.topic import Topic
+from magnetar.security.identity import Identity
+from magnetar.server.broker_service import BrokerService
+from magnetar.server.clock import now_ms
+
+#: rows whose stats are read per turn of the event loop when sorting by a figure
+FILL_SLICE = 500
+#: names listed per turn of the event loop when the topic list is built again
+BUILD_SLICE = 5000
+_PARTITION = re.compile(r"^(.*)-partition-\d+$")
+
+SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "backlog",
+                  "storageSize", "producers", "subscriptions", "consumers"]
+
+
+@dataclass
+class TopicRow:
+    name: str
+    partitions: int = 0
+    members: tuple[str, ...] = ()
+    loaded: bool = False
+    msgRateIn: float = 0.0
+    msgRateOut: float = 0.0
+    msgThroughputIn: float = 0.0
+    msgThroughputOut: float = 0.0
+    backlog: int = 0
+    storageSize: int = 0
+    producers: int = 0
+    subscriptions: int = 0
+    consumers: int = 0
+
+    def add(self, topic: Topic, now: int) -> None:
+        self.loaded = True
+        rate, throughput = topic.msg_in.rate(now)
+        self.msgRateIn += rate
+        self.msgThroughputIn += throughput
+        self.storageSize += topic.ledger.total_size_bytes()
+        self.producers += len(topic.producers)
+        names: set[str] = set()
+        for name, sub in topic.subscriptions.items():
+            names.add(name)
+            self.backlog += sub.backlog()
+            for consumer in sub.consumers:
+                self.consumers += 1
+                out_rate, out_throughput = consumer.msg_out.rate(now)
+                self.msgRateOut += out_rate
+                self.msgThroughputOut += out_throughput
+        self.subscriptions = max(self.subscriptions, len(names))
+
+    def json(self) -> dict[str, Any]:
+        row = {key: value for key, value in self.__dict__.items() if key != "members"}
+        return row
+
+
+def _namespaces(broker: BrokerService) -> list[str]:
+    return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
+
+
+def _visible(broker: BrokerService, identity: Identity | None, namespace: str) -> Callable[[str], bool]:
+    """A test of topic names (partitioned parents) of ``namespace`` the caller may look up."""
+    if broker.authentication is None or not broker.config.authorizationEnabled:
+        return lambda name: True
+    if identity is None:
+        return lambda name: False
+    role = identity.role
+    context = broker.access.access_context(namespace)
+    if authorization.allowed(role, Operation.LOOKUP, context):
+        return lambda name: True
+    return lambda name: authorization.allowed(role, Operation.LOOKUP, context, name)
+
+
+def _namespace_of(name: str) -> str:
+    return name.split("://", 1)[-1].rsplit("/", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One row of the topic list: a topic, or a partitioned topic with its partitions."""
+
+    name: str
+    lowered: str
+    namespace: str
+    partitions: int
+    members: tuple[str, ...]
+
+
+class TopicDirectory:
+    """Every topic name the metadata holds, folded and sorted once and kept until the
+    metadata store writes again (its change counter moves), so a page of 50,000 topics
+    does not parse 50,000 names per request. Topics only the broker has loaded (not yet
+    written, or non-persistent) are added per request."""
+
+    def __init__(self) -> None:
+        self._key: int | None = None
+        self._rows: list[Listed] = []
+        self._names: frozenset[str] = frozenset()
+
+    async def rows(self, broker: BrokerService) -> list[Listed]:
+        key = broker.metadata.changes
+        if key != self._key:
+            self._rows, self._names = await self._build(broker)
+            self._key = broker.metadata.changes if broker.metadata.changes == key else None
+        extra = [key for key in broker.topics if key not in self._names]
+        if not extra:
+            return self._rows
+        rows = list(self._rows)
+        for name in extra:
+            match = _PARTITION.match(name)
+            if match is not None and match.group(1) in self._names:
+                continue
+            rows.append(Listed(name, name.lower(), _namespace_of(name), 0, (name,)))
+        rows.sort(key=lambda row: row.name)
+        return rows
+
+    @staticmethod
+    async def _build(broker: BrokerService) -> tuple[list[Listed], frozenset[str]]:
+        rows: list[Listed] = []
+        names: set[str] = set()
+        for namespace in _namespaces(broker):
+            partitioned = broker.metadata.list_partitioned_topics(namespace)
+            for parent, count in partitioned.items():
+                members = tuple(f"{parent}-partition-{i}" for i in range(count))
+                rows.append(Listed(parent, parent.lower(), namespace, count, members))
+                names.add(parent)
+                names.update(members)
+            for index, name in enumerate(broker.metadata.list_topics(namespace)):
+                names.add(name)
+                match = _PARTITION.match(name)
+                if match is None or match.group(1) not in partitioned:
+                    rows.append(Listed(name, name.lower(), namespace, 0, (name,)))
+                if index % BUILD_SLICE == BUILD_SLICE - 1:
+                    await asyncio.sleep(0)  # other clients are served between slices
+        rows.sort(key=lambda row: row.name)
+        return rows, frozenset(names)
+
+
+def topic_rows(broker: BrokerService, identity: Identity | None, search: str,
+               listed: list[Listed]) -> list[Listed]:
+    """The rows matching ``search`` that the caller may look up."""
+    needle = search.lower()
+    tests: dict[str, Callable[[str], bool]] = {}
+    rows = []
+    for item in listed:
+        if needle and needle not in item.lowered:
+            continue
+        visible = tests.get(item.namespace)
+        if visible is None:
+            visible = tests[item.namespace] = _visible(broker, identity, item.namespace)
+        if visible(item.name):
+            rows.append(item)
+    return rows
+
+
+def fill(broker: BrokerService, row: TopicRow, now: int) -> TopicRow:
+    for member in row.members:
+        live = broker.topics.get(member)
+        if live is not None:
+            row.add(live, now)
+    return row
+
+
+def delayed_index(sub: Subscription) -> dict[str, Any]:
+    tracker = sub.delayed_tracker
+    if tracker is None:
+        return {"tracker": None, "messages": 0, "indexMemoryBytes": 0, "nextDeliveryTime": None, "buckets": []}
+    info: dict[str, Any] = {
+        "tracker": "in-memory" if isinstance(tracker, InMemoryDelayedDeliveryTracker) else type(tracker).__name__,
+        "messages": tracker.number_of_delayed_messages,
+        "indexMemoryBytes": tracker.buffer_memory_bytes,
+        "nextDeliveryTime": tracker.next_delivery_time_ms(),
+        "buckets": [],
+    }
+    if isinstance(tracker, SubscriptionDelayedDeliveryView):
+        info["tracker"] = "shared"
+        info["pendingForSubscription"] = tracker.pending
+        shared = tracker._index.tracker
+        info["sharedTracker"] = "bucket" if isinstance(shared, BucketDelayedDeliveryTracker) else "in-memory"
+        if isinstance(shared, BucketDelayedDeliveryTracker):
+            info.update(_buckets(shared))
+    elif isinstance(tracker, BucketDelayedDeliveryTracker):
+        info["tracker"] = "bucket"
+        info.update(_buckets(tracker))
+    return info
+
+
+def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
+    mutable = tracker.last_mutable_bucket
+    buckets = []
+    for bucket in tracker.immutable_buckets:
+        upcoming = bucket.first_schedule_timestamps[bucket.current_segment_entry_id:]
+        buckets.append({
+            "bucketKey": bucket.bucket_key,
+            "bucketId": bucket.bucket_id,
+            "startLedgerId": bucket.start_ledger_id,
+            "endLedgerId": bucket.end_ledger_id,
+            "messages": bucket.number_bucket_delayed_messages,
+            "segments": bucket.last_segment_entry_id,
+            "loadedSegment": bucket.current_segment_entry_id,
+            "nextSegmentDueTime": upcoming[0] if upcoming else None,
+            "snapshotSizeBytes": bucket.snapshot_length_bytes,
+        })
+    return {
+        "buckets": buckets,
+        "lastMutableBucket": {"startLedgerId": mutable.start_ledger_id, "endLedgerId": mutable.end_ledger_id,
+                              "messages": len(mutable), "nextDeliveryTime": mutable.next_delivery_time_ms()},
+        "loadedIndexes": tracker.loaded_index_count,
+        "snapshotSizeBytes": tracker.snapshot_size_bytes,
+    }
+
+
+def make_router() -> APIRouter:
+    router = APIRouter(prefix="/admin/v2", tags=["console"])
+    directory = TopicDirectory()
+
+    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
+    async def topics_page(broker: Broker, request: Request,
+                          search: Annotated[str, Query(max_length=1024)] = "",
+                          sort: SortKey = "name", order: Literal["asc", "desc"] = "asc",
+                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+                          limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
+        identity: Identity | None = request.scope.get("state", {}).get("identity")
+        now = now_ms()
+        listed = topic_rows(broker, identity, search, await directory.rows(broker))
+        if sort == "name":
+            if order == "desc":
+                listed.reverse()
+            page = [fill(broker, TopicRow(i.name, i.partitions, i.members), now) for i in listed[offset:offset + limit]]
+        else:
+            rows: list[TopicRow] = []
+            for start in range(0, len(listed), FILL_SLICE):
+                rows.extend(fill(broker, TopicRow(i.name, i.partitions, i.members), now)
+                            for i in listed[start:start + FILL_SLICE])
+                await asyncio.sleep(0)  # other clients are served between slices
+            rows.sort(key=lambda r: (getattr(r, sort), r.name), reverse=order == "desc")
+            page = rows[offset:offset + limit]
+        return {"total": len(listed), "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
+
+    return router
+
+
+def make_topic_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
+    router = APIRouter(prefix=f"/admin/v2/{domain}", tags=[f"{domain} delayed delivery"])
+
+    @router.get("/{tenant}/{namespace}/{topic}/subscription/{subName}/delayedIndex",
+                summary="The delayed-delivery index of a subscription: tracker, buckets, next due time")
+    async def delayed_index_of(broker: Broker, tenant: str, namespace: str, topic: str,
+                               subName: str) -> dict[str, Any]:
+        partitions = []
+        for loaded in topics_of(broker, topic_name(domain, tenant, namespace, topic)):
+            sub = require_subscription(loaded, subName)
+            partitions.append({"partitionIndex": loaded.partition_index, **delayed_index(sub)})
+        return {"partitions": partitions}
+
+    return router
