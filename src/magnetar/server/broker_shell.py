@@ -19,6 +19,7 @@ from magnetar.core.policies import Policies, TopicPolicies
 from magnetar.core.topics.topic import Topic
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
+from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.metadata_store import MetadataStore
 
@@ -31,11 +32,14 @@ class BrokerShell(Protocol):
     ledger_ids: LedgerIds
     topics: dict[str, Topic]
     core: BrokerCore
+    committer: GroupCommitter
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
     def policies_of(self, name: TopicName) -> Policies: ...
+
+    def write_appends(self) -> None: ...
 
     def topic_policies(self, name: TopicName) -> TopicPolicies: ...
 
