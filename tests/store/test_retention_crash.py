@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, RetentionPolicies, TopicPolicies
 from magnetar.core.positions import BEFORE_START, Position

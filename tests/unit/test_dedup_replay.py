@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup import MessageDeduplication
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position

@@ -12,7 +12,7 @@ import ssl
 from pathlib import Path
 from typing import Any
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker import BrokerOperations
