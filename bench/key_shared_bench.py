@@ -42,7 +42,7 @@ CONSUMERS = 4
 
 # -- 1. the dispatchers alone ------------------------------------------------------------------
 def core_phase(messages: int) -> dict[str, Any]:
-    from magnetar.config import BrokerConfig
+    from magnetar.core.broker.broker_config import BrokerConfig
     from magnetar.core.names import TopicName
     from magnetar.core.positions import Position
     from magnetar.core.subscriptions.consumer import Consumer

@@ -14,7 +14,7 @@ from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 
 log = logging.getLogger("magnetar.config")
 
-__all__ = ["BrokerConfig", "ConfigError", "load_config", "parse_properties"]
+__all__ = ["load_config", "parse_properties"]
 
 
 def parse_properties(text: str, source: str = "<config>") -> dict[str, str]:

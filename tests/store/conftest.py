@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.storage import LedgerConfig, LedgerFactory, MemoryLedgerFactory, SegmentLedgerFactory
+from magnetar.storage import MemoryLedgerFactory, SegmentLedgerFactory
+from magnetar.storage.interfaces import LedgerConfig, LedgerFactory
 
 #: Builds a ledger factory for a config; ledger ids come from one counter per test, and
 #: the clock is fixed so both implementations report identical ledger infos.

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from magnetar.core.positions import Position
-from magnetar.storage import GroupCommitter, LedgerConfig, ManagedLedger, SegmentLedger, StorageError
+from magnetar.storage import GroupCommitter, SegmentLedger
 from magnetar.storage.group_commit import SyncedBatch
+from magnetar.storage.interfaces import LedgerConfig, ManagedLedger, StorageError
 
 from .conftest import MakeFactory
 

@@ -12,15 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.storage import (
+from magnetar.storage import MemoryLedgerFactory, SegmentLedgerFactory
+from magnetar.storage.interfaces import (
     EntryNotFound,
     LedgerClosed,
     LedgerConfig,
     LedgerFactory,
     LedgerInfo,
     ManagedLedger,
-    MemoryLedgerFactory,
-    SegmentLedgerFactory,
     StorageError,
 )
 

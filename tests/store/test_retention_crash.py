@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, RetentionPolicies, TopicPolicies
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
-from magnetar.storage import LedgerConfig, MetadataStore, SegmentLedger
+from magnetar.storage import MetadataStore, SegmentLedger
+from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.segment_ledger import index_file_name, segment_file_name
 from magnetar.testing.entries import append_entry
 from magnetar.wire import pulsar_api_pb2 as pb

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 from magnetar.core.positions import Position
-from magnetar.storage import LedgerConfig, MetadataStore, SegmentLedger
+from magnetar.storage import MetadataStore, SegmentLedger
+from magnetar.storage.interfaces import LedgerConfig
 
 TOPIC = "persistent://public/default/crash"
 MAX_ENTRIES = 500
@@ -19,7 +20,8 @@ MAX_ENTRIES = 500
 # The child appends without pause; the group-commit worker prints each durable position.
 CHILD = f"""
 import sys
-from magnetar.storage import GroupCommitter, LedgerConfig, MetadataStore, SegmentLedger
+from magnetar.storage import GroupCommitter, MetadataStore, SegmentLedger
+from magnetar.storage.interfaces import LedgerConfig
 
 data_dir = sys.argv[1]
 store = MetadataStore(data_dir + "/metadata.db")

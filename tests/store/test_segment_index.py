@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from magnetar.core.positions import Position
-from magnetar.storage import LedgerConfig, SegmentLedger, segment_ledger
+from magnetar.storage import SegmentLedger, segment_ledger
+from magnetar.storage.interfaces import LedgerConfig
 from magnetar.storage.segment_ledger import index_file_name, segment_file_name, topic_dir_name
 
 TOPIC = "persistent://public/default/indexed"

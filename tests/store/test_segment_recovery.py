@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.core.positions import Position
-from magnetar.storage import LedgerConfig, LedgerCorruption, SegmentLedger, segment_ledger
+from magnetar.storage import SegmentLedger, segment_ledger
+from magnetar.storage.interfaces import LedgerConfig, LedgerCorruption
 from magnetar.storage.segment_ledger import HEADER, RECORD, segment_file_name, topic_dir_name
 
 TOPIC = "persistent://public/default/recovery"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.delayed.bucket import build_snapshot
 from magnetar.core.delayed.triple_long_priority_queue import pack
 from magnetar.core.positions import BEFORE_START

@@ -10,7 +10,7 @@ import pytest
 from core_sinks import RecordingSink
 from test_core_dispatch import join, new_topic
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.compaction.compacted_topic import (
     COMPACTION_SUBSCRIPTION,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from core_sinks import RecordingSink
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.errors import NotAllowed
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, TopicPolicies

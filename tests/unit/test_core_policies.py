@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from magnetar.config import BrokerConfig
 from magnetar.core import policies
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.policies import Policies, RetentionPolicies, TopicPolicies
 
 NONE = TopicPolicies()

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
 from magnetar.core.errors import PersistenceError

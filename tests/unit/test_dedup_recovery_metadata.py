@@ -16,14 +16,15 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup import MessageDeduplication
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
 from magnetar.core.topics.publish import is_last_chunk, last_sequence_id, stored_metadata
 from magnetar.core.topics.topic import Topic
 from magnetar.server.deduplication import replay
-from magnetar.storage import LedgerConfig, MemoryLedger
+from magnetar.storage import MemoryLedger
+from magnetar.storage.interfaces import LedgerConfig
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import compress, make_batch
 from magnetar.wire.frames import MAGIC_BROKER_ENTRY_METADATA, make_entry

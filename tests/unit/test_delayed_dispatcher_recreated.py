@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from core_sinks import RecordingSink
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position

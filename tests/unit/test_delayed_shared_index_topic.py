@@ -11,7 +11,7 @@ from core_sinks import RecordingSink
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.delayed.bucket_snapshot_storage import MemoryBucketSnapshotStorage
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery
 from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView

@@ -15,7 +15,7 @@ import test_layering as layering
 #: what the shell may call of core, by why it may
 SERVER_MAY_USE = {
     # the broker's entry points: commands, the timer, the loaded topics and their checks
-    "broker.commands", "broker.broker_core", "broker.broker_timers",
+    "broker.commands", "broker.broker_core", "broker.broker_timers", "broker.deadlines",
     # what everything shares: settings, names, positions, errors and the objects commands attach
     "broker.broker_config", "names", "positions", "errors", "entry", "topics.topic", "topics.producer",
     "subscriptions.subscription", "subscriptions.consumer", "subscriptions.cursor_record",
@@ -36,8 +36,8 @@ SERVER_MAY_USE = {
 MAX_METHODS = 40
 OVER_THE_LIMIT = {
     "magnetar.storage.metadata_store.MetadataStore": 62,
-    "magnetar.core.delayed.bucket_delayed_delivery_tracker.BucketDelayedDeliveryTracker": 53,
-    "magnetar.testing.sim.world.World": 41,
+    "magnetar.core.delayed.bucket_delayed_delivery_tracker.BucketDelayedDeliveryTracker": 47,
+    "magnetar.testing.sim.world.World": 42,
 }
 
 

@@ -791,7 +791,7 @@ def test_reg_K1_order_with_half_redelivered(classic: bool) -> None:
 def test_reg_K3_two_subscriptions_each_keep_per_key_order() -> None:
     """#7455: two Key_Shared subscriptions on one topic, each with its own churn, each see
     per-key order (checked by one contract checker per subscription)."""
-    from magnetar.config import BrokerConfig
+    from magnetar.core.broker.broker_config import BrokerConfig
     from magnetar.core.names import TopicName
     from magnetar.core.subscriptions.consumer import Consumer
     from magnetar.core.topics.producer import Producer

@@ -7,7 +7,7 @@ from core_sinks import RecordingSink
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.policies import AppliedPolicies, Policies, RetentionPolicies, TopicPolicies
 from magnetar.core.policies.ledger_trimming import MB, consumed_ledgers, ledgers_to_delete

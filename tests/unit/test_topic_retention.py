@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
 from magnetar.core.subscriptions import cursor_moves

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import quote
 
 from fastapi.responses import Response
@@ -42,6 +43,21 @@ def _safe(value: str) -> str:
     return quote(value, safe="")
 
 
+def _b64(value: bytes) -> str:
+    return base64.b64encode(value).decode()
+
+
+#: optional metadata fields that are one header each when set, and how each is written
+_FIELD_HEADERS: tuple[tuple[str, str, Callable[[Any], str]], ...] = (
+    ("highest_sequence_id", "X-Pulsar-highest-sequence-id", str),
+    ("replicated_from", "X-Pulsar-replicated-from", _safe),
+    ("ordering_key", "X-Pulsar-Base64-ordering-key", _b64),
+    ("encryption_algo", "X-Pulsar-encryption-algo", _safe),
+    ("marker_type", "X-Pulsar-marker-type", str),
+    ("schema_version", "X-Pulsar-Base64-schema-version-b64encoded", _b64),
+)
+
+
 def metadata_headers(pos: Position, md: pb.MessageMetadata, payload_size: int) -> dict[str, str]:
     headers = {"X-Pulsar-Message-ID": str(pos)}
     if md.properties:
@@ -59,26 +75,17 @@ def metadata_headers(pos: Position, md: pb.MessageMetadata, payload_size: int) -
         headers["X-Pulsar-null-value"] = "true"
     headers["X-Pulsar-producer-name"] = _safe(md.producer_name)
     headers["X-Pulsar-sequence-id"] = str(md.sequence_id)
-    if md.HasField("highest_sequence_id"):
-        headers["X-Pulsar-highest-sequence-id"] = str(md.highest_sequence_id)
-    if md.HasField("replicated_from"):
-        headers["X-Pulsar-replicated-from"] = _safe(md.replicated_from)
+    for field, header, text in _FIELD_HEADERS:
+        if md.HasField(field):
+            headers[header] = text(getattr(md, field))
     if md.HasField("partition_key"):
         _partition_key(headers, md)
-    if md.HasField("ordering_key"):
-        headers["X-Pulsar-Base64-ordering-key"] = base64.b64encode(md.ordering_key).decode()
     if md.compression:
         headers["X-Pulsar-compression"] = COMPRESSION_NAMES.get(md.compression, str(md.compression))
         headers["X-Pulsar-uncompressed-size"] = str(md.uncompressed_size)
-    if md.HasField("encryption_algo"):
-        headers["X-Pulsar-encryption-algo"] = _safe(md.encryption_algo)
-    if md.HasField("marker_type"):
-        headers["X-Pulsar-marker-type"] = str(md.marker_type)
     if md.HasField("txnid_least_bits"):
         headers["X-Pulsar-txnid-least-bits"] = str(md.txnid_least_bits)
         headers["X-Pulsar-txnid-most-bits"] = str(md.txnid_most_bits)
-    if md.HasField("schema_version"):
-        headers["X-Pulsar-Base64-schema-version-b64encoded"] = base64.b64encode(md.schema_version).decode()
     if md.HasField("uuid"):
         headers["X-Pulsar-uuid"] = _safe(md.uuid)
         headers["X-Pulsar-num-chunks-from-msg"] = str(md.num_chunks_from_msg)

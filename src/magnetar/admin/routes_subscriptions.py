@@ -9,6 +9,7 @@ partitioned topic (create, delete, skip all, expire, reset by time) apply to all
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body, Path
@@ -32,6 +33,7 @@ from magnetar.core.names import TopicName
 from magnetar.core.policies import Int64, message_expiry
 from magnetar.core.positions import LATEST_ID, Position
 from magnetar.core.subscriptions import cursor_moves
+from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import now_ms
@@ -78,6 +80,16 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             raise not_allowed(f"{what} on a partitioned topic is not allowed; use one of its partitions")
         return load_topic(broker, name)
 
+    async def on_every_partition(broker: BrokerService, name: TopicName, sub_name: str, what: str,
+                                 move: Callable[[Subscription], object]) -> None:
+        """Move the subscription's cursor on the topic or on each of its partitions (all
+        must have the subscription), storing each topic's cursors after it."""
+        require_persistent(name, what)
+        subs = [(t, require_subscription(t, sub_name)) for t in topics_of(broker, name)]
+        for loaded, sub in subs:
+            move(sub)
+            await broker.cursors.store_cursors(loaded)
+
     @router.get(base + "/subscriptions", summary="List the subscriptions of a topic")
     async def list_subscriptions(broker: Broker, tenant: str, namespace: str, topic: str) -> list[str]:
         names: set[str] = set()
@@ -115,13 +127,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     @router.post(base + "/subscription/{subName}/skip_all", status_code=204,
                  summary="Skip every message of the backlog")
     async def skip_all(broker: Broker, tenant: str, namespace: str, topic: str, subName: str) -> None:
-        name = name_of(tenant, namespace, topic)
-        require_persistent(name, "Skipping messages")
-        targets = topics_of(broker, name)
-        subs = [(t, require_subscription(t, subName)) for t in targets]
-        for loaded, sub in subs:
-            sub.skip_all(now_ms())
-            await broker.cursors.store_cursors(loaded)
+        await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Skipping messages",
+                                 lambda sub: sub.skip_all(now_ms()))
 
     @router.post(base + "/subscription/{subName}/skip/{numMessages}", status_code=204,
                  summary="Skip the next N messages of the backlog")
@@ -137,23 +144,15 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                  summary="Expire messages older than the given age")
     async def expire_messages(broker: Broker, tenant: str, namespace: str, topic: str, subName: str,
                               expireTimeInSeconds: Count) -> None:
-        name = name_of(tenant, namespace, topic)
-        require_persistent(name, "Expiring messages")
-        subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
-        for loaded, sub in subs:
-            message_expiry.expire(sub, expireTimeInSeconds, now_ms())
-            await broker.cursors.store_cursors(loaded)
+        await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Expiring messages",
+                                 lambda sub: message_expiry.expire(sub, expireTimeInSeconds, now_ms()))
 
     @router.post(base + "/subscription/{subName}/resetcursor/{timestamp}", status_code=204,
                  summary="Reset the cursor to the first message published at or after a time (ms)")
     async def reset_cursor_by_time(broker: Broker, tenant: str, namespace: str, topic: str, subName: str,
                                    timestamp: Annotated[int, Path(ge=-(2**63), le=2**63 - 1)]) -> None:
-        name = name_of(tenant, namespace, topic)
-        require_persistent(name, "Resetting a cursor")
-        subs = [(t, require_subscription(t, subName)) for t in topics_of(broker, name)]
-        for loaded, sub in subs:
-            cursor_moves.reset_cursor_by_time(sub, timestamp, now_ms())
-            await broker.cursors.store_cursors(loaded)
+        await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Resetting a cursor",
+                                 lambda sub: cursor_moves.reset_cursor_by_time(sub, timestamp, now_ms()))
 
     @router.post(base + "/subscription/{subName}/resetcursor", status_code=204,
                  summary="Reset the cursor to a message id")

@@ -97,6 +97,20 @@ class Admin:
             typer.echo(message)
 
 
+def _show(ctx: typer.Context, path: str, title: str = "value", params: dict[str, Any] | None = None) -> None:
+    """Print what a GET of ``path`` answers."""
+    admin = _admin_of(ctx)
+    admin.show(admin.get(path, params=params), title)
+
+
+def _act(ctx: typer.Context, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
+         *, done: str) -> None:
+    """Make a call that answers nothing to print; ``done`` says what was done."""
+    admin = _admin_of(ctx)
+    admin.call(method, path, body, params=params)
+    admin.done(done)
+
+
 def _reason(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -152,15 +166,13 @@ def _csv(text: str | None) -> list[str]:
 @clusters_app.command("list")
 def clusters_list(ctx: typer.Context) -> None:
     """List clusters."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get("/admin/v2/clusters"), "cluster")
+    _show(ctx, "/admin/v2/clusters", title="cluster")
 
 
 @clusters_app.command("get")
 def clusters_get(ctx: typer.Context, cluster: str) -> None:
     """Show a cluster's configuration."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"/admin/v2/clusters/{quote(cluster, safe='')}"))
+    _show(ctx, f"/admin/v2/clusters/{quote(cluster, safe='')}")
 
 
 def _cluster_data(url: str | None, broker_url: str | None) -> dict[str, str]:
@@ -173,9 +185,8 @@ def clusters_create(ctx: typer.Context, cluster: str,
                     url: Annotated[str | None, typer.Option("--url", help="HTTP service URL")] = None,
                     broker_url: Annotated[str | None, typer.Option("--broker-url")] = None) -> None:
     """Create a cluster."""
-    admin = _admin_of(ctx)
-    admin.call("PUT", f"/admin/v2/clusters/{quote(cluster, safe='')}", _cluster_data(url, broker_url))
-    admin.done(f"Created cluster {cluster}")
+    _act(ctx, "PUT", f"/admin/v2/clusters/{quote(cluster, safe='')}", _cluster_data(url, broker_url),
+         done=f"Created cluster {cluster}")
 
 
 @clusters_app.command("update")
@@ -183,32 +194,27 @@ def clusters_update(ctx: typer.Context, cluster: str,
                     url: Annotated[str | None, typer.Option("--url")] = None,
                     broker_url: Annotated[str | None, typer.Option("--broker-url")] = None) -> None:
     """Update a cluster."""
-    admin = _admin_of(ctx)
-    admin.call("POST", f"/admin/v2/clusters/{quote(cluster, safe='')}", _cluster_data(url, broker_url))
-    admin.done(f"Updated cluster {cluster}")
+    _act(ctx, "POST", f"/admin/v2/clusters/{quote(cluster, safe='')}", _cluster_data(url, broker_url),
+         done=f"Updated cluster {cluster}")
 
 
 @clusters_app.command("delete")
 def clusters_delete(ctx: typer.Context, cluster: str) -> None:
     """Delete a cluster."""
-    admin = _admin_of(ctx)
-    admin.call("DELETE", f"/admin/v2/clusters/{quote(cluster, safe='')}")
-    admin.done(f"Deleted cluster {cluster}")
+    _act(ctx, "DELETE", f"/admin/v2/clusters/{quote(cluster, safe='')}", done=f"Deleted cluster {cluster}")
 
 
 # -- tenants -------------------------------------------------------------------------------------
 @tenants_app.command("list")
 def tenants_list(ctx: typer.Context) -> None:
     """List tenants."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get("/admin/v2/tenants"), "tenant")
+    _show(ctx, "/admin/v2/tenants", title="tenant")
 
 
 @tenants_app.command("get")
 def tenants_get(ctx: typer.Context, tenant: str) -> None:
     """Show a tenant's admin roles and allowed clusters."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"/admin/v2/tenants/{quote(tenant, safe='')}"))
+    _show(ctx, f"/admin/v2/tenants/{quote(tenant, safe='')}")
 
 
 RolesOption = Annotated[str | None, typer.Option("--admin-roles", "-r", help="Comma-separated roles")]
@@ -245,53 +251,43 @@ ForceOption = Annotated[bool, typer.Option("--force", "-f", help="Also delete wh
 @tenants_app.command("delete")
 def tenants_delete(ctx: typer.Context, tenant: str, force: ForceOption = False) -> None:
     """Delete a tenant (refused while it has namespaces unless forced)."""
-    admin = _admin_of(ctx)
-    admin.call("DELETE", f"/admin/v2/tenants/{quote(tenant, safe='')}", params={"force": force})
-    admin.done(f"Deleted tenant {tenant}")
+    _act(ctx, "DELETE", f"/admin/v2/tenants/{quote(tenant, safe='')}", params={"force": force},
+         done=f"Deleted tenant {tenant}")
 
 
 # -- namespaces -----------------------------------------------------------------------------------
 @namespaces_app.command("list")
 def namespaces_list(ctx: typer.Context, tenant: str) -> None:
     """List the namespaces of a tenant."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"/admin/v2/namespaces/{quote(tenant, safe='')}"), "namespace")
+    _show(ctx, f"/admin/v2/namespaces/{quote(tenant, safe='')}", title="namespace")
 
 
 @namespaces_app.command("create")
 def namespaces_create(ctx: typer.Context, namespace: str) -> None:
     """Create a namespace: TENANT/NAMESPACE."""
-    admin = _admin_of(ctx)
-    admin.call("PUT", namespace_path(namespace))
-    admin.done(f"Created namespace {namespace}")
+    _act(ctx, "PUT", namespace_path(namespace), done=f"Created namespace {namespace}")
 
 
 @namespaces_app.command("delete")
 def namespaces_delete(ctx: typer.Context, namespace: str, force: ForceOption = False) -> None:
     """Delete a namespace (refused while it has topics unless forced)."""
-    admin = _admin_of(ctx)
-    admin.call("DELETE", namespace_path(namespace), params={"force": force})
-    admin.done(f"Deleted namespace {namespace}")
+    _act(ctx, "DELETE", namespace_path(namespace), params={"force": force}, done=f"Deleted namespace {namespace}")
 
 
 @namespaces_app.command("policies")
 def namespaces_policies(ctx: typer.Context, namespace: str) -> None:
     """Show every policy of a namespace."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(namespace_path(namespace)))
+    _show(ctx, namespace_path(namespace))
 
 
 @namespaces_app.command("topics")
 def namespaces_topics(ctx: typer.Context, namespace: str) -> None:
     """List the topics of a namespace."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(namespace_path(namespace) + "/topics", params={"mode": "ALL"}), "topic")
+    _show(ctx, namespace_path(namespace) + "/topics", params={"mode": "ALL"}, title="topic")
 
 
 def _set_policy(ctx: typer.Context, namespace: str, policy: str, value: Any) -> None:
-    admin = _admin_of(ctx)
-    admin.call("POST", f"{namespace_path(namespace)}/{policy}", value)
-    admin.done(f"Set {policy} on {namespace}")
+    _act(ctx, "POST", f"{namespace_path(namespace)}/{policy}", value, done=f"Set {policy} on {namespace}")
 
 
 #: (verb suffix, REST path) of the policies that also have get-/remove- verbs.
@@ -387,33 +383,28 @@ def set_backlog_quota(ctx: typer.Context, namespace: str,
         quota["limitSize"] = parse_size_bytes(limit)
     if limit_time is not None:
         quota["limitTime"] = parse_duration_ms(limit_time) // 1000
-    admin = _admin_of(ctx)
-    admin.call("POST", f"{namespace_path(namespace)}/backlogQuota", quota, params={"backlogQuotaType": quota_type})
-    admin.done(f"Set backlog quota on {namespace}")
+    _act(ctx, "POST", f"{namespace_path(namespace)}/backlogQuota", quota, params={"backlogQuotaType": quota_type},
+         done=f"Set backlog quota on {namespace}")
 
 
 @namespaces_app.command("get-backlog-quotas")
 def get_backlog_quotas(ctx: typer.Context, namespace: str) -> None:
     """Show the backlog quotas."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{namespace_path(namespace)}/backlogQuotaMap"))
+    _show(ctx, f"{namespace_path(namespace)}/backlogQuotaMap")
 
 
 @namespaces_app.command("remove-backlog-quota")
 def remove_backlog_quota(ctx: typer.Context, namespace: str,
                          quota_type: Annotated[str, typer.Option("--type", "-t")] = "destination_storage") -> None:
     """Remove a backlog quota."""
-    admin = _admin_of(ctx)
-    admin.call("DELETE", f"{namespace_path(namespace)}/backlogQuota", params={"backlogQuotaType": quota_type})
-    admin.done(f"Removed backlog quota from {namespace}")
+    _act(ctx, "DELETE", f"{namespace_path(namespace)}/backlogQuota", params={"backlogQuotaType": quota_type},
+         done=f"Removed backlog quota from {namespace}")
 
 
 @namespaces_app.command("unload")
 def namespaces_unload(ctx: typer.Context, namespace: str) -> None:
     """Unload every topic of the namespace: clients reconnect and the topics load again."""
-    admin = _admin_of(ctx)
-    admin.call("PUT", f"{namespace_path(namespace)}/unload")
-    admin.done(f"Unloaded namespace {namespace}")
+    _act(ctx, "PUT", f"{namespace_path(namespace)}/unload", done=f"Unloaded namespace {namespace}")
 
 
 @namespaces_app.command("clear-backlog")
@@ -502,24 +493,21 @@ def _actions(text: str) -> list[str]:
 @namespaces_app.command("grant-permission")
 def namespaces_grant(ctx: typer.Context, namespace: str, role: RoleOption, actions: ActionsOption) -> None:
     """Grant a role actions on every topic of the namespace."""
-    admin = _admin_of(ctx)
-    admin.call("POST", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}", _actions(actions))
-    admin.done(f"Granted {actions} on {namespace} to {role}")
+    _act(ctx, "POST", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}", _actions(actions),
+         done=f"Granted {actions} on {namespace} to {role}")
 
 
 @namespaces_app.command("revoke-permission")
 def namespaces_revoke(ctx: typer.Context, namespace: str, role: RoleOption) -> None:
     """Revoke a role's namespace permissions."""
-    admin = _admin_of(ctx)
-    admin.call("DELETE", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}")
-    admin.done(f"Revoked the permissions of {role} on {namespace}")
+    _act(ctx, "DELETE", f"{namespace_path(namespace)}/permissions/{quote(role, safe='')}",
+         done=f"Revoked the permissions of {role} on {namespace}")
 
 
 @namespaces_app.command("permissions")
 def namespaces_permissions(ctx: typer.Context, namespace: str) -> None:
     """Show the roles and their actions on a namespace."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{namespace_path(namespace)}/permissions"))
+    _show(ctx, f"{namespace_path(namespace)}/permissions")
 
 
 @namespaces_app.command("set-auto-topic-creation")
@@ -572,53 +560,43 @@ def topics_list_partitioned(ctx: typer.Context, namespace: str) -> None:
 @topics_app.command("create")
 def topics_create(ctx: typer.Context, topic: str) -> None:
     """Create a non-partitioned topic."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", path)
-    admin.done(f"Created topic {name}")
+    _act(ctx, "PUT", path, done=f"Created topic {name}")
 
 
 @topics_app.command("create-partitioned-topic")
 def topics_create_partitioned(ctx: typer.Context, topic: str, partitions: PartitionsOption) -> None:
     """Create a partitioned topic."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/partitions", partitions)
-    admin.done(f"Created partitioned topic {name} with {partitions} partitions")
+    _act(ctx, "PUT", f"{path}/partitions", partitions,
+         done=f"Created partitioned topic {name} with {partitions} partitions")
 
 
 @topics_app.command("update-partitioned-topic")
 def topics_update_partitioned(ctx: typer.Context, topic: str, partitions: PartitionsOption) -> None:
     """Increase the partitions of a partitioned topic."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("POST", f"{path}/partitions", partitions)
-    admin.done(f"Updated {name} to {partitions} partitions")
+    _act(ctx, "POST", f"{path}/partitions", partitions, done=f"Updated {name} to {partitions} partitions")
 
 
 @topics_app.command("get-partitioned-topic-metadata")
 def topics_partitioned_metadata(ctx: typer.Context, topic: str) -> None:
     """Show the partition count of a topic (0 when not partitioned)."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{topic_path(topic)[1]}/partitions"))
+    _show(ctx, f"{topic_path(topic)[1]}/partitions")
 
 
 @topics_app.command("delete")
 def topics_delete(ctx: typer.Context, topic: str, force: ForceOption = False) -> None:
     """Delete a topic (refused while clients are connected unless forced)."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("DELETE", path, params={"force": force})
-    admin.done(f"Deleted topic {name}")
+    _act(ctx, "DELETE", path, params={"force": force}, done=f"Deleted topic {name}")
 
 
 @topics_app.command("delete-partitioned-topic")
 def topics_delete_partitioned(ctx: typer.Context, topic: str, force: ForceOption = False) -> None:
     """Delete a partitioned topic and all its partitions."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("DELETE", f"{path}/partitions", params={"force": force})
-    admin.done(f"Deleted partitioned topic {name}")
+    _act(ctx, "DELETE", f"{path}/partitions", params={"force": force}, done=f"Deleted partitioned topic {name}")
 
 
 @topics_app.command("unload")
@@ -628,10 +606,8 @@ def topics_unload(ctx: typer.Context, topic: str) -> None:
 
 
 def _put_to_topic(ctx: typer.Context, topic: str, action: str, message: str) -> None:
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/{action}")
-    admin.done(message.format(name=name))
+    _act(ctx, "PUT", f"{path}/{action}", done=message.format(name=name))
 
 
 @topics_app.command("compact")
@@ -748,15 +724,13 @@ def topics_internal_stats(ctx: typer.Context, topic: str) -> None:
 @topics_app.command("last-message-id")
 def topics_last_message_id(ctx: typer.Context, topic: str) -> None:
     """Show the id of the last message."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{topic_path(topic)[1]}/lastMessageId"))
+    _show(ctx, f"{topic_path(topic)[1]}/lastMessageId")
 
 
 @topics_app.command("subscriptions")
 def topics_subscriptions(ctx: typer.Context, topic: str) -> None:
     """List a topic's subscriptions."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{topic_path(topic)[1]}/subscriptions"), "subscription")
+    _show(ctx, f"{topic_path(topic)[1]}/subscriptions", title="subscription")
 
 
 def _message_id(text: str) -> dict[str, int]:
@@ -778,38 +752,34 @@ def topics_create_subscription(ctx: typer.Context, topic: str, subscription: Sub
                                message_id: Annotated[str, typer.Option("--messageId", "-m", help=(
                                    "latest, earliest or <ledgerId>:<entryId>"))] = "latest") -> None:
     """Create a subscription at a position."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("PUT", f"{path}/subscription/{quote(subscription, safe='')}", _message_id(message_id))
-    admin.done(f"Created subscription {subscription} on {name}")
+    _act(ctx, "PUT", f"{path}/subscription/{quote(subscription, safe='')}", _message_id(message_id),
+         done=f"Created subscription {subscription} on {name}")
 
 
 @topics_app.command("unsubscribe")
 def topics_unsubscribe(ctx: typer.Context, topic: str, subscription: SubOption, force: ForceOption = False) -> None:
     """Delete a subscription."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("DELETE", f"{path}/subscription/{quote(subscription, safe='')}", params={"force": force})
-    admin.done(f"Deleted subscription {subscription} on {name}")
+    _act(ctx, "DELETE", f"{path}/subscription/{quote(subscription, safe='')}", params={"force": force},
+         done=f"Deleted subscription {subscription} on {name}")
 
 
 @topics_app.command("skip")
 def topics_skip(ctx: typer.Context, topic: str, subscription: SubOption,
                 count: Annotated[int, typer.Option("--count", "-n", help="Messages to skip")]) -> None:
     """Skip the next N messages of a subscription's backlog."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("POST", f"{path}/subscription/{quote(subscription, safe='')}/skip/{count}")
-    admin.done(f"Skipped {count} messages on {name} {subscription}")
+    _act(ctx, "POST", f"{path}/subscription/{quote(subscription, safe='')}/skip/{count}",
+         done=f"Skipped {count} messages on {name} {subscription}")
 
 
 @topics_app.command("skip-all")
 def topics_skip_all(ctx: typer.Context, topic: str, subscription: SubOption) -> None:
     """Skip every message of a subscription's backlog."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("POST", f"{path}/subscription/{quote(subscription, safe='')}/skip_all")
-    admin.done(f"Cleared the backlog of {subscription} on {name}")
+    _act(ctx, "POST", f"{path}/subscription/{quote(subscription, safe='')}/skip_all",
+         done=f"Cleared the backlog of {subscription} on {name}")
 
 
 @topics_app.command("clear-backlog")
@@ -966,33 +936,29 @@ def brokers_healthcheck(ctx: typer.Context) -> None:
 @brokers_app.command("get-runtime-config")
 def brokers_runtime_config(ctx: typer.Context) -> None:
     """Show every configuration value the broker runs with."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get("/admin/v2/brokers/configuration/runtime"))
+    _show(ctx, "/admin/v2/brokers/configuration/runtime")
 
 
 @brokers_app.command("list")
 def brokers_list(ctx: typer.Context, cluster: Annotated[str, typer.Argument()] = "standalone") -> None:
     """List the active brokers of a cluster."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"/admin/v2/brokers/{quote(cluster, safe='')}"), "broker")
+    _show(ctx, f"/admin/v2/brokers/{quote(cluster, safe='')}", title="broker")
 
 
 @topics_app.command("grant-permission")
 def topics_grant(ctx: typer.Context, topic: str, role: RoleOption, actions: ActionsOption) -> None:
     """Grant a role actions on one topic."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("POST", f"{path}/permissions/{quote(role, safe='')}", _actions(actions))
-    admin.done(f"Granted {actions} on {name} to {role}")
+    _act(ctx, "POST", f"{path}/permissions/{quote(role, safe='')}", _actions(actions),
+         done=f"Granted {actions} on {name} to {role}")
 
 
 @topics_app.command("revoke-permission")
 def topics_revoke(ctx: typer.Context, topic: str, role: RoleOption) -> None:
     """Revoke a role's permissions on one topic."""
-    admin = _admin_of(ctx)
     name, path = topic_path(topic)
-    admin.call("DELETE", f"{path}/permissions/{quote(role, safe='')}")
-    admin.done(f"Revoked the permissions of {role} on {name}")
+    _act(ctx, "DELETE", f"{path}/permissions/{quote(role, safe='')}",
+         done=f"Revoked the permissions of {role} on {name}")
 
 
 @topics_app.command("permissions")
@@ -1084,16 +1050,14 @@ def set_schema_compatibility_strategy(
             "UNDEFINED, ALWAYS_INCOMPATIBLE, ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, "
             "FORWARD_TRANSITIVE, FULL_TRANSITIVE"))]) -> None:
     """Set the schema compatibility strategy of a namespace."""
-    admin = _admin_of(ctx)
-    admin.call("PUT", f"{namespace_path(namespace)}/schemaCompatibilityStrategy", strategy.upper())
-    admin.done(f"Set the schema compatibility strategy of {namespace} to {strategy.upper()}")
+    _act(ctx, "PUT", f"{namespace_path(namespace)}/schemaCompatibilityStrategy", strategy.upper(),
+         done=f"Set the schema compatibility strategy of {namespace} to {strategy.upper()}")
 
 
 @namespaces_app.command("get-schema-compatibility-strategy")
 def get_schema_compatibility_strategy(ctx: typer.Context, namespace: str) -> None:
     """Show the schema compatibility strategy of a namespace."""
-    admin = _admin_of(ctx)
-    admin.show(admin.get(f"{namespace_path(namespace)}/schemaCompatibilityStrategy"))
+    _show(ctx, f"{namespace_path(namespace)}/schemaCompatibilityStrategy")
 
 
 def _add_flag_verb(verb: str, path: str, doc: str) -> None:

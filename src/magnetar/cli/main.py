@@ -12,7 +12,8 @@ from magnetar.cli.admin import admin_app
 from magnetar.cli.client import client_app
 from magnetar.cli.perf import perf_app
 from magnetar.cli.tokens import tokens_app
-from magnetar.config import ConfigError, load_config
+from magnetar.config import load_config
+from magnetar.core.broker.broker_config import ConfigError
 
 app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_is_help=True,
                   add_completion=False)

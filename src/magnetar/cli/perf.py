@@ -199,10 +199,11 @@ def perf_produce(
     if codec is None:
         raise typer.BadParameter(f"unknown compression {compression!r}")
     time_ms = parse_duration_ms(duration)
-    client = open_client(service_url)
     meter = Meter()
     payload = os.urandom(size)
-    try:
+
+    def produce(client: Any) -> None:
+        meter.started = time.perf_counter()
         options: dict[str, Any] = {
             "batching_enabled": not disable_batching, "batching_max_messages": batch_max_messages,
             "batching_max_publish_delay_ms": max(1, int(batch_window_ms)), "block_if_queue_full": True,
@@ -215,13 +216,23 @@ def perf_produce(
         for producer in handles:
             producer.flush()
         _wait_outstanding(meter, num_messages)
+    _run("produce", topic, service_url, meter, json_output, produce)
+
+
+def _run(mode: str, topic: str, service_url: str, meter: Meter, json_output: bool,
+         work: Callable[[Any], None]) -> None:
+    """``work`` with a client until it is done or interrupted (Ctrl-C ends a run early, as in
+    pulsar-perf), then the final report."""
+    client = open_client(service_url)
+    try:
+        work(client)
     except KeyboardInterrupt:
         pass
     except Exception as exc:
-        fail(f"perf produce on {topic} failed: {exc}")
+        fail(f"perf {mode} on {topic} failed: {exc}")
     finally:
         client.close()
-    _report_final("produce", topic, meter, json_output)
+    _report_final(mode, topic, meter, json_output)
 
 
 def _produce_loop(handles: list[Any], payload: bytes, rate: float, num_messages: int, time_ms: int, keys: int,
@@ -278,7 +289,6 @@ def perf_consume(
     kind = consumer_type(sub_type)
     module = pulsar_module()
     time_ms = parse_duration_ms(duration)
-    client = open_client(service_url)
     meter = Meter()
 
     def on_message(consumer: Any, msg: Any) -> None:
@@ -286,7 +296,7 @@ def perf_consume(
         meter.record(len(msg.data()), latency_ms)
         consumer.acknowledge(msg)
 
-    try:
+    def consume(client: Any) -> None:
         handles = [client.subscribe(topic, subscription, consumer_type=kind, message_listener=on_message,
                                     receiver_queue_size=receiver_queue,
                                     initial_position=getattr(module.InitialPosition, position))
@@ -298,10 +308,4 @@ def perf_consume(
             progress.tick()
         for consumer in handles:
             consumer.close()
-    except KeyboardInterrupt:
-        pass
-    except Exception as exc:
-        fail(f"perf consume on {topic} failed: {exc}")
-    finally:
-        client.close()
-    _report_final("consume", topic, meter, json_output)
+    _run("consume", topic, service_url, meter, json_output, consume)

@@ -20,11 +20,6 @@ def to_signed64(value: int) -> int:
     return value - (1 << 64) if value >= (1 << 63) else value
 
 
-def to_unsigned64(value: int) -> int:
-    """The uint64 wire form of a signed long."""
-    return value & 0xFFFFFFFFFFFFFFFF
-
-
 class Position(NamedTuple):
     """A ledger entry's address; tuples compare in storage order."""
 

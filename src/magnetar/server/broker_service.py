@@ -7,7 +7,7 @@ access, topic records, schemas), the appends on their way to the disk
 except what can wait on a disk: fsync of appends (the group committer's thread,
 reported back with ``call_soon_threadsafe``), cursor writes (the metadata writer's
 thread) and the opening of a topic's ledger (a worker thread). Core's one timer is
-armed by :class:`BrokerTimer`.
+armed by :class:`~magnetar.server.timer_alarm.TimerAlarm`.
 """
 
 from __future__ import annotations
@@ -25,13 +25,13 @@ from functools import partial
 from pathlib import Path
 from typing import Protocol
 
-from magnetar.config import BrokerConfig
 from magnetar.core import policies
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
-from magnetar.core.errors import MetadataError, ServiceNotReady
+from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, limits, throttles
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -47,7 +47,6 @@ from magnetar.security.authentication import AuthenticationService
 from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
 from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
-from magnetar.server.broker_timer import BrokerTimer
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
@@ -57,6 +56,7 @@ from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
+from magnetar.server.timer_alarm import TimerAlarm
 from magnetar.server.topic_release import TopicRelease
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.entry_cache_budget import cache_budget
@@ -92,7 +92,7 @@ class BrokerService:
         #: cursor writes, in order, off the event loop (a second connection to the store)
         self.writer = MetadataWriter(data_dir / "metadata.db")
         self.core = BrokerCore(config)
-        self.timer = BrokerTimer(self.core.timers)
+        self.timer = TimerAlarm(self.core.timers)
         self.topics: dict[str, Topic] = self.core.topics
         self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata, self.writer)
@@ -434,10 +434,6 @@ class BrokerService:
     @staticmethod
     def now_ms() -> int:
         return now_ms()
-
-    def metadata_error(self, exc: Exception) -> MetadataError:
-        log.exception("metadata store failure")
-        return MetadataError(f"metadata store failure: {exc}")
 
 
     def admit_connection(self, ip: str) -> str | None:

@@ -14,9 +14,11 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.topics.topic import Topic
+from magnetar.server.appends import Appends
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
+from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.metadata_store import MetadataStore
 
@@ -29,9 +31,11 @@ class BrokerShell(Protocol):
     ledger_ids: LedgerIds
     topics: dict[str, Topic]
     core: BrokerCore
+    committer: GroupCommitter
 
     @property
     def bucket_snapshot_storage(self) -> LedgerBucketSnapshotStorage: ...
 
     policies: PolicyCache
     cursors: CursorPersistence
+    appends: Appends

@@ -43,8 +43,6 @@ if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
 
 log = logging.getLogger("magnetar.compaction")
-#: how often a compaction that is about to start looks whether its horizon is durable yet
-DURABLE_POLL_S = 0.002
 
 
 class TopicCompaction:
@@ -105,13 +103,18 @@ class TopicCompaction:
         Pulsar's backlog counts only confirmed entries; here a threshold can be passed by
         entries whose sync is still under way, and compacting up to the last durable entry
         then would leave exactly them out (an empty compaction reported as a success).
-        The wait is one group commit; a topic whose sync fails is unloaded, which ends it.
+        The wait is for the group commit's round that covers the horizon to be reported
+        (:meth:`GroupCommitter.flush` returns after its report is posted to the loop, so
+        the topic has heard of it when the wait ends); a topic whose sync fails is unloaded,
+        which ends it.
         """
         target = topic.ledger.last_position()
+        loop = asyncio.get_running_loop()
         while target is not None and (topic.last_durable is None or topic.last_durable < target):
             if self.broker.topics.get(str(topic.name)) is not topic:
                 break
-            await asyncio.sleep(DURABLE_POLL_S)
+            self.broker.appends.write_appends()
+            await loop.run_in_executor(None, self.broker.committer.flush)
         return topic.last_durable
 
     async def _compact(self, topic: Topic) -> None:

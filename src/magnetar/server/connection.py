@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from magnetar import __version__
 from magnetar.core.broker import commands as broker_commands
+from magnetar.core.broker.deadlines import Deadlines
 from magnetar.core.errors import BrokerError, NotAllowed, ServerError
 from magnetar.core.names import TopicName
 from magnetar.core.policies.publish_throttle import PendingPublishes
@@ -41,7 +42,8 @@ from magnetar.server.broker_service import BrokerService
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command
+from magnetar.wire.commands import to_uint64
+from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command, request_id_of
 from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, send_receipt_frames
 
 log = logging.getLogger("magnetar.connection")
@@ -51,6 +53,8 @@ MAX_PROTOCOL_VERSION = 21
 GATHER_MARKS = 8
 #: the challenge data asking a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA)
 REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
+#: the connection's deadlines on the broker's one timer
+KEEPALIVE, AUTH_REFRESH, THROTTLE = "keep-alive", "authentication refresh", "publish throttle"
 T = pb.BaseCommand
 
 
@@ -78,7 +82,8 @@ class ServerConnection(asyncio.Protocol):
         self._fd = -1
         self._received_since_ping = True
         self._ping_pending = False
-        self._keepalive: asyncio.TimerHandle | None = None
+        #: keep-alive, credential check and publish throttle, on the broker's one timer
+        self.deadlines = Deadlines(broker.core.timers)
         self.closed = False
         config = broker.config
         self.pending_publishes = PendingPublishes(config.maxPendingPublishRequestsPerConnection,
@@ -97,8 +102,6 @@ class ServerConnection(asyncio.Protocol):
         self.reading_paused = False
         #: frames read before reading was paused and not yet handled
         self._held: list[Frame] = []
-        #: a publish rate limit holds reading until this fires
-        self._throttle: asyncio.TimerHandle | None = None
         #: who the client authenticated as; None while authentication is off
         self.identity: Identity | None = None
         self.peer_common_name = ""
@@ -106,7 +109,6 @@ class ServerConnection(asyncio.Protocol):
         self._connecting = False
         self._supports_auth_refresh = False
         self._auth_challenge_pending = False
-        self._auth_refresh: asyncio.TimerHandle | None = None
 
     # -- asyncio protocol -------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -175,12 +177,7 @@ class ServerConnection(asyncio.Protocol):
         self.closed = True
         self.broker.activity.unwatch(self._fd, self)
         self.broker.activity.replies_waiting.discard(self)
-        if self._keepalive is not None:
-            self._keepalive.cancel()
-        if self._auth_refresh is not None:
-            self._auth_refresh.cancel()
-        if self._throttle is not None:
-            self._throttle.cancel()
+        self.deadlines.close()
         if self in self.broker.connections:
             self.broker.connections.discard(self)
             self.broker.connection_closed(self.peer_ip, self._admitted_at)
@@ -225,21 +222,20 @@ class ServerConnection(asyncio.Protocol):
 
     def throttle_reading(self, pause_ms: int) -> None:
         """A publish rate limit was exceeded: this connection is not read for a while."""
-        if self._throttle is not None:
+        if self.deadlines.pending(THROTTLE) or self.closed:
             return
-        self._throttle = asyncio.get_running_loop().call_later(pause_ms / 1000, self._end_throttle)
+        self.deadlines.set(THROTTLE, now_ms() + pause_ms, self._end_throttle)
         self.update_reading()
 
-    def _end_throttle(self) -> None:
-        self._throttle = None
+    def _end_throttle(self, now: int) -> None:
         self.update_reading()
 
     def update_reading(self) -> None:
         """Stop or restart reading the socket (Pulsar toggles netty's auto-read)."""
         if self.transport is None or self.closed:
             return
-        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) or self._throttle is not None \
-            or self._loading_topic
+        held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) \
+            or self.deadlines.pending(THROTTLE) or self._loading_topic
         if not self.reading_paused:
             if held_by_writes or self.pending_publishes.should_pause():
                 self.reading_paused = True
@@ -308,7 +304,7 @@ class ServerConnection(asyncio.Protocol):
         return None if self.identity is None else self.identity.role
 
     def _fail_connection(self, reason: str, code: int = ServerError.NotAllowedError) -> None:
-        self.write_command(commands.error(to_u64(-1), code, reason))
+        self.write_command(commands.error(to_uint64(-1), code, reason))
         self.closed = False
         self._flush()
         self.closed = True
@@ -316,11 +312,11 @@ class ServerConnection(asyncio.Protocol):
             self.transport.close()
 
     # -- keep-alive ---------------------------------------------------------------
-    def _arm_keepalive(self) -> None:
-        interval = self.broker.config.keepAliveIntervalSeconds
-        self._keepalive = asyncio.get_running_loop().call_later(interval, self._keepalive_tick)
+    def _arm_keepalive(self, now: int | None = None) -> None:
+        at_ms = (now_ms() if now is None else now) + round(self.broker.config.keepAliveIntervalSeconds * 1000)
+        self.deadlines.set(KEEPALIVE, at_ms, self._keepalive_tick)
 
-    def _keepalive_tick(self) -> None:
+    def _keepalive_tick(self, now: int) -> None:
         if self.closed:
             return
         if not self.connected or (self._ping_pending and not self._received_since_ping):
@@ -330,7 +326,7 @@ class ServerConnection(asyncio.Protocol):
         self._received_since_ping = False
         self._ping_pending = True
         self.write_command(commands.ping())
-        self._arm_keepalive()
+        self._arm_keepalive(now)
 
     # -- sinks used by core ---------------------------------------------------------
     def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
@@ -409,7 +405,7 @@ class ServerConnection(asyncio.Protocol):
     def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str, always: bool = False) -> None:
         """Answer a failed command the way its client expects; ``always`` answers even a
         command without a request id (an ERROR whose id no client knows is ignored)."""
-        request_id = broker_commands.request_id_of(cmd)
+        request_id = request_id_of(cmd)
         if cmd.type == T.SEND:
             self.send_error(cmd.send.producer_id, cmd.send.sequence_id, code, message)
         elif cmd.type == T.PARTITIONED_METADATA:
@@ -425,7 +421,7 @@ class ServerConnection(asyncio.Protocol):
         elif request_id is not None:
             self.write_command(commands.error(request_id, code, message))
         elif always or cmd.type == T.CONNECT:
-            self.write_command(commands.error(to_u64(-1), code, message))
+            self.write_command(commands.error(to_uint64(-1), code, message))
         else:
             log.info("%s from %s failed: %s", T.Type.Name(cmd.type), self.address, message)
 
@@ -470,8 +466,6 @@ def _raise(failure: BaseException) -> None:
     raise failure
 
 
-def to_u64(value: int) -> int:
-    return value & 0xFFFFFFFFFFFFFFFF
 
 
 def _connect(conn: ServerConnection, frame: Frame) -> None:
@@ -498,7 +492,7 @@ def _complete_connect(conn: ServerConnection) -> None:
     if conn.identity is not None:
         log.info("%s connected with role=%s using authMethod=%s", conn.address, conn.identity.role,
                  conn.identity.method)
-        _arm_auth_refresh(conn)
+        _arm_auth_refresh(conn, now_ms())
 
 
 def auth_method_of(connect: pb.CommandConnect) -> str:
@@ -545,17 +539,17 @@ def _authenticated(conn: ServerConnection, done: asyncio.Future[Identity]) -> No
     log.info("%s refreshed authentication credentials for role %s", conn.address, identity.role)
 
 
-def _arm_auth_refresh(conn: ServerConnection) -> None:
-    interval = conn.broker.config.authenticationRefreshCheckSeconds
-    conn._auth_refresh = asyncio.get_running_loop().call_later(interval, _auth_refresh_tick, conn)
+def _arm_auth_refresh(conn: ServerConnection, now: int) -> None:
+    at_ms = now + round(conn.broker.config.authenticationRefreshCheckSeconds * 1000)
+    conn.deadlines.set(AUTH_REFRESH, at_ms, lambda now: _auth_refresh_tick(conn, now))
 
 
-def _auth_refresh_tick(conn: ServerConnection) -> None:
+def _auth_refresh_tick(conn: ServerConnection, now: int) -> None:
     """Pulsar's refresh check: expired credentials get one AUTH_CHALLENGE, and the
     connection is closed when the client cannot or does not answer it in time."""
     if conn.closed or conn.identity is None:
         return
-    if conn.identity.expired(now_ms()):
+    if conn.identity.expired(now):
         if not conn._supports_auth_refresh or conn._auth_challenge_pending:
             why = "does not support credential refresh" if not conn._supports_auth_refresh else "did not refresh"
             log.info("closing %s: credentials expired and the client %s", conn.address, why)
@@ -564,7 +558,7 @@ def _auth_refresh_tick(conn: ServerConnection) -> None:
         conn._auth_challenge_pending = True
         conn.write_command(commands.auth_challenge(f"Magnetar-{__version__}", conn.protocol_version,
                                                   conn._auth_method, REFRESH_AUTH_DATA))
-    _arm_auth_refresh(conn)
+    _arm_auth_refresh(conn, now)
 
 
 def _auth_response(conn: ServerConnection, frame: Frame) -> None:

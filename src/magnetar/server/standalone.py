@@ -7,13 +7,16 @@ import contextlib
 import ipaddress
 import logging
 import signal
+import socket
 import ssl
 from pathlib import Path
 from typing import Any
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.security.tls import CertificateRefresh, server_context
 from magnetar.server.broker_service import BrokerService
+from magnetar.server.clock import now_ms
 from magnetar.server.connection import ServerConnection
 from magnetar.server.http_connections import HttpConnections, remembering
 
@@ -34,7 +37,7 @@ class Standalone:
         tls = server_context(self.config) if self._tls_wanted() else None
         self.broker.start(loop)
         if tls is not None and self.config.tlsCertRefreshCheckDurationSec > 0:
-            self._refresh_certificates(loop, CertificateRefresh(tls, self.config))
+            self._refresh_certificates(CertificateRefresh(tls, self.config))
         servers = await self._start_binary(loop, tls)
         http = [await self._start_http(port, tls if secure else None) for port, secure in self._web_ports()]
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -49,11 +52,16 @@ class Standalone:
         await self.stopping.wait()
         await self._shutdown(servers, http)
 
-    def _refresh_certificates(self, loop: asyncio.AbstractEventLoop, refresh: CertificateRefresh) -> None:
-        outcome = refresh.check()
-        if outcome is not None:
-            log.warning("%s", outcome)
-        loop.call_later(self.config.tlsCertRefreshCheckDurationSec, self._refresh_certificates, loop, refresh)
+    def _refresh_certificates(self, refresh: CertificateRefresh) -> None:
+        """Check the certificate files now, then every ``tlsCertRefreshCheckDurationSec``
+        on the broker's one timer."""
+        def check(now: int) -> None:
+            outcome = refresh.check()
+            if outcome is not None:
+                log.warning("%s", outcome)
+        check(now_ms())
+        period_ms = max(1, round(self.config.tlsCertRefreshCheckDurationSec * 1000))
+        PeriodicTask(self.broker.core.timers, period_ms, check).start(now_ms())
 
     def _tls_wanted(self) -> bool:
         return self.config.brokerServicePortTls is not None or self.config.webServicePortTls is not None
@@ -104,12 +112,20 @@ class Standalone:
         config.http_protocol_class = remembering(config.http_protocol_class, self._http_connections)
         server = uvicorn.Server(config)
         server.install_signal_handlers = lambda: None  # type: ignore[attr-defined]
+        started = asyncio.Event()
+        startup = server.startup
+
+        async def startup_then_tell(sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await startup(sockets=sockets)
+            finally:
+                started.set()
+        server.startup = startup_then_tell  # type: ignore[method-assign]
         task = asyncio.create_task(server.serve())
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("HTTP server failed to start")
-            await asyncio.sleep(0.01)
+        await started.wait()
+        if not server.started:
+            await task  # raises what stopped it
+            raise RuntimeError("HTTP server failed to start")
         return server, task
 
     async def _shutdown(self, servers: list[asyncio.AbstractServer], http) -> None:  # type: ignore[no-untyped-def]

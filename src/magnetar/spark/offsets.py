@@ -17,7 +17,6 @@ batch index -1 is read as "after every batch index of that entry".
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -167,8 +166,3 @@ class SourceOffset:
 
     def get(self, topic: str) -> MessagePosition:
         return self.positions.get(topic, EARLIEST)
-
-
-def message_id_bytes_to_b64(data: bytes) -> str:
-    """Base64 form of a serialised message id, as printed in logs and errors."""
-    return base64.b64encode(data).decode("ascii")

@@ -246,9 +246,7 @@ class SourceOptions:
     topic_schema: TopicSchema | None = None
 
     def reader_kwargs(self) -> dict[str, Any]:
-        return {keyword: convert(READER_PREFIX + key, raw)
-                for key, raw in self.reader_settings.items()
-                for keyword, convert in [READER_KEYS[key]]}
+        return client_kwargs(READER_PREFIX, READER_KEYS, self.reader_settings)
 
 
 @dataclass(frozen=True)
@@ -263,9 +261,16 @@ class SinkOptions:
     topic_schema: TopicSchema | None = None
 
     def producer_kwargs(self) -> dict[str, Any]:
-        return {keyword: convert(PRODUCER_PREFIX + key, raw)
-                for key, raw in self.producer_settings.items()
-                for keyword, convert in [PRODUCER_KEYS[key]]}
+        return client_kwargs(PRODUCER_PREFIX, PRODUCER_KEYS, self.producer_settings)
+
+
+def client_kwargs(prefix: str, keys: Mapping[str, tuple[str, Converter]],
+                  settings: Mapping[str, str]) -> dict[str, Any]:
+    """The official client's keyword arguments for ``prefix``-ed options (``keys`` maps
+    each option to its keyword and converter)."""
+    return {keyword: convert(prefix + key, raw)
+            for key, raw in settings.items()
+            for keyword, convert in [keys[key]]}
 
 
 # -- parsing --------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Storage: the managed ledger on disk, its in-memory twin, and the metadata store.
 
-- ``interfaces``      what the core calls: :class:`ManagedLedger`, :class:`LedgerFactory`, errors.
+- ``interfaces``      what the core calls: :class:`ManagedLedger`, :class:`LedgerFactory`, errors
+                      (imported from there, not from this package).
 - ``ledger_index``    position arithmetic shared by both ledger implementations.
 - ``segment_ledger``  segment files per ledger, torn-tail recovery, tail read cache.
 - ``memory_ledger``   the in-memory twin for core tests and simulation.
@@ -9,16 +10,6 @@
 """
 
 from magnetar.storage.group_commit import GroupCommitter, SyncedBatch
-from magnetar.storage.interfaces import (
-    EntryNotFound,
-    LedgerClosed,
-    LedgerConfig,
-    LedgerCorruption,
-    LedgerFactory,
-    LedgerInfo,
-    ManagedLedger,
-    StorageError,
-)
 from magnetar.storage.memory_ledger import MemoryLedger, MemoryLedgerFactory
 from magnetar.storage.metadata_store import (
     AlreadyExists,
@@ -35,15 +26,8 @@ from magnetar.storage.segment_ledger import SegmentLedger, SegmentLedgerFactory
 __all__ = [
     "AlreadyExists",
     "CursorRecord",
-    "EntryNotFound",
     "GroupCommitter",
     "InvalidMetadata",
-    "LedgerClosed",
-    "LedgerConfig",
-    "LedgerCorruption",
-    "LedgerFactory",
-    "LedgerInfo",
-    "ManagedLedger",
     "MemoryLedger",
     "MemoryLedgerFactory",
     "MemoryMetadataStore",
@@ -53,6 +37,5 @@ __all__ = [
     "SchemaRecord",
     "SegmentLedger",
     "SegmentLedgerFactory",
-    "StorageError",
     "SyncedBatch",
 ]

@@ -30,18 +30,11 @@ from pathlib import Path
 
 import google_crc32c
 
+from magnetar.core.delayed import snapshot_format as fmt
 from magnetar.core.delayed.bucket_snapshot_storage import (
     BucketNotExistError,
     BucketSnapshotError,
     BucketSnapshotPersistenceError,
-)
-from magnetar.core.delayed.snapshot_format import (
-    SnapshotMetadata,
-    SnapshotSegment,
-    decode_metadata,
-    decode_segment,
-    encode_metadata,
-    encode_segment,
 )
 from magnetar.storage.interfaces import LedgerConfig, StorageError
 from magnetar.storage.metadata_store import MetadataStore
@@ -79,11 +72,11 @@ class LedgerBucketSnapshotStorage:
         #: snapshots handed to the background and not yet on disk, served from here
         self._unwritten: dict[int, list[bytes]] = {}
 
-    def create_bucket_snapshot(self, snapshot_metadata: SnapshotMetadata,
-                               bucket_snapshot_segments: Sequence[SnapshotSegment],
+    def create_bucket_snapshot(self, snapshot_metadata: fmt.SnapshotMetadata,
+                               bucket_snapshot_segments: Sequence[fmt.SnapshotSegment],
                                bucket_key: str, topic_name: str, cursor_name: str) -> int:
         bucket_id = self._next_id()
-        entries = [encode_metadata(snapshot_metadata), *map(encode_segment, bucket_snapshot_segments)]
+        entries = fmt.snapshot_entries(snapshot_metadata, bucket_snapshot_segments)
         owner = {"topic": topic_name, "cursor": cursor_name, "bucketKey": bucket_key}
         if self._background is None:
             self._write(bucket_id, entries, owner, self.metadata)
@@ -115,12 +108,12 @@ class LedgerBucketSnapshotStorage:
             raise BucketSnapshotPersistenceError(f"cannot write bucket snapshot {bucket_id}: {exc}") from exc
         store.put_json(f"{REGISTRY_PREFIX}{bucket_id}", owner)
 
-    def get_bucket_snapshot_metadata(self, bucket_id: int) -> SnapshotMetadata:
-        return decode_metadata(self._read(bucket_id, 0))
+    def get_bucket_snapshot_metadata(self, bucket_id: int) -> fmt.SnapshotMetadata:
+        return fmt.decode_metadata(self._read(bucket_id, 0))
 
     def get_bucket_snapshot_segment(self, bucket_id: int, first_segment_entry_id: int,
-                                    last_segment_entry_id: int) -> list[SnapshotSegment]:
-        return [decode_segment(self._read(bucket_id, i))
+                                    last_segment_entry_id: int) -> list[fmt.SnapshotSegment]:
+        return [fmt.decode_segment(self._read(bucket_id, i))
                 for i in range(first_segment_entry_id, last_segment_entry_id + 1)]
 
     def get_bucket_snapshot_length(self, bucket_id: int) -> int:

@@ -16,7 +16,7 @@ from itertools import islice
 from operator import attrgetter
 
 from magnetar.core.positions import Position
-from magnetar.storage.interfaces import MAX_ENTRY_SIZE_BYTES, LedgerConfig, LedgerInfo
+from magnetar.storage.interfaces import MAX_ENTRY_SIZE_BYTES, LedgerClosed, LedgerConfig, LedgerInfo
 
 
 @dataclass(slots=True)
@@ -186,3 +186,56 @@ def is_full(slot: LedgerSlot, config: LedgerConfig) -> bool:
 def wall_clock_ms() -> int:
     """Ledger creation timestamps: Unix epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+class IndexedLedger:
+    """What both ledger implementations do alike: what their :class:`LedgerIndex` answers
+    alone, the closed check, rolling over and trimming in two steps."""
+
+    name: str
+    _index: LedgerIndex
+    _closed: bool
+
+    def _open_ledger(self) -> None:
+        raise NotImplementedError
+
+    def detach_before(self, pos: Position) -> list[int]:
+        raise NotImplementedError
+
+    def remove_detached(self) -> int:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerClosed(f"managed ledger {self.name!r} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+
+    def roll_over(self) -> None:
+        self._check_writable()
+        if self._index.current.entries:
+            self._open_ledger()
+
+    def trim_before(self, pos: Position) -> list[int]:
+        ids = self.detach_before(pos)
+        self.remove_detached()
+        return ids
+
+    def first_position(self) -> Position | None:
+        return self._index.first_position()
+
+    def last_position(self) -> Position | None:
+        return self._index.last_position()
+
+    def next_position(self, pos: Position) -> Position:
+        return self._index.next_position(pos)
+
+    def entries_between(self, start: Position, end: Position) -> int:
+        return self._index.entries_between(start, end)
+
+    def ledgers(self) -> list[LedgerInfo]:
+        return self._index.ledgers()
+
+    def total_size_bytes(self) -> int:
+        return self._index.total_size_bytes()

@@ -17,12 +17,10 @@ from dataclasses import dataclass, field
 from magnetar.core.positions import Position
 from magnetar.storage.interfaces import (
     EntryNotFound,
-    LedgerClosed,
     LedgerConfig,
-    LedgerInfo,
     StorageError,
 )
-from magnetar.storage.ledger_index import LedgerIndex, appendable, is_full, wall_clock_ms
+from magnetar.storage.ledger_index import IndexedLedger, LedgerIndex, appendable, is_full, wall_clock_ms
 
 log = logging.getLogger("magnetar.storage")
 
@@ -35,7 +33,7 @@ class StoredLedger:
     entries: list[bytes] = field(default_factory=list)
 
 
-class MemoryLedger:
+class MemoryLedger(IndexedLedger):
     """A managed ledger held in memory (see :class:`~magnetar.storage.interfaces.ManagedLedger`)."""
 
     def __init__(
@@ -79,10 +77,6 @@ class MemoryLedger:
         ledger_id, timestamp_ms = self._allocate(), self._clock_ms()
         self._index.add_ledger(ledger_id, timestamp_ms)
         self._stored[ledger_id] = StoredLedger(timestamp_ms)
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LedgerClosed(f"managed ledger {self.name!r} is closed")
 
     def append(self, data: bytes) -> Position:
         return self.append_many((data,))[0]
@@ -138,29 +132,6 @@ class MemoryLedger:
     def detached_scan(self, after: Position, upto: Position) -> Iterable[tuple[Position, bytes]]:
         return [entry for entry in self.iter_entries(after) if entry[0] <= upto] if upto > after else []
 
-    def first_position(self) -> Position | None:
-        return self._index.first_position()
-
-    def last_position(self) -> Position | None:
-        return self._index.last_position()
-
-    def next_position(self, pos: Position) -> Position:
-        return self._index.next_position(pos)
-
-    def entries_between(self, start: Position, end: Position) -> int:
-        return self._index.entries_between(start, end)
-
-    def ledgers(self) -> list[LedgerInfo]:
-        return self._index.ledgers()
-
-    def total_size_bytes(self) -> int:
-        return self._index.total_size_bytes()
-
-    def trim_before(self, pos: Position) -> list[int]:
-        ids = self.detach_before(pos)
-        self.remove_detached()
-        return ids
-
     def detach_before(self, pos: Position) -> list[int]:
         """As with segment files, detached entries stay stored until :meth:`remove_detached`:
         a crash (or a reopen) in between finds them again."""
@@ -177,11 +148,6 @@ class MemoryLedger:
         for ledger_id in ids:
             self._stored.pop(ledger_id, None)
         return len(ids)
-
-    def roll_over(self) -> None:
-        self._check_open()
-        if self._index.current.entries:
-            self._open_ledger()
 
     def close(self) -> None:
         if not self._closed:

@@ -63,13 +63,11 @@ from magnetar.storage.entry_cache_budget import EntryCacheBudget
 from magnetar.storage.interfaces import (
     AppendFailed,
     EntryNotFound,
-    LedgerClosed,
     LedgerConfig,
     LedgerCorruption,
-    LedgerInfo,
     StorageError,
 )
-from magnetar.storage.ledger_index import LedgerIndex, appendable, is_full, wall_clock_ms
+from magnetar.storage.ledger_index import IndexedLedger, LedgerIndex, appendable, is_full, wall_clock_ms
 
 log = logging.getLogger("magnetar.storage")
 
@@ -457,7 +455,7 @@ class _TailCache:
             self._budget.released(self, size, not self._entries)
 
 
-class SegmentLedger:
+class SegmentLedger(IndexedLedger):
     """A managed ledger in segment files (see :class:`~magnetar.storage.interfaces.ManagedLedger`)."""
 
     def __init__(
@@ -661,10 +659,6 @@ class SegmentLedger:
             os.close(self._read_fds.popitem(last=False)[1])
 
     # -- appending and syncing --------------------------------------------------------
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise LedgerClosed(f"managed ledger {self.name!r} is closed")
 
     def _check_writable(self) -> None:
         self._check_open()
@@ -945,30 +939,7 @@ class SegmentLedger:
                 spans.append(_SegmentSpan(segment.path, info.ledger_id, first, segment.offsets[first], stop - first))
         return _DetachedScan(spans)
 
-    def first_position(self) -> Position | None:
-        return self._index.first_position()
-
-    def last_position(self) -> Position | None:
-        return self._index.last_position()
-
-    def next_position(self, pos: Position) -> Position:
-        return self._index.next_position(pos)
-
-    def entries_between(self, start: Position, end: Position) -> int:
-        return self._index.entries_between(start, end)
-
-    def ledgers(self) -> list[LedgerInfo]:
-        return self._index.ledgers()
-
-    def total_size_bytes(self) -> int:
-        return self._index.total_size_bytes()
-
     # -- trimming and lifecycle -------------------------------------------------------
-
-    def trim_before(self, pos: Position) -> list[int]:
-        ids = self.detach_before(pos)
-        self.remove_detached()
-        return ids
 
     def detach_before(self, pos: Position) -> list[int]:
         self._check_open()
@@ -1002,11 +973,6 @@ class SegmentLedger:
             except OSError as exc:  # the removal is made durable by a later sync of the directory
                 log.warning("managed ledger %r: directory not synced after trimming: %s", self.name, exc)
         return len(paths)
-
-    def roll_over(self) -> None:
-        self._check_writable()
-        if self._index.current.entries:
-            self._open_ledger()
 
     def close(self) -> None:
         if self._closed:

@@ -17,7 +17,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from magnetar.wire import pulsar_api_pb2 as pb
-from magnetar.wire.frames import PAYLOAD_COMMAND_TYPES, encode_command, encode_payload_command, make_entry
+from magnetar.wire.frames import (
+    PAYLOAD_COMMAND_TYPES,
+    encode_command,
+    encode_payload_command,
+    make_entry,
+    request_id_of,
+)
 
 T = pb.BaseCommand
 _SIZES = struct.Struct(">II")
@@ -293,17 +299,6 @@ def ack(consumer_id: int, ledger_id: int, entry_id: int, cumulative: bool = Fals
                          ack_type=pb.CommandAck.Cumulative if cumulative else pb.CommandAck.Individual,
                          message_id=[pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id)])
     return pb.BaseCommand(type=T.ACK, ack=body)
-
-
-def request_id_of(cmd: pb.BaseCommand) -> int | None:
-    """The request id a command carries in its sub-message, if it has one."""
-    field_descriptor = T.DESCRIPTOR.fields_by_number.get(cmd.type)
-    if field_descriptor is None or not cmd.HasField(field_descriptor.name):
-        return None
-    sub = getattr(cmd, field_descriptor.name)
-    if "request_id" in sub.DESCRIPTOR.fields_by_name and sub.HasField("request_id"):
-        return int(sub.request_id)
-    return None
 
 
 def is_payload(frame: RawFrame) -> bool:

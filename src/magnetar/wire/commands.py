@@ -11,7 +11,7 @@ Java counterpart is ``Commands`` / ``PulsarCommandSenderImpl``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import cast
+from typing import TypeVar, cast
 
 from magnetar.wire import pulsar_api_pb2 as pb
 
@@ -20,6 +20,7 @@ _U64_MASK = (1 << 64) - 1
 NO_REQUEST_ID = _U64_MASK
 
 _T = pb.BaseCommand
+_Lookup = TypeVar("_Lookup", pb.CommandLookupTopicResponse, pb.CommandPartitionedTopicMetadataResponse)
 
 
 def to_uint64(value: int) -> int:
@@ -115,13 +116,13 @@ def partitioned_metadata_response(request_id: int, partitions: int) -> pb.BaseCo
     return pb.BaseCommand(type=_T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=body)
 
 
+def _failed_lookup(answer: type[_Lookup], request_id: int, code: int, message: str) -> _Lookup:
+    """A failed lookup or partitioned-metadata answer (both say so the same way)."""
+    return answer(request_id=to_uint64(request_id), response=answer.Failed, error=_server_error(code), message=message)
+
+
 def partitioned_metadata_error(request_id: int, code: int, message: str) -> pb.BaseCommand:
-    body = pb.CommandPartitionedTopicMetadataResponse(
-        request_id=to_uint64(request_id),
-        response=pb.CommandPartitionedTopicMetadataResponse.Failed,
-        error=_server_error(code),
-        message=message,
-    )
+    body = _failed_lookup(pb.CommandPartitionedTopicMetadataResponse, request_id, code, message)
     return pb.BaseCommand(type=_T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=body)
 
 
@@ -139,12 +140,7 @@ def lookup_response(request_id: int, broker_url: str, broker_url_tls: str | None
 
 
 def lookup_error(request_id: int, code: int, message: str) -> pb.BaseCommand:
-    body = pb.CommandLookupTopicResponse(
-        request_id=to_uint64(request_id),
-        response=pb.CommandLookupTopicResponse.Failed,
-        error=_server_error(code),
-        message=message,
-    )
+    body = _failed_lookup(pb.CommandLookupTopicResponse, request_id, code, message)
     return pb.BaseCommand(type=_T.LOOKUP_RESPONSE, lookupTopicResponse=body)
 
 

@@ -279,6 +279,17 @@ def _copy(buffer: bytes | bytearray, start: int, end: int) -> bytes:
 # ---------------------------------------------------------------------------
 
 
+def request_id_of(cmd: pb.BaseCommand) -> int | None:
+    """The request id of any command that has one, by convention of the sub-message."""
+    field = pb.BaseCommand.DESCRIPTOR.fields_by_number.get(cmd.type)
+    if field is None or not cmd.HasField(field.name):
+        return None
+    sub = getattr(cmd, field.name)
+    if "request_id" in sub.DESCRIPTOR.fields_by_name and sub.HasField("request_id"):
+        return int(sub.request_id)
+    return None
+
+
 def encode_command(command: pb.BaseCommand) -> bytes:
     """A simple frame. Raises EncodeError if a required field is unset."""
     body: bytes = command.SerializeToString()

@@ -46,12 +46,7 @@ def varint(value: int) -> bytes:
         return _SMALL[value]
     if value < 0x200000:
         return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    return _varint(value)
 
 
 _BASE = pb.BaseCommand.DESCRIPTOR

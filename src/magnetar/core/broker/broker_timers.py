@@ -1,13 +1,20 @@
 """What the broker's one timer drives, and how its owners ask for time.
 
-Three kinds of owner share the :class:`~magnetar.core.broker.deadline_queue.DeadlineQueue`:
+Every deadline of the broker's work is an owner in the
+:class:`~magnetar.core.broker.deadline_queue.DeadlineQueue`, among them:
 
-- Key_Shared dispatchers that defer unblocking (``keySharedUnblockingIntervalMs``): they
-  ask for a wake-up at their next unblocking deadline;
+- Key_Shared dispatchers that defer unblocking (``keySharedUnblockingIntervalMs``) and
+  dispatch rate limits: they ask for a wake-up at their next deadline;
 - the delayed-delivery tick (``delayedDeliveryTickTimeMillis``): it runs once per tick,
   or sooner when a delayed message comes due before the tick;
 - cursor persistence (``managedLedgerDefaultMarkDeleteRateLimit`` writes per second),
-  which also stores due deduplication snapshots.
+  which also stores due deduplication snapshots;
+- periodic checks (:class:`PeriodicTask`: disk usage, TLS certificate files) and sweeps
+  over the topics (:class:`~magnetar.core.broker.topic_sweep.TopicSweep`: retention,
+  message expiry, backlog quotas, inactive topics and subscriptions, idle topics,
+  compaction thresholds);
+- each connection's keep-alive, credential check and publish throttle
+  (:class:`~magnetar.core.broker.deadlines.Deadlines`).
 
 The shell is told through ``alarm`` whenever the earliest deadline moves earlier, and
 after :meth:`BrokerTimers.on_timer` it re-arms at :meth:`BrokerTimers.next_deadline_ms`.

@@ -85,17 +85,6 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
 Handler = Callable[[ClientConnection, Frame], None]
 
 
-def request_id_of(cmd: pb.BaseCommand) -> int | None:
-    """The request id of any command that has one, by convention of the sub-message."""
-    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
-    if field is None or not cmd.HasField(field.name):
-        return None
-    sub = getattr(cmd, field.name)
-    if "request_id" in sub.DESCRIPTOR.fields_by_name and sub.HasField("request_id"):
-        return int(sub.request_id)
-    return None
-
-
 def _topic_name(text: str) -> TopicName:
     return TopicName.parse(text)
 
@@ -452,4 +441,4 @@ HANDLERS: dict[int, Handler] = {
     T.GET_SCHEMA: get_schema,
     T.GET_OR_CREATE_SCHEMA: get_or_create_schema,
 }
-__all__ = ["HANDLERS", "request_id_of", "BrokerError", "BEFORE_START"]
+__all__ = ["HANDLERS", "BrokerError", "BEFORE_START"]

@@ -69,7 +69,7 @@ from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex
 from magnetar.core.delayed.immutable_bucket import ImmutableBucket
 from magnetar.core.delayed.mutable_bucket import MutableBucket
 from magnetar.core.delayed.snapshot_format import SnapshotFormatError, SnapshotSegment
-from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, check_position, cutoff_time_ms
+from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, IndexedTracker, check_position
 from magnetar.core.delayed.triple_long_priority_queue import (
     TripleLongPriorityQueue,
     key_position,
@@ -92,7 +92,7 @@ class RecoverDelayedDeliveryTrackerError(Exception):
     """The stored buckets could not be read back; use an in-memory tracker and re-read."""
 
 
-class BucketDelayedDeliveryTracker:
+class BucketDelayedDeliveryTracker(IndexedTracker):
     """Delayed-message index whose bulk lives in stored, segmented bucket snapshots."""
 
     def __init__(
@@ -233,16 +233,6 @@ class BucketDelayedDeliveryTracker:
 
     # -- the tracker interface ----------------------------------------------------------
 
-    @property
-    def tick_time_ms(self) -> int:
-        return self._tick_time_ms
-
-    def reset_tick_time(self, tick_time_ms: int) -> None:
-        self._tick_time_ms = tick_time_ms
-
-    def _cutoff(self, now_ms: int) -> int:
-        return cutoff_time_ms(now_ms, self._tick_time_ms, self._strict)
-
     def add_message(self, ledger_id: int, entry_id: int, deliver_at_ms: int, now_ms: int) -> bool:
         check_position(ledger_id, entry_id)
         if deliver_at_ms < 0 or deliver_at_ms <= self._cutoff(now_ms):
@@ -316,16 +306,6 @@ class BucketDelayedDeliveryTracker:
         if mutable_ms is None or shared_ms is None:
             return shared_ms if mutable_ms is None else mutable_ms
         return min(mutable_ms, shared_ms)
-
-    def contains_message(self, ledger_id: int, entry_id: int) -> bool:
-        return self._index.contains(ledger_id, entry_id)
-
-    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
-        return self._index.run_end(ledger_id, entry_id)
-
-    @property
-    def number_of_delayed_messages(self) -> int:
-        return len(self._index)
 
     @property
     def buffer_memory_bytes(self) -> int:

@@ -21,8 +21,7 @@ from magnetar.core.delayed.snapshot_format import (
     SnapshotSegment,
     decode_metadata,
     decode_segment,
-    encode_metadata,
-    encode_segment,
+    snapshot_entries,
 )
 
 
@@ -143,9 +142,7 @@ class MemoryBucketSnapshotStorage:
         cursor_name: str,
     ) -> int:
         self._enter("create")
-        entries = (encode_metadata(snapshot_metadata),) + tuple(
-            encode_segment(segment) for segment in bucket_snapshot_segments
-        )
+        entries = tuple(snapshot_entries(snapshot_metadata, bucket_snapshot_segments))
         bucket_id = self._next_bucket_id
         self._next_bucket_id += 1
         self._snapshots[bucket_id] = StoredBucketSnapshot(bucket_id, bucket_key, topic_name, cursor_name, entries)

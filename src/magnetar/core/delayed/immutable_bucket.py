@@ -32,8 +32,5 @@ class ImmutableBucket:
     def bucket_key(self) -> str:
         return bucket_key(self.start_ledger_id, self.end_ledger_id)
 
-    def covers(self, ledger_id: int) -> bool:
-        return self.start_ledger_id <= ledger_id <= self.end_ledger_id
-
     def has_unloaded_segments(self) -> bool:
         return self.current_segment_entry_id < self.last_segment_entry_id

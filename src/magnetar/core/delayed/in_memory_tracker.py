@@ -27,7 +27,7 @@ from itertools import islice
 from pyroaring import BitMap
 
 from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex, bitmap_memory_bytes
-from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, check_position, cutoff_time_ms
+from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, IndexedTracker, check_position
 from magnetar.core.positions import Position
 
 #: Pulsar's ``delayedDeliveryFixedDelayDetectionLookahead`` default.
@@ -39,7 +39,7 @@ def timestamp_precision_bits(tick_time_ms: int) -> int:
     return max(tick_time_ms.bit_length() - 1, 0)
 
 
-class InMemoryDelayedDeliveryTracker:
+class InMemoryDelayedDeliveryTracker(IndexedTracker):
     """Delayed-message index held entirely in memory, bucketed by time slot."""
 
     def __init__(
@@ -65,16 +65,6 @@ class InMemoryDelayedDeliveryTracker:
         self._messages_have_fixed_delay = True
 
     # -- time rules -------------------------------------------------------------------
-
-    @property
-    def tick_time_ms(self) -> int:
-        return self._tick_time_ms
-
-    def reset_tick_time(self, tick_time_ms: int) -> None:
-        self._tick_time_ms = tick_time_ms
-
-    def _cutoff(self, now_ms: int) -> int:
-        return cutoff_time_ms(now_ms, self._tick_time_ms, self._strict)
 
     def _slot_cutoff(self, now_ms: int) -> int:
         if self._strict:
@@ -154,16 +144,6 @@ class InMemoryDelayedDeliveryTracker:
 
     def next_delivery_time_ms(self) -> int | None:
         return self._slot_times[0] if self._slot_times else None
-
-    def contains_message(self, ledger_id: int, entry_id: int) -> bool:
-        return self._index.contains(ledger_id, entry_id)
-
-    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
-        return self._index.run_end(ledger_id, entry_id)
-
-    @property
-    def number_of_delayed_messages(self) -> int:
-        return len(self._index)
 
     @property
     def buffer_memory_bytes(self) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -152,6 +152,11 @@ def _column_bytes(column: array[int]) -> bytes:
         column = array(column.typecode, column)
         column.byteswap()
     return column.tobytes()
+
+
+def snapshot_entries(metadata: SnapshotMetadata, segments: Iterable[SnapshotSegment]) -> list[bytes]:
+    """A snapshot as it is stored: the metadata at entry 0, segment ``i`` at entry ``i``."""
+    return [encode_metadata(metadata), *map(encode_segment, segments)]
 
 
 def encode_segment(segment: SnapshotSegment) -> bytes:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex
 from magnetar.core.positions import Position
 
 #: Pulsar's ``delayedDeliveryTickTimeMillis`` default.
@@ -45,6 +46,35 @@ def check_position(ledger_id: int, entry_id: int) -> None:
         raise ValueError(f"ledger id {ledger_id} is outside 0..2^64-1")
     if not 0 <= entry_id <= MAX_ENTRY_ID:
         raise ValueError(f"entry id {entry_id} is outside 0..2^32-1; delayed-delivery indexes hold 32-bit entry ids")
+
+
+class IndexedTracker:
+    """What the in-memory and the bucket tracker answer alike: the tick's time rules, and
+    what their position index (:class:`DelayedMessageIndex`) tells on its own."""
+
+    _index: DelayedMessageIndex
+    _tick_time_ms: int
+    _strict: bool
+
+    @property
+    def tick_time_ms(self) -> int:
+        return self._tick_time_ms
+
+    def reset_tick_time(self, tick_time_ms: int) -> None:
+        self._tick_time_ms = tick_time_ms
+
+    def _cutoff(self, now_ms: int) -> int:
+        return cutoff_time_ms(now_ms, self._tick_time_ms, self._strict)
+
+    def contains_message(self, ledger_id: int, entry_id: int) -> bool:
+        return self._index.contains(ledger_id, entry_id)
+
+    def held_run_end(self, ledger_id: int, entry_id: int) -> int:
+        return self._index.run_end(ledger_id, entry_id)
+
+    @property
+    def number_of_delayed_messages(self) -> int:
+        return len(self._index)
 
 
 @runtime_checkable

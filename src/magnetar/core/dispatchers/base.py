@@ -121,10 +121,6 @@ class Dispatcher(ABC):
                 return pos
         return None
 
-    def has_unread(self) -> bool:
-        last = self.source.last_readable()
-        return last is not None and self.last_read < last
-
     def read_info(self, pos: Position) -> tuple[bytes, EntryInfo] | None:
         """The entry's bytes and metadata facts; None if it is gone. Entries never change,
         so the last one read is answered again without reading or parsing it."""

@@ -41,9 +41,6 @@ class KeyedReplayQueue(Generic[C]):
         """Every waiting position, smallest first."""
         return iter(sorted(self._hash_of))
 
-    def hash_of(self, pos: Position) -> int | None:
-        return self._hash_of.get(pos)
-
     def contains_hash(self, sticky_hash: int) -> bool:
         return sticky_hash in self._lines
 

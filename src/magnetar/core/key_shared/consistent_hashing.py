@@ -20,8 +20,8 @@ from typing import Generic, Protocol, TypeVar
 from magnetar.core.key_shared.consumer_hash_assignments_snapshot import (
     ConsumerHashAssignmentsSnapshot,
     ImpactedConsumers,
+    TrackedAssignments,
 )
-from magnetar.core.key_shared.hash_ranges import HashRange
 from magnetar.core.key_shared.sticky_key import MAX_STICKY_KEY_HASH, STICKY_KEY_HASH_NOT_SET, sticky_key_hash
 
 #: Pulsar's default for ``subscriptionKeySharedConsistentHashingReplicaPoints``.
@@ -80,7 +80,7 @@ def ring_point_hash(consumer_name: str, name_index: int, point_index: int) -> in
     return sticky_key_hash(f"{consumer_name}\0{name_index}\0{point_index}".encode())
 
 
-class ConsistentHashingStickyKeyConsumerSelector(Generic[N]):
+class ConsistentHashingStickyKeyConsumerSelector(TrackedAssignments[N]):
     def __init__(
         self, replica_points: int = DEFAULT_REPLICA_POINTS, track_impacted_consumers: bool = True
     ) -> None:
@@ -134,25 +134,11 @@ class ConsistentHashingStickyKeyConsumerSelector(Generic[N]):
                     del self._holders[i]
         return self._update_snapshot()
 
-    def _update_snapshot(self) -> ImpactedConsumers[N] | None:
-        if not self._track:
-            return None
-        after = self._build_snapshot()
-        impacted = self._snapshot.resolve_impacted_consumers(after)
-        self._snapshot = after
-        return impacted
-
     def select(self, sticky_key_hash: int) -> N | None:
         if not self._points:
             return None
         i = bisect_left(self._points, sticky_key_hash)
         return self._holders[i] if i < len(self._points) else self._holders[0]
-
-    def snapshot(self) -> ConsumerHashAssignmentsSnapshot[N]:
-        return self._snapshot if self._track else self._build_snapshot()
-
-    def consumer_key_hash_ranges(self) -> dict[N, list[HashRange]]:
-        return self.snapshot().ranges_by_consumer()
 
     def _build_snapshot(self) -> ConsumerHashAssignmentsSnapshot[N]:
         starts: list[int] = []

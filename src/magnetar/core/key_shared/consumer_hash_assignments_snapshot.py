@@ -202,3 +202,29 @@ def resolve_impacted_consumers(
         consumer: RemovedHashRanges(HashRange(start, end) for start, end in pieces)
         for consumer, pieces in lost.items()
     }
+
+
+class TrackedAssignments(Generic[C]):
+    """A selector's view of its assignments. With ``track`` (Pulsar's
+    ``trackImpactedConsumers``) the snapshot is kept after every change, so that each
+    change can say which consumers lost which ranges; without, it is built when asked."""
+
+    _track: bool
+    _snapshot: ConsumerHashAssignmentsSnapshot[C]
+
+    def _build_snapshot(self) -> ConsumerHashAssignmentsSnapshot[C]:
+        raise NotImplementedError
+
+    def _update_snapshot(self) -> ImpactedConsumers[C] | None:
+        if not self._track:
+            return None
+        after = self._build_snapshot()
+        impacted = self._snapshot.resolve_impacted_consumers(after)
+        self._snapshot = after
+        return impacted
+
+    def snapshot(self) -> ConsumerHashAssignmentsSnapshot[C]:
+        return self._snapshot if self._track else self._build_snapshot()
+
+    def consumer_key_hash_ranges(self) -> dict[C, list[HashRange]]:
+        return self.snapshot().ranges_by_consumer()

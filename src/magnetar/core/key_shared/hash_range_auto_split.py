@@ -15,20 +15,20 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections.abc import Hashable
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 from magnetar.core.errors import ConsumerAssignError
 from magnetar.core.key_shared.consumer_hash_assignments_snapshot import (
     ConsumerHashAssignmentsSnapshot,
     ImpactedConsumers,
+    TrackedAssignments,
 )
-from magnetar.core.key_shared.hash_ranges import HashRange
 from magnetar.core.key_shared.sticky_key import HASH_RANGE_SIZE, MAX_STICKY_KEY_HASH
 
 C = TypeVar("C", bound=Hashable)
 
 
-class HashRangeAutoSplitStickyKeyConsumerSelector(Generic[C]):
+class HashRangeAutoSplitStickyKeyConsumerSelector(TrackedAssignments[C]):
     def __init__(self, range_size: int = HASH_RANGE_SIZE, track_impacted_consumers: bool = True) -> None:
         """``range_size`` other than 65536 is for tests that need to run out of room."""
         if range_size < 2 or range_size > HASH_RANGE_SIZE or range_size & (range_size - 1):
@@ -95,23 +95,9 @@ class HashRangeAutoSplitStickyKeyConsumerSelector(Generic[C]):
                 self._place(end, left_owner)
         return self._update_snapshot()
 
-    def _update_snapshot(self) -> ImpactedConsumers[C] | None:
-        if not self._track:
-            return None
-        after = self._build_snapshot()
-        impacted = self._snapshot.resolve_impacted_consumers(after)
-        self._snapshot = after
-        return impacted
-
     def select(self, sticky_key_hash: int) -> C | None:
         i = bisect_left(self._ends, sticky_key_hash)
         return self._owner_of_end[self._ends[i]] if i < len(self._ends) else None
-
-    def snapshot(self) -> ConsumerHashAssignmentsSnapshot[C]:
-        return self._snapshot if self._track else self._build_snapshot()
-
-    def consumer_key_hash_ranges(self) -> dict[C, list[HashRange]]:
-        return self.snapshot().ranges_by_consumer()
 
     def _build_snapshot(self) -> ConsumerHashAssignmentsSnapshot[C]:
         starts = [0, *(end + 1 for end in self._ends[:-1])]

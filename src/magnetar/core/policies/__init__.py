@@ -195,9 +195,6 @@ class TopicPolicies(BaseModel):
     compactionThreshold: Annotated[StrictInt, Field(ge=0, le=INT64_MAX)] | None = None
     schemaCompatibilityStrategy: SchemaCompatibilityStrategy | None = None
 
-    def is_empty(self) -> bool:
-        return not self.model_dump(exclude_none=True)
-
 
 def read_stored(stored: dict[str, Any]) -> Policies:
     """The model of policies read back from the store; a field the model refuses (written by

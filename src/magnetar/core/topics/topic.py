@@ -1,9 +1,11 @@
-"""A topic: its managed ledger, producers, subscriptions and send receipts.
+"""A topic, persistent or non-persistent: its managed ledger, producers, subscriptions
+and send receipts.
 
-Publishing appends to the ledger at once; the receipt waits until storage says the
-entry is durable (group commit), and only durable entries are dispatched, so a
-consumer never sees a message that a crash could take back. A non-persistent topic has
-an in-memory ledger whose appends count as durable at once.
+Publishing appends to the ledger at once. On a persistent topic the receipt waits until
+storage says the entry is durable (group commit), and only durable entries are
+dispatched, so a consumer never sees a message that a crash could take back. A
+non-persistent topic's ledger lives in memory: an entry counts as stored once appended,
+goes to the consumers ready for it then, and what none of them took is dropped.
 """
 
 from __future__ import annotations

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import hashlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.config import BrokerConfig
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.dispatchers.base import Dispatcher
@@ -385,16 +385,22 @@ class World:
     def _picked(self, client: SimClient, indexes: str) -> list[Delivery]:
         return [client.received[i] for i in sorted(set(parse_indexes(indexes))) if i < len(client.received)]
 
+    def _take(self, client: SimClient, indexes: str, tell: Callable[[Position], None]) -> list[Delivery]:
+        """The received deliveries ``indexes`` names, no longer outstanding; ``tell`` the
+        checker of each."""
+        picked = self._picked(client, indexes)
+        _drop(client.received, picked)
+        for d in picked:
+            tell(d.pos)
+        return picked
+
     def _ack(self, name: str, indexes: str = "") -> bool:
         client = self._client(name)
         if client is None or self.sub is None:
             return False
-        picked = self._picked(client, indexes)
+        picked = self._take(client, indexes, lambda pos: self.checker.acked(name, pos))
         if not picked:
             return False
-        _drop(client.received, picked)
-        for d in picked:
-            self.checker.acked(name, d.pos)
         assert client.core is not None
         self.sub.acknowledge(client.core, False, [(d.pos, None) for d in picked], self.now_ms)
         return True
@@ -440,12 +446,9 @@ class World:
         if self.options.single_active:
             # the official client cannot send single messages back on these types: it asks for all
             return self._nack_all(name)
-        picked = self._picked(client, indexes)
+        picked = self._take(client, indexes, lambda pos: self.checker.sent_back(name, pos))
         if not picked:
             return False
-        _drop(client.received, picked)
-        for d in picked:
-            self.checker.sent_back(name, d.pos)
         assert client.core is not None
         self.sub.redeliver(client.core, [d.pos for d in picked], self.now_ms)
         return True

@@ -1,9 +1,12 @@
-"""The shell's side of the broker's one timer: a single ``loop.call_at`` at the core's
-next deadline.
+"""The alarm of the broker's one timer: a single ``loop.call_at`` at the earliest deadline
+of core's :class:`~magnetar.core.broker.broker_timers.BrokerTimers`.
 
-Core tells the shell when its earliest deadline moves earlier (``alarm``); when the
-alarm rings the shell reads the clock, calls ``on_timer(now)`` and re-arms at the
-deadline core returns. Nothing else in the server keeps a timer for broker work.
+Core tells the alarm when its earliest deadline moves earlier (``alarm``); when the
+alarm rings it reads the clock, calls ``on_timer(now)`` and re-arms at the deadline core
+returns. Every other deadline of the broker's work is an owner in core's queue: the
+delayed-delivery tick, Key_Shared unblocking, cursor persistence and the topic sweeps,
+each connection's keep-alive, credential check and publish throttle
+(:class:`~magnetar.core.broker.deadlines.Deadlines`), and the TLS certificate check.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from magnetar.server.clock import now_ms
 log = logging.getLogger("magnetar.timer")
 
 
-class BrokerTimer:
+class TimerAlarm:
     def __init__(self, timers: BrokerTimers, clock_ms: Callable[[], int] = now_ms) -> None:
         self.timers = timers
         self.clock_ms = clock_ms
@@ -47,7 +50,7 @@ class BrokerTimer:
             self._handle.cancel()
         delay_s = max(0, at_ms - self.clock_ms()) / 1000
         self._at_ms = at_ms
-        self._handle = loop.call_later(delay_s, self._ring)
+        self._handle = loop.call_at(loop.time() + delay_s, self._ring)
 
     def _ring(self) -> None:
         self._handle = self._at_ms = None
