@@ -93,5 +93,5 @@ def run_suite(cmd: list[str], cwd: Path, env: dict[str, str], timeout_s: float) 
     if done.returncode != 0:
         pytest.fail(f"{' '.join(cmd)} exited {done.returncode} after {took:.0f}s:\n{output[-20000:]}",
                     pytrace=False)
-    print(output[-4000:])
+    print(f"{' '.join(cmd)}: {took:.1f}s\n{output[-4000:]}")
     return took
