@@ -21,7 +21,8 @@ class TransactionsTest {
             }
         });
         long tookMs = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - start);
-        assertTrue(tookMs < 5000, "the error took " + tookMs + " ms");
+        // a client left waiting would fail only at its 20 s operation timeout
+        assertTrue(tookMs < 10_000, "the error took " + tookMs + " ms");
         String text = String.valueOf(refused.getMessage()) + " " + refused.getCause();
         assertTrue(text.toLowerCase().contains("transaction"), text);
     }
