@@ -79,4 +79,7 @@ def test_units() -> None:
     assert parse_size_bytes("10M") == 10 * 1024 * 1024 and parse_size_bytes("-1") == -1
     with pytest.raises(typer.BadParameter):
         parse_duration_ms("soon")
-    assert pulsar_date(1_700_000_000_123) == "2023-11-14T22:13:20.123+0000"
+    assert pulsar_date(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
+    # Java's ISO_OFFSET_DATE_TIME, which the Java admin client's peekMessages parses
+    assert pulsar_date(1_700_000_000_120) == "2023-11-14T22:13:20.12Z"
+    assert pulsar_date(1_700_000_000_000) == "2023-11-14T22:13:20Z"

@@ -31,9 +31,11 @@ COMPRESSION_NAMES = {0: "NONE", 1: "LZ4", 2: "ZLIB", 3: "ZSTD", 4: "SNAPPY"}
 
 
 def pulsar_date(ms: int) -> str:
-    """Pulsar's ``DateFormatter``: ``yyyy-MM-dd'T'HH:mm:ss.SSSZ``."""
-    moment = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}+0000"
+    """Pulsar's ``DateFormatter``: Java's ``ISO_OFFSET_DATE_TIME`` (in UTC), which the Java admin
+    client parses back: the fraction without trailing zeros (none at all on a whole second), ``Z``."""
+    moment = datetime.datetime.fromtimestamp(ms // 1000, datetime.UTC)
+    fraction = f"{ms % 1000:03d}".rstrip("0")
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + (f".{fraction}" if fraction else "") + "Z"
 
 
 def _safe(value: str) -> str:

@@ -13,9 +13,10 @@ from fastapi import APIRouter, Body
 from pydantic import StrictBool
 
 from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
-from magnetar.admin.errors import conflict
+from magnetar.admin.errors import conflict, precondition_failed
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
+from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
@@ -136,24 +137,34 @@ class PolicyEndpoint:
     field: str
     body: Any
     summary: str
+    #: the 412 reason for a negative number, as Pulsar words it (None: the body type decides)
+    negative: str | None = None
 
 
 POLICY_ENDPOINTS = (
     PolicyEndpoint("deduplication", "deduplicationEnabled", StrictBool, "producer deduplication"),
     PolicyEndpoint("retention", "retention_policies", RetentionPolicies, "retention"),
-    PolicyEndpoint("messageTTL", "message_ttl_in_seconds", NonNegativeInt, "message TTL in seconds"),
+    PolicyEndpoint("messageTTL", "message_ttl_in_seconds", Int32Body, "message TTL in seconds",
+                   "Invalid value for message TTL"),
     PolicyEndpoint("delayedDelivery", "delayed_delivery_policies", DelayedDeliveryPolicies, "delayed delivery"),
-    PolicyEndpoint("maxProducersPerTopic", "max_producers_per_topic", NonNegativeInt, "max producers per topic"),
-    PolicyEndpoint("maxConsumersPerTopic", "max_consumers_per_topic", NonNegativeInt, "max consumers per topic"),
-    PolicyEndpoint("maxSubscriptionsPerTopic", "max_subscriptions_per_topic", NonNegativeInt,
-                   "max subscriptions per topic"),
-    PolicyEndpoint("maxTopicsPerNamespace", "max_topics_per_namespace", NonNegativeInt, "max topics per namespace"),
-    PolicyEndpoint("maxConsumersPerSubscription", "max_consumers_per_subscription", NonNegativeInt,
-                   "max consumers per subscription"),
-    PolicyEndpoint("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer", NonNegativeInt,
-                   "max unacked messages per consumer"),
+    PolicyEndpoint("maxProducersPerTopic", "max_producers_per_topic", Int32Body, "max producers per topic",
+                   "maxProducersPerTopic must be 0 or more"),
+    PolicyEndpoint("maxConsumersPerTopic", "max_consumers_per_topic", Int32Body, "max consumers per topic",
+                   "maxConsumersPerTopic must be 0 or more"),
+    PolicyEndpoint("maxSubscriptionsPerTopic", "max_subscriptions_per_topic", Int32Body,
+                   "max subscriptions per topic",
+                   "maxSubscriptionsPerTopic must be 0 or more"),
+    PolicyEndpoint("maxTopicsPerNamespace", "max_topics_per_namespace", Int32Body, "max topics per namespace",
+                   "maxTopicsPerNamespace must be 0 or more"),
+    PolicyEndpoint("maxConsumersPerSubscription", "max_consumers_per_subscription", Int32Body,
+                   "max consumers per subscription",
+                   "maxConsumersPerSubscription must be 0 or more"),
+    PolicyEndpoint("maxUnackedMessagesPerConsumer", "max_unacked_messages_per_consumer", Int32Body,
+                   "max unacked messages per consumer",
+                   "maxUnackedMessagesPerConsumer must be 0 or more"),
     PolicyEndpoint("maxUnackedMessagesPerSubscription", "max_unacked_messages_per_subscription",
-                   NonNegativeInt, "max unacked messages per subscription"),
+                   Int32Body, "max unacked messages per subscription",
+                   "maxUnackedMessagesPerSubscription must be 0 or more"),
     PolicyEndpoint("autoTopicCreation", "autoTopicCreationOverride", AutoTopicCreationOverride,
                    "auto topic creation override"),
     PolicyEndpoint("inactiveTopicPolicies", "inactive_topic_policies", InactiveTopicPolicies,
@@ -184,6 +195,8 @@ def _add_policy_endpoints(spec: PolicyEndpoint) -> None:
 
     async def set_policy(broker: Broker, tenant: str, namespace: str,
                          value: Annotated[body_type, Body()]) -> None:  # type: ignore[valid-type]
+        if spec.negative is not None and value < 0:
+            raise precondition_failed(spec.negative)
         _update_policy(broker, tenant, namespace, spec.field, _to_store(value))
 
     async def remove_policy(broker: Broker, tenant: str, namespace: str) -> None:

@@ -157,11 +157,12 @@ def producer_success(
     topic_epoch: int | None = None,
     producer_ready: bool | None = None,
 ) -> pb.BaseCommand:
+    # Pulsar always sets schema_version (empty when the producer has no schema): the Java client
+    # reads it unconditionally and drops the connection when it is missing
     body = pb.CommandProducerSuccess(
-        request_id=to_uint64(request_id), producer_name=producer_name, last_sequence_id=last_sequence_id
+        request_id=to_uint64(request_id), producer_name=producer_name, last_sequence_id=last_sequence_id,
+        schema_version=schema_version if schema_version is not None else b"",
     )
-    if schema_version is not None:
-        body.schema_version = schema_version
     if topic_epoch is not None:
         body.topic_epoch = topic_epoch
     if producer_ready is not None:
