@@ -28,9 +28,10 @@ import random
 import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.positions import Position
@@ -55,6 +56,7 @@ T = pb.BaseCommand
 SUB_TYPES = {EXCLUSIVE: pb.CommandSubscribe.Exclusive, SHARED: pb.CommandSubscribe.Shared,
              FAILOVER: pb.CommandSubscribe.Failover, KEY_SHARED: pb.CommandSubscribe.Key_Shared}
 NAMESPACE = "persistent://public/default/"
+C = TypeVar("C", "ProducerClient", "ConsumerClient", "ProducerClient | ConsumerClient")
 
 
 @dataclass
@@ -488,8 +490,17 @@ class CommandWorld:
         return True
 
     # -- broker and storage steps ------------------------------------------------------------------
-    def _topic_key(self) -> str:
-        return self.rng.choice(self.topic_names)
+    def _topic_key(self, verb: str) -> str:
+        """A topic with work of that kind waiting, if any (most schedule steps then do something)."""
+        broker = self.broker
+        ledgers = {name: broker.ledger_of(name) for name in self.topic_names}
+        if verb == "write":
+            ready = [n for n, ledger in ledgers.items() if ledger is not None and ledger.unwritten_from is not None]
+        elif verb == "sync":
+            ready = [n for n, ledger in ledgers.items() if ledger is not None and ledger.written() != ledger.synced()]
+        else:
+            ready = [n for n in self.topic_names if broker.sync_reports.get(n)]
+        return self.rng.choice(ready or self.topic_names)
 
     def step_load(self) -> bool:
         if not self.broker.loads:
@@ -504,21 +515,21 @@ class CommandWorld:
         return done > 0
 
     def step_write(self, fail: bool = False) -> bool:
-        done = self.broker.write(self._topic_key(), fail)
+        done = self.broker.write(self._topic_key("write"), fail)
         if done and fail:
             self.write_failures += 1
         self._read_all()
         return done
 
     def step_sync(self, fail: bool = False) -> bool:
-        done = self.broker.sync(self._topic_key(), fail)
+        done = self.broker.sync(self._topic_key("sync"), fail)
         if done and fail:
             self.sync_failures += 1
         self._read_all()
         return done
 
     def step_report(self) -> bool:
-        done = self.broker.deliver_reports(self._topic_key(), self.rng.randint(1, 2))
+        done = self.broker.deliver_reports(self._topic_key("report"), self.rng.randint(1, 2))
         self._read_all()
         return done
 
@@ -564,11 +575,11 @@ class CommandWorld:
     def _apply(self, verb: str) -> bool:
         producers, consumers = self.producers, self.consumers
         if verb == "send":
-            return self.step_send(self.rng.choice(producers))
+            return self.step_send(self._pick(producers, lambda p: p.state == "ready"))
         if verb == "close_producer":
-            return self.step_close_producer(self.rng.choice(producers))
+            return self.step_close_producer(self._pick(producers, lambda p: p.state == "ready"))
         if verb == "rejoin":
-            return self.step_rejoin(self.rng.choice(self.clients))
+            return self.step_rejoin(self._pick(self.clients, lambda c: c.state == "closed"))
         if verb == "disconnect":
             client = self.rng.choice(self.clients)
             self._drop_connection(client)
@@ -578,7 +589,10 @@ class CommandWorld:
                           "ack_cumulative": self.step_ack_cumulative, "seek": self.step_seek,
                           "unsubscribe": self.step_unsubscribe, "close_consumer": self.step_close_consumer}
         if verb in consumer_steps:
-            return consumer_steps[verb](self.rng.choice(consumers))
+            wants = {"receive": lambda c: c.queue, "ack": lambda c: c.held, "nack": lambda c: c.held or c.queue,
+                     "ack_cumulative": lambda c: c.held and c.sub_type in (EXCLUSIVE, FAILOVER)}
+            usable = wants.get(verb, lambda c: True)
+            return consumer_steps[verb](self._pick(consumers, lambda c: c.state == "ready" and bool(usable(c))))
         broker_steps = {"load": self.step_load, "metadata": self.step_metadata, "write": self.step_write,
                         "sync": self.step_sync, "report": self.step_report, "tick": self.step_tick,
                         "crash": self.step_crash}
@@ -589,6 +603,11 @@ class CommandWorld:
         if verb == "sync_fail":
             return self.step_sync(fail=True)
         raise ValueError(f"unknown step {verb}")
+
+    def _pick(self, clients: Sequence[C], usable: Callable[[C], bool]) -> C:
+        """A client the step applies to, if any (else any client: the step then does nothing)."""
+        ready = [c for c in clients if usable(c)]
+        return self.rng.choice(ready or clients)
 
     def settle(self) -> None:
         """One round of the liveness phase: every client connected, every piece of storage
