@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import pytest
 
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup.message_deduplication import DedupOutcome, MessageDeduplication
 from magnetar.core.delayed import in_memory_tracker
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
+from magnetar.core.positions import Position
 from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.storage.interfaces import AppendFailed, LedgerConfig
 from magnetar.testing.sim import command_world
+from magnetar.testing.sim.command_shell_twin import SimBroker, SimStorage
 from magnetar.testing.sim.command_world import CommandOptions, run
+from magnetar.testing.sim.sim_storage import SimLedgers
 
 CHUNK = 250
 
@@ -39,6 +44,37 @@ def test_schedules_reach_every_feature() -> None:
     assert {sub_type for o in options for _, _, sub_type in o.subscriptions} == \
         {"Exclusive", "Shared", "Failover", "Key_Shared"}
     assert any(o.dedup_topics for o in options) and any(o.delayed_fraction for o in options)
+
+
+def test_the_ledger_twin_writes_syncs_and_fails_as_the_segment_ledger_does() -> None:
+    taken_back: list[Position] = []
+    ledgers = SimLedgers(LedgerConfig(max_entries_per_ledger=100), lambda: 0)
+    ledgers.on_take_back = lambda name, first: taken_back.append(first)
+    ledger = ledgers.open_ledger("t")
+    first, second = ledger.append_many([b"a", b"b"])
+    assert ledger.sync() is None  # nothing written yet: nothing to make durable
+    ledger.flush()
+    assert ledger.sync() == second
+    third = ledger.append(b"c")
+    ledger.fail_next_flush = True
+    with pytest.raises(AppendFailed) as failed:
+        ledger.flush()
+    assert failed.value.position == third and taken_back == [third]
+    assert ledger.last_position() == second and ledger.append(b"d") == third  # the next append lands there
+    assert ledgers.crash() == {"t": second}  # unwritten "d" is lost with the crash
+    reopened = ledgers.open_ledger("t")
+    assert [entry for _, entry in reopened.iter_entries(Position(-1, -1))] == [b"a", b"b"]
+    assert first.entry_id == 0
+
+
+def test_durability_handles_complete_in_submission_order() -> None:
+    storage = SimStorage(BrokerConfig(), lambda: 1_000, LedgerConfig())
+    broker = SimBroker(storage)
+    done: list[int] = []
+    for i in range(3):
+        broker.metadata_durable().add_done_callback(lambda _, i=i: done.append(i))
+    assert broker.complete_metadata(2) == 2 and done == [0, 1]
+    assert broker.complete_metadata(5) == 1 and done == [0, 1, 2]
 
 
 def _first_violation(seeds: range) -> str:
