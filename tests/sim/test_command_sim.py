@@ -127,6 +127,9 @@ def test_the_command_line_runs_schedules(capsys: pytest.CaptureFixture[str]) -> 
     assert command_world.main(["--seed", "3", "--schedules", "5"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("seed 3\n") and '"schedules": 5' in out and '"violations": 0' in out
+    assert command_world.main(["--seed", "3", "--trace"]) == 0
+    traced = capsys.readouterr().out
+    assert "-> SUBSCRIBE" in traced and "<- SUCCESS" in traced and traced.endswith("ok\n")
 
 
 @pytest.mark.parametrize("argv", [["--schedules", "0"], ["--jobs", "0"], ["--steps", "-1"], ["--seed", "x"]])

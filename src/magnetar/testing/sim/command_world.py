@@ -89,7 +89,7 @@ class CommandOptions:
         faults = rng.choice([0.0, 0.5, 1.0, 2.0])
         weights = {
             "send": 30, "receive": 20, "ack": 14, "ack_cumulative": 3, "nack": 4, "seek": 1.5, "unsubscribe": 0.7,
-            "close_consumer": 1.5, "close_producer": 1, "disconnect": 1 * faults, "rejoin": 6,
+            "close_consumer": 1.5, "close_producer": 1, "stats": 1, "disconnect": 1 * faults, "rejoin": 6,
             "load": 6, "metadata": 10, "write": 14, "sync": 12, "report": 12, "tick": 6,
             "write_fail": 1.5 * faults, "sync_fail": 0.7 * faults, "crash": 0.5 * faults,
         }
@@ -480,6 +480,17 @@ class CommandWorld:
             consumer_id=client.consumer_id, request_id=client.request_id)))
         return True
 
+    def step_stats(self, client: ConsumerClient) -> bool:
+        """CONSUMER_STATS and GET_LAST_MESSAGE_ID: answered, whatever the broker is doing."""
+        if client.state != "ready":
+            return False
+        client.request_id += 2
+        self._send(client, T(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(
+            consumer_id=client.consumer_id, request_id=client.request_id - 1)))
+        self._send(client, T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=pb.CommandGetLastMessageId(
+            consumer_id=client.consumer_id, request_id=client.request_id)))
+        return True
+
     def step_rejoin(self, client: ProducerClient | ConsumerClient) -> bool:
         if client.state != "closed":
             return False
@@ -587,7 +598,8 @@ class CommandWorld:
             return True
         consumer_steps = {"receive": self.step_receive, "ack": self.step_ack, "nack": self.step_nack,
                           "ack_cumulative": self.step_ack_cumulative, "seek": self.step_seek,
-                          "unsubscribe": self.step_unsubscribe, "close_consumer": self.step_close_consumer}
+                          "unsubscribe": self.step_unsubscribe, "close_consumer": self.step_close_consumer,
+                          "stats": self.step_stats}
         if verb in consumer_steps:
             wants = {"receive": lambda c: c.queue, "ack": lambda c: c.held, "nack": lambda c: c.held or c.queue,
                      "ack_cumulative": lambda c: c.held and c.sub_type in (EXCLUSIVE, FAILOVER)}
@@ -684,6 +696,20 @@ def run(seed: int, steps: int | None = None) -> CommandResult:
                          world.trace.hexdigest())
 
 
+def _trace(seed: int, steps: int | None) -> int:
+    world = CommandWorld(CommandOptions.from_seed(seed, steps))
+    world.events = []
+    try:
+        world.run()
+    except CommandViolation as exc:
+        print("\n".join(world.events))
+        print(f"VIOLATION at step {world.steps_done}: {exc}")
+        return 1
+    print("\n".join(world.events))
+    print("ok")
+    return 0
+
+
 def _results(first: int, count: int, steps: int | None, jobs: int) -> Iterator[CommandResult]:
     seeds = range(first, first + count)
     if jobs <= 1:
@@ -700,11 +726,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--schedules", type=int, default=1, help="how many seeds, from --seed on")
     parser.add_argument("--steps", type=int, default=None, help="safety steps per schedule (default: from seed)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument("--trace", action="store_true", help="print every step and frame of one schedule")
     args = parser.parse_args(argv)
     if args.schedules < 1 or args.jobs < 1 or (args.steps is not None and args.steps < 0):
         parser.error("--schedules and --jobs must be at least 1, --steps at least 0")
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}", flush=True)
+    if args.trace:
+        return _trace(seed, args.steps)
     started = time.monotonic()
     totals = {"deliveries": 0, "receipted": 0, "crashes": 0, "write_failures": 0, "sync_failures": 0}
     failures = 0
