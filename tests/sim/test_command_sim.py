@@ -96,7 +96,9 @@ def test_a_lost_message_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
             pos = acks[-1][0]
             acknowledge(self, consumer, False, [(self.topic.next_position(pos), None)], now_ms)  # type: ignore[arg-type]
     monkeypatch.setattr(Subscription, "acknowledge", greedy)
-    assert "never consumed" in _first_violation(range(200))
+    violation = _first_violation(range(200))
+    # the skipped entry is missed at the end, or first by Key_Shared's order (an earlier entry never came)
+    assert "never consumed" in violation or "neither acknowledged nor outstanding" in violation
 
 
 def test_key_shared_disorder_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -91,6 +91,8 @@ class CommandChecker:
         self.consumer_sub: dict[ConsumerKey, tuple[str, str]] = {}
         self.deliveries = 0
         self.checked_orders = 0
+        #: subscriptions deleted and not yet answered: a crash may bring them back
+        self.deleting: dict[tuple[str, str], SubState] = {}
 
     def tick(self) -> int:
         self.clock += 1
@@ -149,10 +151,16 @@ class CommandChecker:
         sub.attached.add(consumer)
 
     def unsubscribed(self, topic: str, name: str) -> None:
+        """The broker deleted the subscription; until that is durable (the answer), a crash
+        may bring it back with the acknowledgements it had."""
         sub = self.subs.pop((topic, name), None)
         if sub is not None:
             for consumer in sub.attached:
                 self.consumer_sub.pop(consumer, None)
+            self.deleting[(topic, name)] = sub
+
+    def unsubscribe_answered(self, topic: str, name: str) -> None:
+        self.deleting.pop((topic, name), None)
 
     def detached(self, consumer: ConsumerKey) -> None:
         """The consumer is gone (closed by either side): what it held goes back."""
@@ -305,7 +313,14 @@ class CommandChecker:
                         self._release_key(sub, holder, pos)
 
     def broker_restarted(self) -> None:
-        """Every connection died with the broker: nothing is outstanding anywhere."""
+        """Every connection died with the broker: nothing is outstanding anywhere, and a
+        subscription whose deletion was not durable may be back with its old cursor."""
+        for key, old in self.deleting.items():
+            sub = self.subs.get(key)
+            if sub is not None:
+                sub.acked |= old.acked
+                sub.done |= old.done
+        self.deleting.clear()
         for sub in self.subs.values():
             sub.outstanding.clear()
             sub.key_holders.clear()

@@ -276,6 +276,7 @@ class CommandWorld:
         if cmd.type in (T.SUCCESS, T.ERROR) and client.unsubscribe_request in (cmd.success.request_id,
                                                                                 cmd.error.request_id):
             client.unsubscribe_request = None
+            self.checker.unsubscribe_answered(client.topic, client.subscription)
         elif cmd.type == T.SUCCESS and client.state == "subscribing" and cmd.success.request_id == client.request_id:
             client.state = "ready"
             self.checker.subscribed(client.key)
