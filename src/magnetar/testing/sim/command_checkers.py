@@ -21,10 +21,10 @@ lost by a crash), and holds the broker to Pulsar's promises:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.positions import Position
 
 #: a consumer as the checker knows it: (connection, consumer id)
 ConsumerKey = tuple[str, int]
@@ -258,7 +258,6 @@ class CommandChecker:
         if sub is None:
             return
         entries = self.topics[sub.topic].entries
-        held = sub.outstanding.get(consumer, set())
         for pos in positions:
             sub.acked.add(pos)
             entry = entries.get(pos)
@@ -268,7 +267,6 @@ class CommandChecker:
                 if pos in holding:
                     holding.discard(pos)
                     self._release_key(sub, holder, pos)
-        del held
 
     def acked_up_to(self, consumer: ConsumerKey, upto: Position) -> None:
         """A cumulative ack: every entry up to ``upto``, wherever it is outstanding."""
@@ -301,8 +299,8 @@ class CommandChecker:
             sub.acked = set()
         sub.nacked.clear()
 
-    def _pass(self, sub: SubState, passed: object) -> None:
-        assert callable(passed)
+    def _pass(self, sub: SubState, passed: Callable[[Position], bool]) -> None:
+        """Entries ``passed`` selects count as acknowledged (a seek or cumulative ack went past them)."""
         for pos, entry in self.topics[sub.topic].entries.items():
             if passed(pos):
                 sub.acked.add(pos)
@@ -345,4 +343,4 @@ class CommandChecker:
             raise CommandViolation(f"{len(missing)} receipted messages never consumed, e.g. {missing[:3]}")
 
 
-__all__ = ["BEFORE_START", "CommandChecker", "CommandViolation", "StoredEntry"]
+__all__ = ["CommandChecker", "CommandViolation", "StoredEntry"]

@@ -28,11 +28,13 @@ import itertools
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from magnetar.core import policies as policy_rules
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.dedup.dedup_snapshot import DedupSnapshot
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery
@@ -198,15 +200,15 @@ class SimBroker:
                 continue
             record = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties),
                                   last_active_ms=now)
-            key = str(topic.name)
+            self._queue(Completion(partial(self._snapshot_stored, topic, dedup, snapshot, record, now)))
 
-            def stored(topic: Topic = topic, dedup: MessageDeduplication = dedup, record: CursorRecord = record,
-                       snapshot: object = snapshot, key: str = key) -> None:
-                self.metadata.put_cursor(key, DEDUP_CURSOR, record)
-                dedup.on_snapshot_stored(snapshot, now)  # type: ignore[arg-type]
-                if topic.dedup is dedup:
-                    topic.dedup_snapshot_position = record.mark_delete
-            self._queue(Completion(stored))
+    def _snapshot_stored(self, topic: Topic, dedup: MessageDeduplication, snapshot: DedupSnapshot,
+                         record: CursorRecord, now: int) -> None:
+        """The dedup snapshot is in the store (server/deduplication.py ``_snapshot_written``)."""
+        self.metadata.put_cursor(str(topic.name), DEDUP_CURSOR, record)
+        dedup.on_snapshot_stored(snapshot, now)
+        if topic.dedup is dedup:
+            topic.dedup_snapshot_position = record.mark_delete
 
     # -- topic loads --------------------------------------------------------------------------
     def request_load(self, name: TopicName, create: bool,
