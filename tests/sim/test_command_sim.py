@@ -19,7 +19,7 @@ from magnetar.testing.sim.command_shell_twin import SimBroker, SimStorage
 from magnetar.testing.sim.command_world import CommandOptions, run
 from magnetar.testing.sim.sim_storage import SimLedgers
 
-CHUNK = 250
+CHUNK = 125
 
 
 @pytest.mark.parametrize("first", range(0, 2000, CHUNK))
