@@ -76,6 +76,10 @@ class CommandOptions:
     delayed_fraction: float
     weights: dict[str, float]
     strict_delivery_time: bool
+    #: broker settings the seed varies: Key_Shared's selector, unacked limits (the classic
+    #: Key_Shared implementation promises less and is left to the subscription-level simulation)
+    consistent_hashing: bool = True
+    max_unacked_per_consumer: int = 50000
 
     @classmethod
     def from_seed(cls, seed: int, steps: int | None = None) -> CommandOptions:
@@ -98,7 +102,9 @@ class CommandOptions:
             dedup_topics=rng.randint(0, topics), entries_per_ledger=rng.choice([3, 10, 1000]),
             dedup_entries_interval=rng.choice([2, 7, 1000]), subscriptions=subscriptions,
             consumers_per_sub=rng.randint(1, 3), producers_per_topic=rng.randint(1, 2), keys=rng.choice([2, 5, 50]),
-            delayed_fraction=rng.choice([0.0, 0.0, 0.2]), weights=weights, strict_delivery_time=rng.random() < 0.5)
+            delayed_fraction=rng.choice([0.0, 0.0, 0.2]), weights=weights, strict_delivery_time=rng.random() < 0.5,
+            consistent_hashing=rng.random() < 0.7,
+            max_unacked_per_consumer=rng.choice([50000, 50000, 3]))
 
 
 @dataclass(eq=False)
@@ -147,7 +153,10 @@ class CommandWorld:
         self.options = options
         self.rng = random.Random(options.seed ^ 0x5EED)
         self.now = 1_000
-        self.config = BrokerConfig(isDelayedDeliveryDeliverAtTimeStrict=options.strict_delivery_time)
+        self.config = BrokerConfig(
+            isDelayedDeliveryDeliverAtTimeStrict=options.strict_delivery_time,
+            subscriptionKeySharedUseConsistentHashing=options.consistent_hashing,
+            maxUnackedMessagesPerConsumer=options.max_unacked_per_consumer)
         slack_ms = 0 if options.strict_delivery_time else self.config.delayedDeliveryTickTimeMillis
         self.checker = checker or CommandChecker(self.config.subscriptionKeySharedUseClassicPersistentImplementation,
                                                  slack_ms)
