@@ -315,9 +315,10 @@ class CommandChecker:
         subscription whose deletion was not durable may be back with its old cursor."""
         for key, old in self.deleting.items():
             sub = self.subs.get(key)
-            if sub is not None:
-                sub.acked |= old.acked
-                sub.done |= old.done
+            if sub is None:  # back as it was, owing nothing until a consumer is confirmed again
+                sub = self.subs[key] = SubState(old.topic, old.name, old.sub_type)
+            sub.acked |= old.acked
+            sub.done |= old.done
         self.deleting.clear()
         for sub in self.subs.values():
             sub.outstanding.clear()
