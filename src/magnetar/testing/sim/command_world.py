@@ -664,7 +664,7 @@ class CommandWorld:
         for _ in range(self.options.steps):
             self.steps_done += 1
             self.step()
-        for _ in range(60):
+        for _ in range(300):  # a Key_Shared subscription with maxUnacked 3 drains a few entries a round
             self.settle()
             if self.quiet():
                 break
