@@ -38,6 +38,7 @@ OVER_THE_LIMIT = {
     "magnetar.storage.metadata_store.MetadataStore": 62,
     "magnetar.core.delayed.bucket_delayed_delivery_tracker.BucketDelayedDeliveryTracker": 47,
     "magnetar.testing.sim.world.World": 42,
+    "magnetar.testing.sim.command_world.CommandWorld": 45,
 }
 
 
