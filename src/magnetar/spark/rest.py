@@ -175,6 +175,27 @@ class AdminClient:
             ledgers[-1] = LedgerInfo(last.ledger_id, max(last.entries, current))
         return ledgers
 
+    def exists(self, topic: str) -> bool:
+        """Whether the topic partition exists (its internal stats are found)."""
+        try:
+            self._call("GET", f"{topic_path(topic)}/internalStats")
+        except MagnetarAdminError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def applied_policy(self, topic: str, policy: str) -> Any:
+        """A topic policy as it applies (topic, else namespace, else broker); for a topic that no
+        longer exists, its namespace's policy (None: the broker's default)."""
+        try:
+            return self._call("GET", f"{topic_path(topic)}/{policy}?applied=true")
+        except MagnetarAdminError as exc:
+            if exc.status != 404:
+                raise
+        tenant, namespace = topic_path(topic).split("/")[1:3]
+        return self._call("GET", f"namespaces/{tenant}/{namespace}/{policy}", ok_missing=True)
+
     # -- subscriptions ------------------------------------------------------------------------------
     def reset_cursor(self, topic: str, subscription: str, position: MessagePosition) -> None:
         """Make ``position`` the next message the subscription delivers, creating it if needed.
@@ -191,13 +212,17 @@ class AdminClient:
                 raise
             self.create_subscription(topic, subscription, position)
 
-    def create_subscription(self, topic: str, subscription: str, position: MessagePosition) -> None:
+    def create_subscription(self, topic: str, subscription: str, position: MessagePosition) -> bool:
+        """A durable subscription whose first unconsumed message is ``position``; False when it
+        exists already (it is left where it is)."""
         path = f"{topic_path(topic)}/subscription/{quote(subscription, safe='')}"
         try:
             self._call("PUT", path, _message_id_body(position))
         except MagnetarAdminError as exc:
-            if exc.status != 409:  # created meanwhile: fine, the next commit moves it
+            if exc.status != 409:
                 raise
+            return False
+        return True
 
     # -- schemas ------------------------------------------------------------------------------------
     def topic_schema(self, topic: str, version: int | None = None) -> TopicSchema | None:
