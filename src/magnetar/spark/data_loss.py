@@ -31,15 +31,21 @@ def retention_in_force(admin: AdminClient, topic: str) -> str:
     try:
         retention = admin.applied_policy(base, "retention")
         ttl = admin.applied_policy(base, "messageTTL")
+        if retention is None or ttl is None:  # a deleted topic whose namespace sets none: the broker's
+            config = admin.broker_configuration()
+            if retention is None:
+                retention = {"retentionTimeInMinutes": config.get("defaultRetentionTimeInMinutes"),
+                             "retentionSizeInMB": config.get("defaultRetentionSizeInMB")}
+            if ttl is None:
+                ttl = config.get("ttlDurationDefaultInSeconds")
     except MagnetarAdminError as exc:
         return f"retention unknown ({exc})"
+    text = "retention not reported"
     if isinstance(retention, dict):
-        minutes = retention.get("retentionTimeInMinutes")
-        size = retention.get("retentionSizeInMB")
-        text = f"retentionTimeInMinutes={minutes}, retentionSizeInMB={size}"
-    else:
-        text = "retention not reported"
-    return text + (f", messageTTL={ttl}s" if isinstance(ttl, int) and ttl > 0 else ", no message TTL")
+        text = (f"retentionTimeInMinutes={retention.get('retentionTimeInMinutes')}, "
+                f"retentionSizeInMB={retention.get('retentionSizeInMB')}")
+    seconds = int(ttl) if isinstance(ttl, (int, str)) and str(ttl).lstrip("-").isdigit() else 0
+    return text + (f", messageTTL={seconds}s" if seconds > 0 else ", no message TTL")
 
 
 def describe_retention(connection: ConnectionOptions, topic: str) -> str:
@@ -63,7 +69,7 @@ def report_loss(message: str, fail_on_data_loss: bool, going_on: str) -> None:
 
 
 class DataLossCheck:
-    """The driver's checks, each done (and reported) once per topic partition and position."""
+    """The driver's checks; with ``failOnDataLoss=false`` each loss is warned of once."""
 
     def __init__(self, fail_on_data_loss: bool) -> None:
         self.fail_on_data_loss = fail_on_data_loss
@@ -72,9 +78,7 @@ class DataLossCheck:
 
     def readable_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> MessagePosition:
         """Where to read ``topic`` from: ``start`` when its ledger is still stored; else, once the
-        loss is reported, EARLIEST (the first message still stored)."""
-        if start.is_earliest:
-            return start
+        loss is reported, from the first message still stored (or, when none is, from the end)."""
         key = (topic, start)
         if key not in self._starts:
             self._starts[key] = self._check_start(admin, topic, start)
@@ -82,9 +86,15 @@ class DataLossCheck:
 
     def _check_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> MessagePosition:
         ledgers = admin.ledgers(topic)
-        if ledgers is None or any(info.ledger_id == start.ledger_id for info in ledgers):
+        if ledgers is None:
             return start
         stored = [info for info in ledgers if info.entries > 0]
+        # Nothing stored: a range from the earliest would wait for messages that no longer exist.
+        first_readable = EARLIEST if stored else admin.last_message_id(topic)
+        if start.is_earliest:
+            return first_readable  # "earliest" is what is stored: no loss
+        if any(info.ledger_id == start.ledger_id for info in ledgers):
+            return start
         if stored and stored[0].ledger_id > start.ledger_id:
             what = (f"the messages after {start} up to {stored[0].ledger_id}:0 (not included) are no longer "
                     f"stored: ledger {start.ledger_id} was deleted")
@@ -94,18 +104,18 @@ class DataLossCheck:
                     "topic deleted and created again?")
         else:
             what = (f"every message after {start} is gone: the topic stores no message any more "
-                    f"(its last one was {admin.last_message_id(topic)})")
+                    f"(its last one was {first_readable})")
         report_loss(loss_message(topic, what, retention_in_force(admin, topic)), self.fail_on_data_loss,
                     "the earliest message still stored")
-        return EARLIEST
+        return first_readable
 
     def topic_gone(self, admin: AdminClient, topic: str, last: MessagePosition) -> None:
         """``topic``, read up to ``last``, no longer exists."""
         if (topic, last) in self._gone:
-            return
-        self._gone.add((topic, last))
+            return  # warned already
         what = (f"the topic no longer exists (deleted?): the messages after {last} that the query has not "
                 "read are gone")
         report_loss(loss_message(topic, what, retention_in_force(admin, topic)), self.fail_on_data_loss,
                     "the other topics (this one is read again from its first message if it comes back)")
+        self._gone.add((topic, last))
 

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Mapping
 
 from magnetar.spark.offsets import MessagePosition
-from magnetar.spark.rest import AdminClient
+from magnetar.spark.rest import AdminClient, MagnetarAdminError
 
 #: Generated subscription names start with this, so ``magnetar admin spark`` and stats show them as the source's.
 SUBSCRIPTION_PREFIX = "magnetar-spark-"
@@ -53,8 +53,13 @@ class QueryHold:
         for tp, position in sorted(positions.items()):
             if tp in self._ensured:
                 continue
-            if admin.create_subscription(tp, self.name, position):
-                self._at[tp] = position
+            try:
+                if admin.create_subscription(tp, self.name, position):
+                    self._at[tp] = position
+            except MagnetarAdminError as exc:
+                if exc.status != 404:
+                    raise
+                continue  # deleted meanwhile: the next planning reports it
             self._ensured.add(tp)
 
     def move(self, admin: AdminClient, committed: Mapping[str, MessagePosition]) -> None:
@@ -63,5 +68,10 @@ class QueryHold:
             at = self._at.get(tp)
             if at is not None and position <= at:
                 continue
-            admin.reset_cursor(tp, self.name, position)
+            try:
+                admin.reset_cursor(tp, self.name, position)
+            except MagnetarAdminError as exc:
+                if exc.status != 404:
+                    raise
+                continue  # the topic was deleted: the next planning reports it
             self._at[tp] = position
