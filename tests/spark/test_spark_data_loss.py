@@ -183,7 +183,9 @@ def test_broker_that_stops_answering_mid_read_fails_the_query_in_bounded_time(
     try:
         topic = new_topic("stopped")
         client = client_for(broker.service_url)
-        produce(client, topic, [b"v%05d" % i for i in range(3000)])
+        # More rows than one Arrow batch (8192): the task is still reading when the first rows
+        # reach the function that stops the broker.
+        produce(client, topic, [b"v%05d" % i for i in range(30_000)])
         client.close()
         df = (spark.read.format("magnetar")
               .options(**source_options(broker, topic=topic, pollTimeoutMs="2000",
