@@ -18,7 +18,7 @@ from pyspark.sql.types import BinaryType
 from spark_helpers import LEDGER_ENTRIES, Admin, client_for, new_topic, produce, read_values, wait_until
 
 from magnetar.spark.admission import BacklogWalker, BacklogWalkTimeout
-from magnetar.spark.data_loss import DataLossCheck, MagnetarDataLossError
+from magnetar.spark.data_loss import DataLossCheck, MagnetarDataLossError, ReadableStart
 from magnetar.spark.offsets import EARLIEST, MessagePosition
 from magnetar.spark.options import parse_source_options
 from magnetar.spark.rest import AdminClient
@@ -69,13 +69,13 @@ def test_driver_check_fails_or_warns_once_naming_topic_range_and_retention(
 
         lenient = DataLossCheck(False)
         with caplog.at_level(logging.WARNING, logger="magnetar.spark"):
-            assert lenient.readable_start(client, topic, start) == EARLIEST
-            assert lenient.readable_start(client, topic, start) == EARLIEST
+            assert lenient.readable_start(client, topic, start) == ReadableStart.at(EARLIEST)
+            assert lenient.readable_start(client, topic, start) == ReadableStart.at(EARLIEST)
         warnings = [r.getMessage() for r in caplog.records if r.name == "magnetar.spark"]
         assert len(warnings) == 1 and topic in warnings[0] and "retentionTimeInMinutes=0" in warnings[0]
         # A start whose ledger is still stored is no loss.
         kept = MessagePosition(ids[-1].ledger_id(), ids[-1].entry_id() - 1)
-        assert DataLossCheck(True).readable_start(client, topic, kept) == kept
+        assert DataLossCheck(True).readable_start(client, topic, kept) == ReadableStart.at(kept)
 
 
 @pytest.mark.timeout(120)
@@ -89,6 +89,9 @@ def test_planning_walk_over_a_topic_whose_messages_are_gone_ends(broker: BrokerP
     with pytest.raises(BacklogWalkTimeout, match=f"planning the next micro-batch of {topic}: 3 reads"):
         BacklogWalker(options).advance({topic: EARLIEST}, {topic: last}, 100)
     assert time.monotonic() - began < 30
+    # The driver plans nothing there: the range up to the last message has nothing left to read.
+    with AdminClient(options.connection) as client:
+        assert DataLossCheck(True).readable_start(client, topic, EARLIEST) == ReadableStart(EARLIEST, last)
 
 
 def _run_available_now(spark: SparkSession, options: dict[str, str], out: Path, checkpoint: Path) -> Any:

@@ -13,6 +13,7 @@ again as they read (:mod:`magnetar.spark.reading`), for what is deleted after pl
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from magnetar.spark.offsets import EARLIEST, MessagePosition
 from magnetar.spark.options import ConnectionOptions
@@ -68,33 +69,50 @@ def report_loss(message: str, fail_on_data_loss: bool, going_on: str) -> None:
     log.warning("Data loss (failOnDataLoss=false, going on from %s): %s", going_on, message)
 
 
+@dataclass(frozen=True)
+class ReadableStart:
+    """Where a range of one topic partition can be read from.
+
+    ``read_from`` is the exclusive start a task opens its Reader at; nothing is stored at or
+    before ``nothing_through``, so a range that ends there has nothing to read (a Reader would
+    wait for messages retention deleted). Both are the range's start when it is all stored.
+    """
+
+    read_from: MessagePosition
+    nothing_through: MessagePosition
+
+    @classmethod
+    def at(cls, start: MessagePosition) -> ReadableStart:
+        return cls(start, start)
+
+
 class DataLossCheck:
     """The driver's checks; with ``failOnDataLoss=false`` each loss is warned of once."""
 
     def __init__(self, fail_on_data_loss: bool) -> None:
         self.fail_on_data_loss = fail_on_data_loss
-        self._starts: dict[tuple[str, MessagePosition], MessagePosition] = {}
+        self._starts: dict[tuple[str, MessagePosition], ReadableStart] = {}
         self._gone: set[tuple[str, MessagePosition]] = set()
 
-    def readable_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> MessagePosition:
+    def readable_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> ReadableStart:
         """Where to read ``topic`` from: ``start`` when its ledger is still stored; else, once the
-        loss is reported, from the first message still stored (or, when none is, from the end)."""
+        loss is reported, from the first message still stored."""
         key = (topic, start)
         if key not in self._starts:
             self._starts[key] = self._check_start(admin, topic, start)
         return self._starts[key]
 
-    def _check_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> MessagePosition:
+    def _check_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> ReadableStart:
         ledgers = admin.ledgers(topic)
         if ledgers is None:
-            return start
+            return ReadableStart.at(start)
         stored = [info for info in ledgers if info.entries > 0]
-        # Nothing stored: a range from the earliest would wait for messages that no longer exist.
-        first_readable = EARLIEST if stored else admin.last_message_id(topic)
+        first_readable = ReadableStart.at(EARLIEST) if stored else \
+            ReadableStart(EARLIEST, max(start, admin.last_message_id(topic)))
         if start.is_earliest:
             return first_readable  # "earliest" is what is stored: no loss
         if any(info.ledger_id == start.ledger_id for info in ledgers):
-            return start
+            return ReadableStart.at(start)
         if stored and stored[0].ledger_id > start.ledger_id:
             what = (f"the messages after {start} up to {stored[0].ledger_id}:0 (not included) are no longer "
                     f"stored: ledger {start.ledger_id} was deleted")
@@ -104,7 +122,7 @@ class DataLossCheck:
                     "topic deleted and created again?")
         else:
             what = (f"every message after {start} is gone: the topic stores no message any more "
-                    f"(its last one was {first_readable})")
+                    f"(its last one was {first_readable.nothing_through})")
         report_loss(loss_message(topic, what, retention_in_force(admin, topic)), self.fail_on_data_loss,
                     "the earliest message still stored")
         return first_readable

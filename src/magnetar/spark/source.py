@@ -102,7 +102,8 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         with AdminClient(self.options.connection) as admin:
             hold = self._hold_named(begin.subscription)
             topics, latest = self._current_partitions(admin, begin)
-            starts = {tp: self._check.readable_start(admin, tp, begin.get(tp)) for tp in topics}
+            # Planning counts from where something can be read; a range wholly deleted is empty.
+            starts = {tp: self._check.readable_start(admin, tp, begin.get(tp)).nothing_through for tp in topics}
             # Before anything is planned: a restart finds its subscriptions (or makes them again at
             # the checkpointed offsets), a partition met for the first time gets one.
             hold.ensure(admin, starts)
@@ -156,10 +157,10 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         parts = []
         with AdminClient(self.options.connection) as admin:
             for tp in sorted(finish.positions):
-                first = self._check.readable_start(admin, tp, begin.get(tp))
+                readable = self._check.readable_start(admin, tp, begin.get(tp))
                 last = finish.positions[tp]
-                if last > first:
-                    parts.append(MagnetarInputPartition(tp, first, last))
+                if last > readable.nothing_through:
+                    parts.append(MagnetarInputPartition(tp, readable.read_from, last))
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
