@@ -110,6 +110,13 @@ def submit(cluster: StandaloneCluster, broker: BrokerProcess, mode: str, source:
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def copied_more(broker: BrokerProcess, topic: str, before: int, driver: subprocess.Popen[bytes]) -> int:
+    """The rows in ``topic`` once more than 5,000 were added since ``before`` (0: not yet)."""
+    assert driver.poll() is None, f"the driver exited ({driver.returncode}); see its log in the cluster folder"
+    n = rows_in(broker, topic)
+    return n if n > before + 5000 else 0
+
+
 def rows_in(broker: BrokerProcess, topic: str) -> int:
     client = client_for(broker.service_url)
     try:
@@ -139,7 +146,7 @@ def test_batch_read_and_write_on_the_cluster(cluster: StandaloneCluster, broker:
     assert_exactly_once(broker, sink, expected)
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(3600)
 def test_stream_survives_driver_kills_then_executor_kills(cluster: StandaloneCluster, broker: BrokerProcess,
                                                           source_rows: tuple[str, list[bytes]],
                                                           tmp_path: Path) -> None:
@@ -150,8 +157,8 @@ def test_stream_survives_driver_kills_then_executor_kills(cluster: StandaloneClu
     for _ in range(2):  # the driver: SIGKILL of its process group, as a crashed host
         driver = submit(cluster, broker, "run", source, sink, checkpoint)
         try:
-            copied = wait_until(lambda before=copied: (n := rows_in(broker, sink)) > before + 5000 and n,
-                                timeout_s=400, what="the restarted query to copy more rows")
+            copied = wait_until(lambda before=copied, d=driver: copied_more(broker, sink, before, d),
+                                timeout_s=900, what="the restarted query to copy more rows")
         finally:
             os.killpg(driver.pid, signal.SIGKILL)
             driver.wait()
@@ -159,8 +166,8 @@ def test_stream_survives_driver_kills_then_executor_kills(cluster: StandaloneClu
     driver = submit(cluster, broker, "run", source, sink, checkpoint)
     try:
         for _ in range(2):  # an executor: SIGKILL mid-batch, Spark retries its tasks
-            copied = wait_until(lambda before=copied: (n := rows_in(broker, sink)) > before + 5000 and n,
-                                timeout_s=400, what="the query to copy more rows")
+            copied = wait_until(lambda before=copied, d=driver: copied_more(broker, sink, before, d),
+                                timeout_s=900, what="the query to copy more rows")
             assert copied < ROWS, "the executor should be killed before the stream copied everything"
             executors = wait_until(cluster.executor_pids, timeout_s=60, what="an executor")
             os.kill(executors[0], signal.SIGKILL)
