@@ -7,14 +7,14 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType
 from spark_helpers import LEDGER_ENTRIES, Admin, client_for, new_topic, produce, read_values, wait_until
 
 from magnetar.spark.admission import BacklogWalker, BacklogWalkTimeout
@@ -171,35 +171,41 @@ def test_topic_deleted_under_a_running_query(spark: SparkSession, broker: Broker
         lenient.stop()
 
 
-def _stop_broker_on(pid: int, value: bytes) -> Any:
-    def check(v: bytes) -> bytes:
-        if v == value:
-            os.kill(pid, signal.SIGSTOP)
-        return v
-    return F.udf(check, BinaryType(), useArrow=False)
+def _stop_once_reading(broker: BrokerProcess, topic: str, stopped: threading.Event) -> None:
+    """SIGSTOP the broker as soon as its stats show messages going out to the task's reader."""
+    assert broker.proc is not None
+    with httpx.Client(base_url=f"{broker.web_url}/admin/v2", timeout=5) as http:
+        while not stopped.is_set():
+            resp = http.get(f"/{topic.replace('://', '/', 1)}/stats")
+            if resp.status_code == 200 and resp.json().get("msgOutCounter", 0) > 0:
+                os.kill(broker.proc.pid, signal.SIGSTOP)
+                stopped.set()
+            time.sleep(0.01)
 
 
 @pytest.mark.timeout(300)
 def test_broker_that_stops_answering_mid_read_fails_the_query_in_bounded_time(
         spark: SparkSession, tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data", {"allowAutoTopicCreationType": "non-partitioned"}).start()
+    broker = BrokerProcess(tmp_path / "data", {"allowAutoTopicCreationType": "non-partitioned"}).start(120)
+    stopped = threading.Event()
     try:
         topic = new_topic("stopped")
         client = client_for(broker.service_url)
-        # More rows than one Arrow batch (8192): the task is still reading when the first rows
-        # reach the function that stops the broker.
-        produce(client, topic, [b"v%05d" % i for i in range(30_000)])
+        produce(client, topic, [b"v%05d" % i for i in range(60_000)])
         client.close()
+        # A queue of two: the task asks the broker for every entry (50 messages) as it goes.
         df = (spark.read.format("magnetar")
               .options(**source_options(broker, topic=topic, pollTimeoutMs="2000",
                                         **{"pulsar.client.operationTimeoutMs": "2000",
-                                           "pulsar.reader.receiverQueueSize": "100"})).load())
-        stopped = df.select(_stop_broker_on(broker.proc.pid, b"v00010")("value"))  # type: ignore[union-attr]
+                                           "pulsar.reader.receiverQueueSize": "2"})).load())
+        watcher = threading.Thread(target=_stop_once_reading, args=(broker, topic, stopped), daemon=True)
+        watcher.start()
         began = time.monotonic()
         with pytest.raises(Exception, match=r"within 2s|pollTimeoutMs=2000"):
-            stopped.collect()
-        assert time.monotonic() - began < 90
+            df.count()
+        assert stopped.is_set() and time.monotonic() - began < 90
     finally:
+        stopped.set()
         if broker.proc is not None:
             os.kill(broker.proc.pid, signal.SIGCONT)
         broker.kill()

@@ -141,7 +141,8 @@ def test_cli_refuses_what_is_not_a_checkpoint(broker: BrokerProcess, tmp_path: P
         checkpointed_subscriptions(tmp_path)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_issue_driver_killed_after_three_batches_restarts_without_hang_or_loss(
         spark: SparkSession, broker: BrokerProcess, admin: Admin, tmp_path: Path) -> None:
     """From the issue: topic -> Parquet, maxRecordsPerTrigger, a checkpoint, a topic that keeps
