@@ -191,7 +191,7 @@ def test_broker_that_stops_answering_mid_read_fails_the_query_in_bounded_time(
     try:
         topic = new_topic("stopped")
         client = client_for(broker.service_url)
-        produce(client, topic, [b"v%05d" % i for i in range(60_000)])
+        produce(client, topic, [b"v%05d" % i for i in range(20_000)])
         client.close()
         # A queue of two: the task asks the broker for every entry (50 messages) as it goes.
         df = (spark.read.format("magnetar")
