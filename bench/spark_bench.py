@@ -4,7 +4,9 @@ phase, rows/s and CPU seconds per million rows on the Spark side and the broker 
 A broker process and a local Spark session share the machine, as in the issue's
 set-up. The write goes through the effectively-once sink (deduplication on), the
 read through the batch source into Spark's ``noop`` sink, so every row is
-materialised in the JVM. With ``--avro`` the topic has an AVRO schema of five fields
+materialised in the JVM; ``stream_read`` reads the same rows again with a streaming query
+(``availableNow``, a checkpoint) into ``noop``, the query's durable subscriptions created at
+its start and moved as its batches commit. With ``--avro`` the topic has an AVRO schema of five fields
 (long, string, double, boolean, timestamp-millis): the sink encodes each row with it and
 the source decodes it into five typed columns. Both run first with ``--warm-up-rows``
 rows on another topic, off the clock; ``--warm-up-rows 1000`` gives cold-JVM figures.
@@ -174,6 +176,11 @@ def main() -> None:
                              me, broker_pid)
             read = measured(lambda: spark.read.format("magnetar").options(**options).load()
                             .write.format("noop").mode("overwrite").save(), me, broker_pid)
+            checkpoint = str(Path(tmp) / "stream-checkpoint")
+            stream_read = measured(lambda: spark.readStream.format("magnetar")
+                                   .options(**options, startingOffsets="earliest").load()
+                                   .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                                   .trigger(availableNow=True).start().awaitTermination(), me, broker_pid)
             counted = spark.read.format("magnetar").options(**options).load().count()
             spark.stop()
         finally:
@@ -185,7 +192,7 @@ def main() -> None:
             "fsync": not args.no_fsync, "cpus": os.cpu_count(), "python": platform.python_version(),
             "loadavg_1m_at_end": round(os.getloadavg()[0], 2)}
     for phase, (seconds, spark_cpu, broker_cpu, load), extra in (
-            ("write", write, {}), ("read", read, {"rows_read": counted})):
+            ("write", write, {}), ("read", read, {"rows_read": counted}), ("stream_read", stream_read, {})):
         # CPU seconds make runs comparable on a busy machine: rows per CPU-second of Spark
         # (driver, JVM, Python workers) and of the broker.
         spark_total = sum(spark_cpu.values())

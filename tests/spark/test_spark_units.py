@@ -32,6 +32,17 @@ def test_offset_json_is_deterministic_and_round_trips() -> None:
     assert SourceOffset.from_json(json.loads(json.dumps(a.to_json()))) == a
 
 
+def test_offset_carries_the_subscription_name() -> None:
+    held = SourceOffset({"persistent://p/n/a": P(3, 4)}, "magnetar-spark-0123456789abcdef")
+    text = json.dumps(held.to_json())
+    assert text.startswith('{"subscription": "magnetar-spark-0123456789abcdef", "topics"')
+    assert SourceOffset.from_json(text) == held
+    # Offsets checkpointed before subscriptions were kept have none.
+    assert SourceOffset.from_json({"topics": {}, "version": 1}).subscription is None
+    with pytest.raises(OffsetError, match="subscription must be a name"):
+        SourceOffset.from_json({"subscription": 7, "topics": {}, "version": 1})
+
+
 def test_offset_version_and_shape_are_checked() -> None:
     with pytest.raises(OffsetError, match="version 2 is not supported"):
         SourceOffset.from_json({"topics": {}, "version": 2})
@@ -152,6 +163,8 @@ def test_source_options_parse() -> None:
     ({"maxRecordsPerTrigger": "10"}, False, "applies to streaming reads only"),
     ({"maxRecordsPerTrigger": "0"}, True, "must be at least 1"),
     ({"subscriptionName": "s"}, False, "subscriptionName applies to streaming reads only"),
+    ({"subscriptionName": "a/b"}, True, "use 1 to 64 letters"),
+    ({"pollTimeoutMs": "0"}, True, "pollTimeoutMs=0: must be at least 1"),
     ({"failOnDataLoss": "maybe"}, False, "expected true or false"),
     ({"pulsar.client.operationTimeoutMs": "soon"}, False, "expected an integer"),
     ({"pulsar.client.bogus": "1"}, False, "unknown option pulsar.client.bogus"),

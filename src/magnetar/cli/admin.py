@@ -58,7 +58,8 @@ class Admin:
     #: CA file for an ``https://`` admin URL (None: the system's)
     trust_certs: str | None = None
 
-    def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> httpx.Response:
+    def call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None,
+             missing_ok: bool = False) -> httpx.Response:
         kwargs: dict[str, Any] = {"params": params}
         headers: dict[str, str] = {}
         if body is not None:
@@ -74,7 +75,7 @@ class Admin:
             response = httpx.request(method, self.url + path, timeout=30, **kwargs)
         except httpx.HTTPError as exc:
             fail(f"cannot reach the admin API at {self.url}: {exc}")
-        if response.status_code >= 400:
+        if response.status_code >= 400 and not (missing_ok and response.status_code == 404):
             fail(f"{_reason(response)} (HTTP {response.status_code})")
         return response
 

@@ -11,12 +11,14 @@ import typer
 from magnetar.cli.admin import admin_app
 from magnetar.cli.client import client_app
 from magnetar.cli.perf import perf_app
+from magnetar.cli.spark_admin import spark_app
 from magnetar.cli.tokens import tokens_app
 from magnetar.config import load_config
 from magnetar.core.broker.broker_config import ConfigError
 
 app = typer.Typer(help="Magnetar: a Pulsar-compatible message broker.", no_args_is_help=True,
                   add_completion=False)
+admin_app.add_typer(spark_app, name="spark")
 app.add_typer(admin_app, name="admin")
 app.add_typer(client_app, name="client")
 app.add_typer(perf_app, name="perf")

@@ -5,6 +5,10 @@ only exact way to move N messages forward is to read them. The driver does that
 with Readers (non-durable, closed at once) and shares the budget fairly: every
 topic partition with a backlog gets an equal share, and what one cannot use goes
 to the others.
+
+Every wait has an end: a read that returns nothing while the broker says messages are
+available is retried for ``pollTimeoutMs`` (one try a second), then the planning fails
+with what it saw, rather than looping for ever.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ class BacklogWalker:
             return ends
         client = self.options.connection.new_client()
         try:
-            walks = {tp: _PartitionWalk(client, tp, ends[tp], latest[tp], max_rows) for tp in active}
+            tries = max(1, self.options.poll_timeout_ms // READ_WAIT_MS)
+            walks = {tp: _PartitionWalk(client, tp, ends[tp], latest[tp], max_rows, tries) for tp in active}
             budget = max_rows
             while budget > 0 and active:
                 share = max(1, budget // len(active))
@@ -49,9 +54,18 @@ class BacklogWalker:
         return ends
 
 
+class BacklogWalkTimeout(TimeoutError):
+    """Reads returned nothing although the broker kept reporting messages available."""
+
+
 class _PartitionWalk:
     def __init__(self, client: Any, topic: str, start: MessagePosition, latest: MessagePosition,
-                 max_rows: int) -> None:
+                 max_rows: int, tries: int) -> None:
+        self.topic = topic
+        self.start = start
+        self.latest = latest
+        self.tries = tries
+        self.empty_reads = 0
         self.start_key = start.sort_key
         self.latest_key = latest.sort_key
         self.end = start
@@ -70,7 +84,12 @@ class _PartitionWalk:
             except pulsar.Timeout:
                 if not self.reader.has_message_available():
                     self.done = True
+                    continue
+                self.empty_reads += 1
+                if self.empty_reads >= self.tries:
+                    raise BacklogWalkTimeout(self._stuck()) from None
                 continue
+            self.empty_reads = 0
             mid = msg.message_id()
             position = MessagePosition(mid.ledger_id(), mid.entry_id(), mid.batch_index())
             key = position.sort_key
@@ -84,3 +103,10 @@ class _PartitionWalk:
             if key == self.latest_key:
                 self.done = True
         return moved
+
+    def _stuck(self) -> str:
+        reached = "nothing read" if self.end == self.start else f"read up to {self.end}"
+        return (f"planning the next micro-batch of {self.topic}: {self.empty_reads} reads of {READ_WAIT_MS} ms "
+                f"returned no message although the broker kept reporting messages available ({reached}, "
+                f"after {self.start}; the topic's last message is {self.latest}). Is the broker overloaded, or "
+                "were the messages deleted? pollTimeoutMs sets how long to wait")

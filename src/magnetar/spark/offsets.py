@@ -3,7 +3,8 @@
 An offset is Spark's unit of progress. Ours is a JSON document with sorted keys and
 a version field, so the same progress always serialises to the same text::
 
-    {"topics": {"persistent://public/default/t-partition-0":
+    {"subscription": "magnetar-spark-4f0c2b9e51d3a7c8",
+     "topics": {"persistent://public/default/t-partition-0":
                     {"batchIndex": -1, "entryId": 41, "ledgerId": 7}},
      "version": 1}
 
@@ -13,6 +14,11 @@ inclusive end of this one), in Pulsar's message id layout without the partition
 of a batch entry. ``(-1, -1, -1)`` is Pulsar's ``MessageId.earliest``: nothing
 included yet. Ordering follows storage order, so offsets compare as tuples once the
 batch index -1 is read as "after every batch index of that entry".
+
+``subscription`` names the durable subscription that holds the query's data on the
+broker (see :mod:`magnetar.spark.holding`). It travels in every offset, so a query
+restarted from its checkpoint finds its subscription again; offsets written before it
+existed have none.
 """
 
 from __future__ import annotations
@@ -139,11 +145,16 @@ class SourceOffset:
     """Progress of a query: the last message included, per topic partition."""
 
     positions: Mapping[str, MessagePosition]
+    #: The durable subscription holding the query's data (None: offsets of an older release).
+    subscription: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A dict whose ``json.dumps`` is deterministic: keys inserted in sorted order."""
         topics = {name: self.positions[name].to_json() for name in sorted(self.positions)}
-        return {"topics": topics, "version": OFFSET_VERSION}
+        doc: dict[str, Any] = {"topics": topics, "version": OFFSET_VERSION}
+        if self.subscription is not None:
+            doc = {"subscription": self.subscription, **doc}
+        return doc
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
@@ -161,8 +172,11 @@ class SourceOffset:
         if version != OFFSET_VERSION:
             raise OffsetError(f"offset version {version!r} is not supported (this build reads version "
                               f"{OFFSET_VERSION}); the checkpoint was written by another Magnetar release")
+        subscription = doc.get("subscription")
+        if subscription is not None and not isinstance(subscription, str):
+            raise OffsetError(f"offset: subscription must be a name, got {subscription!r}")
         return cls({str(name): MessagePosition.from_json(value, f"offset of {name}")
-                    for name, value in doc["topics"].items()})
+                    for name, value in doc["topics"].items()}, subscription)
 
     def get(self, topic: str) -> MessagePosition:
         return self.positions.get(topic, EARLIEST)

@@ -20,7 +20,7 @@ from pyspark.sql.datasource import InputPartition
 
 from magnetar.spark.message_ids import EntryIds, encode_varint
 from magnetar.spark.offsets import MessagePosition
-from magnetar.spark.options import SourceOptions
+from magnetar.spark.options import ConnectionOptions, SourceOptions
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,10 +49,6 @@ DEFAULT_RECEIVER_QUEUE_SIZE = 10_000
 ENTRY_SESSION_PERMITS = 100_000
 #: The largest batch index: where a "whole entry" end sits among the client's message ids.
 _LAST_INDEX = (1 << 31) - 1
-
-
-class MagnetarDataLossError(RuntimeError):
-    """Messages a query needed are no longer in the topic."""
 
 
 class MagnetarInputPartition(InputPartition):
@@ -123,6 +119,7 @@ class _RangeChecks:
 
     part: MagnetarInputPartition
     fail_on_data_loss: bool
+    connection: ConnectionOptions
 
     def _check_reached_end(self, last: MessagePosition | None) -> None:
         if last is not None and (last.sort_key >= self.part.end.sort_key or last.same_entry(self.part.end)):
@@ -132,10 +129,10 @@ class _RangeChecks:
                         "removed or the topic deleted and created again?")
 
     def _data_loss(self, message: str) -> None:
-        if self.fail_on_data_loss:
-            raise MagnetarDataLossError(
-                f"Data loss: {message}. Set failOnDataLoss=false to go on from the messages that remain.")
-        log.warning("Data loss (failOnDataLoss=false, going on): %s", message)
+        from magnetar.spark.data_loss import describe_retention, loss_message, report_loss
+        retention = describe_retention(self.connection, self.part.topic)
+        report_loss(loss_message(self.part.topic, message, retention), self.fail_on_data_loss,
+                    "the messages that remain")
 
 
 class EntryScan(_RangeChecks):
@@ -150,6 +147,7 @@ class EntryScan(_RangeChecks):
     def __init__(self, part: MagnetarInputPartition, options: SourceOptions) -> None:
         self.part = part
         self.options = options
+        self.connection = options.connection
         self.fail_on_data_loss = options.fail_on_data_loss
         self.poll_timeout_ms = options.poll_timeout_ms
         #: The last message handed to Spark: where the official client takes over, if it must.
@@ -272,6 +270,7 @@ class RangeScan(_RangeChecks):
 
     def __init__(self, part: MagnetarInputPartition, options: SourceOptions) -> None:
         self.part = part
+        self.connection = options.connection
         self.fail_on_data_loss = options.fail_on_data_loss
         self.poll_timeout_ms = options.poll_timeout_ms
         self.start_key = part.start.sort_key

@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -25,6 +26,9 @@ from magnetar.spark.options import ConnectionOptions
 from magnetar.spark.schema_mapping import TopicSchema
 
 TIMEOUT_S = 30.0
+#: Pauses before the retries of a call the broker answers 503 (a topic being loaded, unloaded or
+#: deleted: "retry shortly"); then the 503 is the answer.
+UNAVAILABLE_RETRY_PAUSES_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
 class MagnetarAdminError(RuntimeError):
@@ -96,11 +100,15 @@ class AdminClient:
     # -- plumbing ---------------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None, ok_missing: bool = False) -> Any:
         url = f"{self.base_url}/admin/v2/{path}"
-        try:
-            resp = self._http.request(method, url, json=body)
-        except httpx.HTTPError as exc:
-            raise MagnetarAdminError(f"{method} {url} failed: {exc}; is {self.base_url} the broker's "
-                                     "admin (web service) URL?") from exc
+        for pause_s in (*UNAVAILABLE_RETRY_PAUSES_S, None):
+            try:
+                resp = self._http.request(method, url, json=body)
+            except httpx.HTTPError as exc:
+                raise MagnetarAdminError(f"{method} {url} failed: {exc}; is {self.base_url} the broker's "
+                                         "admin (web service) URL?") from exc
+            if resp.status_code != 503 or pause_s is None:
+                break
+            time.sleep(pause_s)  # a topic being unloaded or deleted: the broker asks to retry shortly
         if ok_missing and resp.status_code in (404, 405):
             return None
         if resp.status_code >= 400:
@@ -175,6 +183,32 @@ class AdminClient:
             ledgers[-1] = LedgerInfo(last.ledger_id, max(last.entries, current))
         return ledgers
 
+    def exists(self, topic: str) -> bool:
+        """Whether the topic partition exists (its internal stats are found)."""
+        try:
+            self._call("GET", f"{topic_path(topic)}/internalStats")
+        except MagnetarAdminError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def applied_policy(self, topic: str, policy: str) -> Any:
+        """A topic policy as it applies (topic, else namespace, else broker); for a topic that no
+        longer exists, its namespace's policy (None: the broker's default)."""
+        try:
+            return self._call("GET", f"{topic_path(topic)}/{policy}?applied=true")
+        except MagnetarAdminError as exc:
+            if exc.status != 404:
+                raise
+        tenant, namespace = topic_path(topic).split("/")[1:3]
+        return self._call("GET", f"namespaces/{tenant}/{namespace}/{policy}", ok_missing=True)
+
+    def broker_configuration(self) -> dict[str, Any]:
+        """The broker's runtime configuration (empty when the broker does not serve it)."""
+        doc = self._call("GET", "brokers/configuration/runtime", ok_missing=True)
+        return doc if isinstance(doc, dict) else {}
+
     # -- subscriptions ------------------------------------------------------------------------------
     def reset_cursor(self, topic: str, subscription: str, position: MessagePosition) -> None:
         """Make ``position`` the next message the subscription delivers, creating it if needed.
@@ -191,13 +225,17 @@ class AdminClient:
                 raise
             self.create_subscription(topic, subscription, position)
 
-    def create_subscription(self, topic: str, subscription: str, position: MessagePosition) -> None:
+    def create_subscription(self, topic: str, subscription: str, position: MessagePosition) -> bool:
+        """A durable subscription whose first unconsumed message is ``position``; False when it
+        exists already (it is left where it is)."""
         path = f"{topic_path(topic)}/subscription/{quote(subscription, safe='')}"
         try:
             self._call("PUT", path, _message_id_body(position))
         except MagnetarAdminError as exc:
-            if exc.status != 409:  # created meanwhile: fine, the next commit moves it
+            if exc.status != 409:
                 raise
+            return False
+        return True
 
     # -- schemas ------------------------------------------------------------------------------------
     def topic_schema(self, topic: str, version: int | None = None) -> TopicSchema | None:
@@ -223,8 +261,8 @@ class AdminClient:
         ns_value = self._call("GET", f"namespaces/{tenant}/{namespace}/deduplication", ok_missing=True)
         if isinstance(ns_value, bool):
             return DeduplicationSetting(ns_value, f"namespace {tenant}/{namespace} policy")
-        config = self._call("GET", "brokers/configuration/runtime", ok_missing=True)
-        if isinstance(config, dict) and "brokerDeduplicationEnabled" in config:
+        config = self.broker_configuration()
+        if "brokerDeduplicationEnabled" in config:
             value = str(config["brokerDeduplicationEnabled"]).strip().lower() == "true"
             return DeduplicationSetting(value, f"broker setting brokerDeduplicationEnabled={str(value).lower()} "
                                                f"(namespace {tenant}/{namespace} sets no policy)")

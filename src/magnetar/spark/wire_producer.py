@@ -33,6 +33,10 @@ _PAYLOAD_SIZE = b"\x18"
 _SEQUENCE_ID = b"\x40"
 #: How long one wait for a send receipt lasts before the connection is asked whether it lives.
 _RECEIPT_POLL_S = 30.0
+#: How long a task waits for a due send receipt before it fails:
+#: a broker that stops answering must not hold a task for ever. Its retry sends the same
+#: sequence ids under the same producer name, so deduplication keeps the write effectively once.
+RECEIPT_SILENCE_LIMIT_S = 120.0
 
 
 class ProducerBusyError(BrokerSessionError):
@@ -190,9 +194,16 @@ class BatchProducer:
             self._await_receipt()
 
     def _await_receipt(self) -> None:
+        silent_since = time.monotonic()
         frame = self._link.receive(_RECEIPT_POLL_S)
-        if frame is None:
-            return  # the send timeout is infinite, as for the official client's sink producers
+        while frame is None:
+            # No send timeout, as for the official client's sink producers; but a broker that
+            # answers nothing for this long has stopped answering.
+            if time.monotonic() - silent_since >= RECEIPT_SILENCE_LIMIT_S:
+                raise BrokerSessionError(f"no send receipt from the broker for {self.topic} within "
+                                         f"{RECEIPT_SILENCE_LIMIT_S:.0f}s: the broker stopped answering; the "
+                                         "task's retry sends again, deduplicated")
+            frame = self._link.receive(_RECEIPT_POLL_S)
         command = frame[0]
         if command.type == T.SEND_RECEIPT:
             self._pending_messages -= self._pending.pop(0)
