@@ -27,6 +27,7 @@ is empty.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -86,8 +87,25 @@ class TopicState:
     name: str
     dedup: bool
     entries: dict[Position, Msg] = field(default_factory=dict)
+    #: the entries' positions in order, all and by key
+    order: list[Position] = field(default_factory=list)
+    by_key: dict[str, list[Position]] = field(default_factory=dict)
+    #: where each (producer, sequence id) is stored
+    where: dict[tuple[str, int], list[Position]] = field(default_factory=dict)
     receipted: set[tuple[str, int]] = field(default_factory=set)
     subs: dict[str, SubState] = field(default_factory=dict)
+
+    def add(self, pos: Position, msg: Msg) -> None:
+        """Store an entry; appends land after every entry the ledger holds."""
+        if self.order and pos <= self.order[-1]:
+            raise BrokerViolation(f"{self.name}: {pos} appended at or before {self.order[-1]}, which the ledger holds")
+        self.entries[pos] = msg
+        self.order.append(pos)
+        self.by_key.setdefault(msg.key, []).append(pos)
+        self.where.setdefault((msg.producer, msg.sequence_id), []).append(pos)
+
+    def reset(self) -> None:
+        self.entries, self.order, self.by_key, self.where = {}, [], {}, {}
 
 
 class BrokerChecker:
@@ -108,24 +126,18 @@ class BrokerChecker:
 
     def appended(self, topic: str, pos: Position, msg: Msg) -> None:
         t = self.topics[topic]
-        if t.dedup:
-            twice = [p for p, m in t.entries.items() if (m.producer, m.sequence_id) == (msg.producer, msg.sequence_id)]
-            if twice:
-                raise BrokerViolation(f"{topic}: {msg.producer} sequence id {msg.sequence_id} stored at {twice[0]} "
-                                      f"and again at {pos} on a deduplicating topic")
-        t.entries[pos] = msg
+        twice = t.where.get((msg.producer, msg.sequence_id))
+        if t.dedup and twice:
+            raise BrokerViolation(f"{topic}: {msg.producer} sequence id {msg.sequence_id} stored at {twice[0]} "
+                                  f"and again at {pos} on a deduplicating topic")
+        t.add(pos, msg)
 
     def stored(self, topic: str, entries: dict[Position, Msg]) -> None:
         """What the ledger holds after a take-back, a crash or a reload (rebuilt from it)."""
         t = self.topics[topic]
-        t.entries = dict(entries)
-        if t.dedup:
-            seen: dict[tuple[str, int], Position] = {}
-            for pos, m in sorted(t.entries.items()):
-                if (m.producer, m.sequence_id) in seen:
-                    raise BrokerViolation(f"{topic}: {m.producer} sequence id {m.sequence_id} stored at "
-                                          f"{seen[(m.producer, m.sequence_id)]} and at {pos}")
-                seen[(m.producer, m.sequence_id)] = pos
+        t.reset()
+        for pos, msg in sorted(entries.items()):
+            self.appended(topic, pos, msg)
 
     def receipted(self, topic: str, producer: str, sequence_id: int) -> None:
         self.receipts += 1
@@ -187,7 +199,7 @@ class BrokerChecker:
             active = self.expected_active(s)
             if consumer != active:
                 raise BrokerViolation(f"{where} sent to {consumer}; the active consumer is {active}")
-            self._check_order(t, s, consumer, pos, lambda m: True)
+            self._check_order(t, s, consumer, pos, t.order, lambda m: True)
             self.checks["subscription_order_checks"] += 1
         if s.sub_type in (SHARED, KEY_SHARED) and msg.deliver_at is not None:
             self.delayed_delivered += 1
@@ -200,7 +212,7 @@ class BrokerChecker:
                     raise BrokerViolation(f"{where} (key {msg.key}) sent to {consumer} while {c} holds {p} "
                                           f"of the same key")
             if msg.deliver_at is None and pos not in s.sent_back:
-                self._check_order(t, s, consumer, pos, lambda m: m.key == msg.key and m.deliver_at is None)
+                self._check_order(t, s, consumer, pos, t.by_key[msg.key], lambda m: m.deliver_at is None)
                 self.checks["key_order_checks"] += 1
         s.holder[pos] = consumer
         s.consumers[consumer].add(pos)
@@ -208,13 +220,14 @@ class BrokerChecker:
         s.delivered.add(pos)
 
     def _check_order(self, t: TopicState, s: SubState, consumer: str, pos: Position,
-                     same_group: Callable[[Msg], bool]) -> None:
-        for p, m in t.entries.items():
-            if p >= pos or not same_group(m) or s.is_acked(p) or p in s.sent_back:
+                     group: list[Position], same_group: Callable[[Msg], bool]) -> None:
+        """Every earlier entry of the group not acknowledged (nor sent back) is at ``consumer``."""
+        for p in group[bisect_right(group, s.acked_upto):bisect_left(group, pos)]:
+            if p in s.acked or p in s.sent_back or not same_group(t.entries[p]):
                 continue
-            if s.holder.get(p) != consumer:
-                holder = s.holder.get(p)
-                raise BrokerViolation(f"{t.name}/{s.name} ({s.sub_type}): {pos} ({m.key if same_group(m) else ''}) "
+            holder = s.holder.get(p)
+            if holder != consumer:
+                raise BrokerViolation(f"{t.name}/{s.name} ({s.sub_type}): {pos} ({t.entries[pos].key}) "
                                       f"sent to {consumer} before earlier {p}, "
                                       + (f"held by {holder}" if holder else "never delivered or given back"))
 
@@ -280,11 +293,8 @@ class BrokerChecker:
     # -- the end -----------------------------------------------------------------------
     def check_end(self, backlogs: dict[tuple[str, str], int]) -> None:
         for t in self.topics.values():
-            where: dict[tuple[str, int], list[Position]] = {}
-            for pos, m in sorted(t.entries.items()):
-                where.setdefault((m.producer, m.sequence_id), []).append(pos)
             for producer, seq in sorted(t.receipted):
-                positions = where.get((producer, seq))
+                positions = t.where.get((producer, seq))
                 if not positions:
                     raise BrokerViolation(f"{t.name}: {producer} sequence id {seq} was receipted and is lost")
                 for s in t.subs.values():

@@ -29,7 +29,7 @@ from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics import publish
 from magnetar.core.topics.producer import Producer, ProducerSink
-from magnetar.core.topics.topic import Topic
+from magnetar.core.topics.topic import Send, Topic
 from magnetar.server.deduplication import replay
 from magnetar.storage.interfaces import AppendFailed
 from magnetar.testing.sim.broker_storage import SimLedger, SimStorage, SyncFailed
@@ -111,16 +111,34 @@ class BrokerGateway:
         self.producer_topics[producer] = topic
         return producer
 
-    def send(self, producer: Producer, sequence_id: int, entry: bytes) -> Position | None:
-        """SEND: the position appended, or None (a duplicate, or refused: answered through the sink)."""
+    def send(self, producer: Producer, sends: list[tuple[int, bytes]]) -> list[Position | None]:
+        """The SENDs of one read, (sequence id, entry) each: where each was appended, None for
+        one not appended (a duplicate, or refused: answered through the sink either way).
+
+        As the shell does: runs of plain sends go through the publish path together, a
+        delayed one alone; a refusal answers the first send of the run, the rest go on."""
         topic = self.producer_topics[producer]
-        metadata = peek_metadata(entry)
-        try:
-            return publish.publish(topic, producer, sequence_id, sequence_id, 1, entry, EntryInfo.of(metadata),
-                                   self.now_ms)
-        except BrokerError as exc:
-            producer.sink.send_error(producer.producer_id, sequence_id, exc.code, exc.message)
-            return None
+        found: list[Position | None] = []
+        while len(found) < len(sends):
+            run: list[Send] = []
+            for sequence_id, entry in sends[len(found):]:
+                info = EntryInfo.of(peek_metadata(entry))
+                if info.deliver_at_ms is not None and run:
+                    break
+                run.append((sequence_id, sequence_id, 1, entry, info))
+                if info.deliver_at_ms is not None:
+                    break
+            try:
+                if run[0][4].deliver_at_ms is not None:
+                    found.append(publish.publish(topic, producer, *run[0], self.now_ms))
+                    continue
+                positions = publish.publish_run(topic, producer, run, self.now_ms)
+            except BrokerError as exc:
+                producer.sink.send_error(producer.producer_id, run[0][0], exc.code, exc.message)
+                found.append(None)
+                continue
+            found.extend(positions or [None])
+        return found
 
     def close_producer(self, producer: Producer) -> None:
         topic = self.producer_topics.pop(producer, None)
@@ -233,9 +251,14 @@ class BrokerGateway:
         ledger.lose_power(keep_written)
         self.storage.forget_completions(name)
 
-    def persist(self) -> None:
-        """The persist tick: changed cursors, then due deduplication snapshots."""
-        self._store_cursors(self.core.cursor_writes(now_ms=self.now_ms))
+    def persist(self, fail: bool = False) -> None:
+        """The persist tick: changed cursors, then due deduplication snapshots (``fail``:
+        the metadata store refuses the writes, which are made again next time)."""
+        writes = self.core.cursor_writes(now_ms=self.now_ms)
+        if fail:
+            self.core.cursor_write_failed(writes)
+            return
+        self._store_cursors(writes)
         for topic in self.core.deduplicating_topics():
             dedup = topic.dedup
             snapshot = dedup.maybe_snapshot(self.now_ms) if dedup is not None else None

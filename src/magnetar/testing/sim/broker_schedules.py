@@ -68,7 +68,8 @@ class ScheduleOptions:
         weights = {
             "send": 30, "flush": 10, "sync": 9, "complete": 11, "receive": 14, "ack": 12, "ack-cum": 3,
             "nack": 3, "redeliver": 1.5, "subscribe": 2.5, "close": 1.5, "producer": 1, "resend": 2,
-            "cursors": 3, "tick": 6, "seek": 0.8 if rng.random() < 0.7 else 0, "reconnect": 0.6,
+            "cursors": 3, "fail-cursors": 0.5 if faults else 0, "tick": 6,
+            "seek": 0.8 if rng.random() < 0.7 else 0, "reconnect": 0.6,
             "crash": rng.choice((0, 0.3, 1)) if faults else 0,
             "fail-flush": rng.choice((0, 0.7, 2)) if faults else 0,
             "fail-sync": rng.choice((0, 0.4, 1.2)) if faults else 0,
@@ -145,9 +146,10 @@ class BrokerScheduleGenerator:
             return None
         producer = self.rng.choice(ready)
         key = self.rng.choice(KEYS)
+        count = 1 if self.rng.random() < 0.7 else self.rng.randint(2, 5)
         if self.rng.random() < self.options.delayed_probability:
-            return act("send", producer.name, key, self.rng.choice((1, 50, 500, 3000)))
-        return act("send", producer.name, key)
+            return act("send", producer.name, key, count, self.rng.choice((1, 50, 500, 3000)))
+        return act("send", producer.name, key, count)
 
     def _producer(self, world: BrokerWorld) -> Action | None:
         if len(world.producers) >= 8:
@@ -180,6 +182,9 @@ class BrokerScheduleGenerator:
 
     def _cursors(self, world: BrokerWorld) -> Action:
         return act("cursors")
+
+    def _fail_cursors(self, world: BrokerWorld) -> Action:
+        return act("fail-cursors")
 
     def _crash(self, world: BrokerWorld) -> Action:
         return act("crash")

@@ -52,7 +52,8 @@ BROKER_VERBS = {
     "connect": "CONN: a client connection opens",
     "reconnect": "CONN: the connection drops; its producers and consumers come back on a new one",
     "producer": "CONN NAME TOPIC: a producer (deduplicating where the topic deduplicates)",
-    "send": "NAME KEY [DELAY_MS]: the producer's next message, delivered after DELAY_MS if given",
+    "send": "NAME KEY COUNT [DELAY_MS]: the producer's next COUNT messages, written together "
+            "(delivered after DELAY_MS if given)",
     "resend": "NAME: the producer reconnects and sends every message not receipted again, in order",
     "close-producer": "NAME: the producer closes (only when nothing is outstanding)",
     "subscribe": "CONN NAME TOPIC SUB QUEUE: a consumer (SUB ex, fo, sh or ks gives the type)",
@@ -70,6 +71,7 @@ BROKER_VERBS = {
                  "(KEEP 1: what was written reached the disk all the same)",
     "complete": "TOPIC: the oldest queued sync report of the topic reaches the broker",
     "cursors": "the persist tick: changed cursors and due deduplication snapshots are stored",
+    "fail-cursors": "the persist tick's cursor writes fail (they are written again next time)",
     "crash": "the broker loses power and starts again: only synced entries and stored cursors survive",
     "tick": "MS: time passes; due timers fire",
 }
@@ -96,10 +98,16 @@ def short_name(name: str) -> str:
     return name[len(NAMESPACE):] if name.startswith(NAMESPACE) else name
 
 
-def msg_of(entry: bytes) -> Msg:
-    metadata = peek_metadata(entry)
-    return Msg(metadata.producer_name, metadata.sequence_id, metadata.partition_key,
-               metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
+def msg_of(entry: bytes, known: dict[bytes, Msg] | None = None) -> Msg:
+    """What identifies the message an entry carries (``known``: those read before)."""
+    msg = known.get(entry) if known is not None else None
+    if msg is None:
+        metadata = peek_metadata(entry)
+        msg = Msg(metadata.producer_name, metadata.sequence_id, metadata.partition_key,
+                  metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
+        if known is not None:
+            known[entry] = msg
+    return msg
 
 
 @dataclass(slots=True)
@@ -135,6 +143,8 @@ class ClientConsumer:
     inbox: deque[Delivery] = field(default_factory=deque)
     received: list[Delivery] = field(default_factory=list)
     consumed: int = 0
+    #: permits granted and not yet used by a delivery
+    permits: int = 0
     #: closed by its application (not to come back)
     closed: bool = False
 
@@ -189,7 +199,10 @@ class Connection:
         consumer = self.consumers.get(consumer_id)
         if consumer is None or consumer.core is None:
             raise BrokerViolation(f"{pos} sent on {self.name} to consumer id {consumer_id}, which is closed")
-        msg = msg_of(entry)
+        consumer.permits -= 1
+        if consumer.permits < 0:
+            raise BrokerViolation(f"{pos} sent to {consumer.name} beyond the permits it granted")
+        msg = msg_of(entry, self.world.messages)
         self.world.checker.delivered(full_name(consumer.topic), consumer.sub, consumer.name, pos, msg,
                                      self.world.now_ms)
         consumer.inbox.append(Delivery(pos, msg))
@@ -247,6 +260,8 @@ class BrokerWorld:
         self.consumers: dict[str, ClientConsumer] = {}
         #: producers and consumers the broker closed during the step: they come back at its end
         self.closed_by_broker: list[ClientProducer | ClientConsumer] = []
+        #: every entry sent, and the message it carries
+        self.messages: dict[bytes, Msg] = {}
         self.crashes = 0
         self.unloads = 0
         self.take_backs = 0
@@ -265,7 +280,7 @@ class BrokerWorld:
         self.checker.restored(name, {sub: s.cursor.is_acked for sub, s in topic.subscriptions.items()})
 
     def _rescan(self, topic: Topic) -> None:
-        entries = {pos: msg_of(entry) for pos, entry in topic.ledger.iter_entries(BEFORE_START)}
+        entries = {pos: msg_of(entry, self.messages) for pos, entry in topic.ledger.iter_entries(BEFORE_START)}
         self.checker.stored(str(topic.name), entries)
 
     def receipt(self, producer: ClientProducer, sequence_id: int, pos: Position) -> None:
@@ -281,6 +296,7 @@ class BrokerWorld:
         self.checker.left(full_name(consumer.topic), consumer.sub, consumer.name)
         consumer.inbox.clear()
         consumer.consumed = 0
+        consumer.permits = 0
 
     # -- steps ----------------------------------------------------------------------------
     def apply(self, action: Action) -> bool:
@@ -350,30 +366,32 @@ class BrokerWorld:
         except BrokerError:
             return  # refused (the old registration lingers): the client retries later
         producer.broken = False
-        for sequence_id, (entry, msg) in list(producer.outstanding.items()):
-            self._send_entry(producer, sequence_id, entry, msg)
+        if producer.outstanding:
+            self._send_entries(producer, list(producer.outstanding))
 
-    def _send_entry(self, producer: ClientProducer, sequence_id: int, entry: bytes, msg: Msg) -> None:
+    def _send_entries(self, producer: ClientProducer, sequence_ids: list[int]) -> None:
+        """The client writes these sends in one go; the broker reads them as one read's worth."""
         assert producer.core is not None
-        self.sends += 1
-        pos = self.gateway.send(producer.core, sequence_id, entry)
-        if pos is not None:
-            self.checker.appended(full_name(producer.topic), pos, msg)
+        self.sends += len(sequence_ids)
+        sends = [(s, producer.outstanding[s][0]) for s in sequence_ids]
+        for sequence_id, pos in zip(sequence_ids, self.gateway.send(producer.core, sends), strict=True):
+            if pos is not None:
+                self.checker.appended(full_name(producer.topic), pos, producer.outstanding[sequence_id][1])
 
-    def _send(self, name: str, key: str, delay_ms: str | None = None) -> bool:
+    def _send(self, name: str, key: str, count: str = "1", delay_ms: str | None = None) -> bool:
         producer = self.producers.get(name)
         if producer is None or producer.core is None or producer.broken:
             return False
-        sequence_id = producer.next_sequence_id
-        producer.next_sequence_id += 1
-        metadata = pb.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=self.now_ms,
-                                      partition_key=key)
-        if delay_ms is not None:
-            metadata.deliver_at_time = self.now_ms + int(delay_ms)
-        entry = make_entry(metadata, f"{name}-{sequence_id}".encode())
-        msg = msg_of(entry)
-        producer.outstanding[sequence_id] = (entry, msg)
-        self._send_entry(producer, sequence_id, entry, msg)
+        first = producer.next_sequence_id
+        for sequence_id in range(first, first + int(count)):
+            metadata = pb.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=self.now_ms,
+                                          partition_key=key)
+            if delay_ms is not None:
+                metadata.deliver_at_time = self.now_ms + int(delay_ms)
+            entry = make_entry(metadata, f"{name}-{sequence_id}".encode())
+            producer.outstanding[sequence_id] = (entry, msg_of(entry, self.messages))
+        producer.next_sequence_id = first + int(count)
+        self._send_entries(producer, list(range(first, producer.next_sequence_id)))
         return True
 
     def _resend(self, name: str) -> bool:
@@ -430,6 +448,7 @@ class BrokerWorld:
 
     def _flow(self, consumer: ClientConsumer, permits: int) -> None:
         if consumer.core is not None and permits > 0:
+            consumer.permits += permits
             self.gateway.flow(consumer.core, permits)
 
     def _consumer(self, name: str) -> ClientConsumer | None:
@@ -590,6 +609,10 @@ class BrokerWorld:
 
     def _cursors(self) -> bool:
         self.gateway.persist()
+        return True
+
+    def _fail_cursors(self) -> bool:
+        self.gateway.persist(fail=True)
         return True
 
     def _crash(self) -> bool:
