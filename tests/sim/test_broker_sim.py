@@ -14,19 +14,20 @@ import pytest
 from magnetar.core.dedup.message_deduplication import DedupOutcome, MessageDeduplication
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.dispatchers.single_active_consumer import SingleActiveConsumerDispatcher
-from magnetar.core.positions import Position
+from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.cursor import Cursor
 from magnetar.core.topics.topic import Topic
+from magnetar.storage.interfaces import AppendFailed, LedgerConfig
 from magnetar.testing.sim import __main__ as sim_main
 from magnetar.testing.sim.broker_schedules import BrokerRunResult, main, run, shrink
-from magnetar.testing.sim.broker_storage import SimLedger
+from magnetar.testing.sim.broker_storage import SimLedger, SimStorage, SyncFailed
 from magnetar.testing.sim.broker_world import parse_broker_schedule
 
 CHUNK = 250
 #: schedules in the CI run: CHUNK each
 CHUNKS = 8
-SHORT_STEPS = 60
+SHORT_STEPS = 50
 
 
 def _failures(seeds: range, steps: int | None = None) -> Iterator[BrokerRunResult]:
@@ -66,6 +67,33 @@ def test_a_seed_replays_the_same_run() -> None:
     assert replayed.ok and replayed.steps[:len(a.steps)] == a.steps
     assert replayed.figures["deliveries"] == a.figures["deliveries"]
     assert run(778).digest != a.digest
+
+
+@pytest.mark.parametrize("keep_written", [False, True])
+def test_the_simulated_ledger_takes_back_failed_writes_and_keeps_only_what_a_crash_allows(
+        keep_written: bool) -> None:
+    storage = SimStorage(LedgerConfig(max_entries_per_ledger=1000), [0])
+    ledger = storage.open("t")
+    ledger.append(b"a")
+    b = ledger.append(b"b")
+    assert storage.sync(ledger) is None  # appended, not written: nothing to make durable
+    ledger.flush()
+    c = ledger.append(b"c")
+    assert storage.sync(ledger) == b and storage.take_completion("t") == (ledger, b)
+    ledger.fail_next_flush = True
+    with pytest.raises(AppendFailed) as failed:
+        ledger.flush()
+    assert failed.value.position == c and ledger.last_position() == b
+    assert ledger.append(b"d") == c  # the next append lands where the taken-back one stood
+    ledger.flush()
+    ledger.fail_next_sync = True
+    with pytest.raises(SyncFailed):
+        storage.sync(ledger)
+    assert storage.take_completion("t") is None
+    ledger.lose_power(keep_written)
+    reopened = storage.open("t")
+    stored = [entry for _, entry in reopened.iter_entries(BEFORE_START)]
+    assert stored == ([b"a", b"b", b"d"] if keep_written else [b"a", b"b"])
 
 
 # -- planted bugs: the checkers must catch them ---------------------------------------------
@@ -169,6 +197,20 @@ def test_the_command_line_runs_schedules_and_sums_up(capsys: pytest.CaptureFixtu
     assert summary["schedules"] == 3 and summary["violations"] == 0 and summary["deliveries"] > 0
 
 
+def test_a_time_budget_stops_the_run_early(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "9", "--schedules", "1000000", "--steps", "20", "--minutes", "0.01"]) == 0
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert 0 < summary["schedules"] < 1_000_000 and summary["violations"] == 0
+
+
+def test_several_jobs_give_the_results_of_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--seed", "3", "--schedules", "6", "--steps", "20", "--jobs", "2"]) == 0
+    two = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert main(["--seed", "3", "--schedules", "6", "--steps", "20"]) == 0
+    one = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert {k: v for k, v in two.items() if k != "seconds"} == {k: v for k, v in one.items() if k != "seconds"}
+
+
 def test_a_failing_schedule_is_printed_shrunk_and_replays(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(Topic, "delayed_holds", lambda *args, **kwargs: False)
@@ -184,7 +226,8 @@ def test_a_failing_schedule_is_printed_shrunk_and_replays(monkeypatch: pytest.Mo
     assert "before its delivery time" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("args", [["--schedules", "0"], ["--jobs", "0"], ["--steps", "-1"], ["--seed", "x"]])
+@pytest.mark.parametrize("args", [["--schedules", "0"], ["--jobs", "0"], ["--steps", "-1"], ["--seed", "x"],
+                                  ["--minutes", "0"], ["--minutes", "soon"]])
 def test_bad_arguments_are_refused(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(args)

@@ -185,6 +185,8 @@ class BrokerChecker:
         s = t.subs[sub]
         self.deliveries += 1
         self.checks["deliveries_checked"] += 1
+        kind = f"deliveries_{s.sub_type}" + ("_beside_others" if len(s.consumers) > 1 else "")
+        self.checks[kind] = self.checks.get(kind, 0) + 1
         where = f"{topic}/{sub} ({s.sub_type}): {pos}"
         if t.entries.get(pos) != msg:
             raise BrokerViolation(f"{where} sent to {consumer} as {msg}, but {t.entries.get(pos)} was stored there")

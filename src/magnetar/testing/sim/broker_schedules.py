@@ -25,6 +25,7 @@ from pathlib import Path
 
 from magnetar.testing.sim.actions import Action, act, format_indexes
 from magnetar.testing.sim.broker_checkers import EXCLUSIVE, FAILOVER, BrokerViolation
+from magnetar.testing.sim.broker_storage import SimLedger
 from magnetar.testing.sim.broker_world import (
     SUBSCRIPTIONS,
     TOPICS,
@@ -67,7 +68,7 @@ class ScheduleOptions:
         faults = rng.random() < 0.85
         weights = {
             "send": 30, "flush": 10, "sync": 9, "complete": 11, "receive": 14, "ack": 12, "ack-cum": 3,
-            "nack": 3, "redeliver": 1.5, "subscribe": 2.5, "close": 1.5, "producer": 1, "resend": 2,
+            "nack": 3, "redeliver": 1.5, "subscribe": 3.5, "close": 1.5, "producer": 1, "resend": 2,
             "cursors": 3, "fail-cursors": 0.5 if faults else 0, "tick": 6,
             "seek": 0.8 if rng.random() < 0.7 else 0, "reconnect": 0.6,
             "crash": rng.choice((0, 0.3, 1)) if faults else 0,
@@ -126,6 +127,8 @@ class BrokerScheduleGenerator:
         for topic, subs in self.options.subs:
             for sub in subs:
                 steps.append(self._new_consumer(topic, sub))
+                if sub != "ex" and self.rng.random() < 0.6:
+                    steps.append(self._new_consumer(topic, sub))
         return steps
 
     def _new_consumer(self, topic: str, sub: str) -> Action:
@@ -290,7 +293,7 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
         "steps": len(result.steps), "sends": world.sends, "receipts": checker.receipts,
         "deliveries": checker.deliveries, "acks": checker.acks, "delayed_delivered": checker.delayed_delivered,
         "crashes": world.crashes, "unloads": world.unloads, "take_backs": world.take_backs,
-        "send_errors": world.errors, "seeks": world.seeks, **checker.checks,
+        "send_errors": world.errors, "seeks": world.seeks, "refused_subscribes": world.refused, **checker.checks,
     }
     return result
 
@@ -315,9 +318,12 @@ def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOpti
             if producer.outstanding and (producer.broken or producer.core is None):
                 step("resend", producer.name)
         for topic in TOPICS:
-            world.gateway.topic(full_name(topic))
-            step("flush", topic)
-            step("sync", topic)
+            ledger = world.gateway.topic(full_name(topic)).ledger
+            assert isinstance(ledger, SimLedger)
+            if ledger.unflushed_from is not None:
+                step("flush", topic)
+            if ledger.written_unsynced():
+                step("sync", topic)
             while world.storage.completions.get(full_name(topic)):
                 step("complete", topic)
         for topic, subs in options.subs:
@@ -333,13 +339,21 @@ def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOpti
                 step("ack", consumer.name, format_indexes(list(range(len(consumer.received)))))
         if _drained(world):
             break
-        due = world.gateway.core.next_deadline_ms()
-        step("tick", max(100, min(due - world.now_ms, 1000)) if due is not None else 100)
+        step("tick", _liveness_tick(world))
     step("cursors")
     stuck = [f"{p.name} ({sorted(p.outstanding)[:3]})" for p in world.producers.values() if p.outstanding]
     if stuck:
         raise BrokerViolation(f"sends never answered once faults stopped: {', '.join(stuck)}")
     world.checker.check_end(world.backlogs())
+
+
+def _liveness_tick(world: BrokerWorld) -> int:
+    """How far to move time when a round left something undone: to the next delivery time
+    of a stored delayed message, else a little (the broker's timers fire on the way)."""
+    now = world.now_ms
+    due = [m.deliver_at for t in world.checker.topics.values() for m in t.entries.values()
+           if m.deliver_at is not None and m.deliver_at > now]
+    return max(1, min(due) - now) if due else 100
 
 
 def _drained(world: BrokerWorld) -> bool:
@@ -377,13 +391,21 @@ def _run_one(args: tuple[int, int | None]) -> BrokerRunResult:
     return run(*args)
 
 
-def _results(first: int, count: int, steps: int | None, jobs: int) -> Iterator[BrokerRunResult]:
-    work = [(seed, steps) for seed in range(first, first + count)]
-    if jobs <= 1:
-        yield from map(_run_one, work)
-        return
-    with ProcessPoolExecutor(jobs) as pool:
-        yield from pool.map(_run_one, work, chunksize=32)
+def _results(first: int, count: int, steps: int | None, jobs: int,
+             deadline: float | None = None) -> Iterator[BrokerRunResult]:
+    """Each seed's result in seed order; stops early (between batches) once ``deadline``
+    (monotonic seconds) has passed."""
+    batch = 1 if jobs <= 1 else jobs * 64
+    pool = ProcessPoolExecutor(jobs) if jobs > 1 else None
+    try:
+        for start in range(first, first + count, batch):
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+            work = [(seed, steps) for seed in range(start, min(start + batch, first + count))]
+            yield from (pool.map(_run_one, work, chunksize=32) if pool is not None else map(_run_one, work))
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -393,11 +415,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="safety steps per schedule (default: from seed)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes")
     parser.add_argument("--schedule", type=Path, default=None, help="replay a printed schedule under --seed's options")
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="stop starting schedules after this long (--schedules is then the most)")
     parser.add_argument("--no-shrink", action="store_true", help="print failing schedules as they ran")
     parser.add_argument("--verbose", action="store_true", help="print every schedule")
     args = parser.parse_args(argv)
-    if args.schedules < 1 or args.jobs < 1 or (args.steps is not None and args.steps < 0):
-        parser.error("--schedules and --jobs must be at least 1, --steps not negative")
+    if args.schedules < 1 or args.jobs < 1 or (args.steps is not None and args.steps < 0) \
+            or (args.minutes is not None and args.minutes <= 0):
+        parser.error("--schedules and --jobs must be at least 1, --steps not negative, --minutes positive")
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "little")
     print(f"seed {seed}", flush=True)
     if args.schedule is not None:
@@ -409,9 +434,11 @@ def main(argv: list[str] | None = None) -> int:
         _report(result, shrink_it=False)
         return 0 if result.ok else 1
     started = time.monotonic()
-    failures = 0
+    failures = ran = 0
     totals: dict[str, int] = {}
-    for result in _results(seed, args.schedules, args.steps, args.jobs):
+    deadline = started + args.minutes * 60 if args.minutes is not None else None
+    for result in _results(seed, args.schedules, args.steps, args.jobs, deadline):
+        ran += 1
         for key, value in result.figures.items():
             totals[key] = totals.get(key, 0) + value
         if not result.ok:
@@ -419,7 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             _report(result, shrink_it=not args.no_shrink)
         elif args.verbose:
             _report(result, shrink_it=False)
-    summary = {"first_seed": seed, "schedules": args.schedules, "violations": failures,
+    summary = {"first_seed": seed, "schedules": ran, "violations": failures,
                "seconds": round(time.monotonic() - started, 1), **totals}
     print(json.dumps(summary), flush=True)
     return 0 if failures == 0 else 1

@@ -79,6 +79,11 @@ class SimLedger(MemoryLedger):
                 self._synced = self.flushed
             return self._synced
 
+    def written_unsynced(self) -> bool:
+        """Whether a sync has something to make durable."""
+        with self._lock:
+            return self.flushed is not None and self.flushed != self._synced
+
     def lose_power(self, keep_written: bool) -> None:
         """A crash (or a failed sync's unload): entries not synced are gone, unless
         ``keep_written`` and they were written (the kernel wrote them after all)."""

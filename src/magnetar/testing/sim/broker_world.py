@@ -268,6 +268,7 @@ class BrokerWorld:
         self.errors = 0
         self.seeks = 0
         self.sends = 0
+        self.refused = 0
 
     @property
     def now_ms(self) -> int:
@@ -428,9 +429,15 @@ class BrokerWorld:
         topic = full_name(consumer.topic)
         partition = int(consumer.topic.rsplit("-", 1)[1]) if "-partition-" in consumer.topic else -1
         self.gateway.topic(topic)  # the lookup loads it first
-        refused = consumer.sub_type == EXCLUSIVE and self._in_use(consumer)
-        if refused:
-            return False
+        if consumer.sub_type == EXCLUSIVE and self._in_use(consumer):
+            try:  # the broker must refuse it and change nothing
+                self.gateway.subscribe(consumer.conn, consumer.consumer_id, topic, consumer.sub,
+                                       consumer.sub_type, consumer.name)
+            except BrokerError:
+                self.refused += 1
+                return False
+            raise BrokerViolation(f"{topic}/{consumer.sub}: {consumer.name} was let in beside the Exclusive "
+                                  f"subscription's consumer")
         self.checker.joined(topic, consumer.sub, consumer.sub_type, partition, consumer.name)
         try:
             consumer.core = self.gateway.subscribe(consumer.conn, consumer.consumer_id, topic, consumer.sub,
@@ -591,9 +598,10 @@ class BrokerWorld:
 
     def _sync(self, topic: str) -> bool:
         ledger = self._ledger(topic)
-        if ledger is None:
+        if ledger is None or not ledger.written_unsynced():
             return False
-        return self.gateway.sync(full_name(topic), keep_written=False) or True
+        self.gateway.sync(full_name(topic), keep_written=False)
+        return True
 
     def _fail_sync(self, topic: str, keep: str) -> bool:
         ledger = self._ledger(topic)
