@@ -13,6 +13,7 @@ entries after it, an in-memory delayed-delivery index that fills as entries are 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
@@ -39,6 +40,10 @@ from magnetar.wire.frames import peek_metadata
 NAMESPACE = "persistent://public/default/"
 
 
+class ConnectionSink(ProducerSink, ConsumerSink, Protocol):
+    """A client connection as the broker writes to it: the sink of its producers and consumers."""
+
+
 def recovered_dedup(topic: Topic, config: DeduplicationConfig, snapshot: CursorRecord | None,
                     now_ms: int) -> MessageDeduplication:
     """Deduplication as a topic load recovers it: the stored snapshot, then a replay of
@@ -63,8 +68,9 @@ class BrokerGateway:
         #: told of every topic (re)loaded, before any client reaches it
         self.loaded = loaded
         self.core = self._new_core()
-        self.consumer_subs: dict[Consumer, Subscription] = {}
-        self.producer_topics: dict[Producer, Topic] = {}
+        #: what each connection registered, by the ids its commands name (as the shell's connection)
+        self.consumers: dict[tuple[ConnectionSink, int], tuple[Consumer, Subscription]] = {}
+        self.producers: dict[tuple[ConnectionSink, int], tuple[Producer, Topic]] = {}
 
     @property
     def now_ms(self) -> int:
@@ -101,23 +107,32 @@ class BrokerGateway:
         return self.core.topics.get(name)
 
     # -- client commands -------------------------------------------------------------------
-    def connect(self, sink: object) -> None:
+    # Each takes the connection and the ids the command names, as a frame would, and
+    # answers through the connection (the sinks) or with the value the reply would carry.
+    def connect(self, conn: ConnectionSink) -> None:
         """CONNECT: nothing for core to decide yet (authentication is the shell's)."""
 
-    def create_producer(self, sink: ProducerSink, producer_id: int, topic_name: str, name: str) -> Producer:
-        topic = self.topic(topic_name)
-        producer = Producer(producer_id, name, sink)
-        topic.add_producer(producer)
-        self.producer_topics[producer] = topic
-        return producer
+    def disconnect(self, conn: ConnectionSink) -> None:
+        """The connection closed: its producers and consumers go with it."""
+        for key in [k for k in self.producers if k[0] is conn]:
+            self.close_producer(*key)
+        for key in [k for k in self.consumers if k[0] is conn]:
+            self.close_consumer(*key)
 
-    def send(self, producer: Producer, sends: list[tuple[int, bytes]]) -> list[Position | None]:
+    def create_producer(self, conn: ConnectionSink, producer_id: int, topic_name: str, name: str) -> None:
+        """PRODUCER (raises the error the broker answers)."""
+        topic = self.topic(topic_name)
+        producer = Producer(producer_id, name, conn)
+        topic.add_producer(producer)
+        self.producers[(conn, producer_id)] = (producer, topic)
+
+    def send(self, conn: ConnectionSink, producer_id: int, sends: list[tuple[int, bytes]]) -> list[Position | None]:
         """The SENDs of one read, (sequence id, entry) each: where each was appended, None for
         one not appended (a duplicate, or refused: answered through the sink either way).
 
         As the shell does: runs of plain sends go through the publish path together, a
         delayed one alone; a refusal answers the first send of the run, the rest go on."""
-        topic = self.producer_topics[producer]
+        producer, topic = self.producers[(conn, producer_id)]
         found: list[Position | None] = []
         while len(found) < len(sends):
             run: list[Send] = []
@@ -134,69 +149,80 @@ class BrokerGateway:
                     continue
                 positions = publish.publish_run(topic, producer, run, self.now_ms)
             except BrokerError as exc:
-                producer.sink.send_error(producer.producer_id, run[0][0], exc.code, exc.message)
+                conn.send_error(producer_id, run[0][0], exc.code, exc.message)
                 found.append(None)
                 continue
             found.extend(positions or [None])
         return found
 
-    def close_producer(self, producer: Producer) -> None:
-        topic = self.producer_topics.pop(producer, None)
-        if topic is not None:
+    def close_producer(self, conn: ConnectionSink, producer_id: int) -> None:
+        found = self.producers.pop((conn, producer_id), None)
+        if found is not None:
+            producer, topic = found
             topic.remove_producer(producer)
 
-    def subscribe(self, sink: ConsumerSink, consumer_id: int, topic_name: str, sub_name: str, sub_type: str,
-                  consumer_name: str) -> Consumer:
+    def subscribe(self, conn: ConnectionSink, consumer_id: int, topic_name: str, sub_name: str, sub_type: str,
+                  consumer_name: str) -> None:
+        """SUBSCRIBE from the earliest message (raises the error the broker answers)."""
         topic = self.topic(topic_name)
         meta = pb.KeySharedMeta(keySharedMode=pb.AUTO_SPLIT) if sub_type == "Key_Shared" else None
-        consumer = Consumer(consumer_id, consumer_name, sink, sub_type=sub_type, key_shared_meta=meta)
+        consumer = Consumer(consumer_id, consumer_name, conn, sub_type=sub_type, key_shared_meta=meta)
         sub = topic.subscribe(sub_name, consumer, self.now_ms, initial_earliest=True)
-        self.consumer_subs[consumer] = sub
+        self.consumers[(conn, consumer_id)] = (consumer, sub)
         # a new subscription is stored before SUCCESS
         self._store_cursors(self.core.cursor_writes([topic], now_ms=self.now_ms))
-        return consumer
 
-    def flow(self, consumer: Consumer, permits: int) -> None:
-        sub = self.consumer_subs.get(consumer)
-        if sub is not None:
+    def flow(self, conn: ConnectionSink, consumer_id: int, permits: int) -> None:
+        found = self.consumers.get((conn, consumer_id))
+        if found is not None:
+            consumer, sub = found
             sub.dispatcher.on_flow(consumer, permits, self.now_ms)
 
-    def ack(self, consumer: Consumer, positions: list[Position], cumulative: bool) -> BrokerError | None:
+    def ack(self, conn: ConnectionSink, consumer_id: int, positions: list[Position],
+            cumulative: bool) -> BrokerError | None:
         """ACK: the error the broker answers, if it refuses."""
-        sub = self.consumer_subs.get(consumer)
-        if sub is not None and positions:
+        found = self.consumers.get((conn, consumer_id))
+        if found is not None and positions:
+            consumer, sub = found
             try:
                 sub.acknowledge(consumer, cumulative, [(pos, None) for pos in positions], self.now_ms)
             except BrokerError as exc:
                 return exc
         return None
 
-    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        sub = self.consumer_subs.get(consumer)
-        if sub is not None:
+    def redeliver(self, conn: ConnectionSink, consumer_id: int, positions: list[Position] | None) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: those positions, or (None) all."""
+        found = self.consumers.get((conn, consumer_id))
+        if found is not None:
+            consumer, sub = found
             sub.redeliver(consumer, positions or None, self.now_ms)
 
-    def seek(self, consumer: Consumer, target: Position) -> Position | None:
+    def seek(self, conn: ConnectionSink, consumer_id: int, target: Position) -> Position | None:
         """SEEK by message id: the mark-delete position it set (None: no such consumer)."""
-        sub = self.consumer_subs.get(consumer)
-        if sub is None:
+        found = self.consumers.get((conn, consumer_id))
+        if found is None:
             return None
+        sub = found[1]
         mark = sub.topic.position_before(target)
         sub.reset_cursor(mark, self.now_ms)
         return mark
 
-    def close_consumer(self, consumer: Consumer) -> None:
-        sub = self.consumer_subs.pop(consumer, None)
-        if sub is not None and sub.topic is self.core.topics.get(str(sub.topic.name)):
-            topic = self.core.topics[str(sub.topic.name)]
-            topic.remove_consumer(sub, consumer, self.now_ms)
+    def close_consumer(self, conn: ConnectionSink, consumer_id: int) -> None:
+        found = self.consumers.pop((conn, consumer_id), None)
+        if found is not None:
+            consumer, sub = found
+            topic = self.core.topics.get(str(sub.topic.name))
+            if topic is not None and topic is sub.topic:
+                topic.remove_consumer(sub, consumer, self.now_ms)
 
-    def forget_consumer(self, consumer: Consumer) -> None:
-        """The broker closed it (seek, unload): the connection drops its registration."""
-        self.consumer_subs.pop(consumer, None)
-
-    def forget_producer(self, producer: Producer) -> None:
-        self.producer_topics.pop(producer, None)
+    def closed_by_broker(self, conn: ConnectionSink, consumer_id: int | None = None,
+                         producer_id: int | None = None) -> None:
+        """The broker closed a consumer or producer (a seek, an unload): the connection
+        forgets it, as the shell's does when it writes CLOSE_CONSUMER or CLOSE_PRODUCER."""
+        if consumer_id is not None:
+            self.consumers.pop((conn, consumer_id), None)
+        if producer_id is not None:
+            self.producers.pop((conn, producer_id), None)
 
     # -- storage and time (the shell's) ----------------------------------------------------
     def flush(self, name: str) -> Position | None:
@@ -291,7 +317,7 @@ class BrokerGateway:
             assert isinstance(ledger, SimLedger)
             ledger.lose_power(False)
         self.storage.forget_completions()
-        self.consumer_subs.clear()
-        self.producer_topics.clear()
+        self.consumers.clear()
+        self.producers.clear()
         self.core = self._new_core()
 

@@ -144,7 +144,7 @@ class BrokerScheduleGenerator:
 
     # -- proposals -------------------------------------------------------------------------
     def _send(self, world: BrokerWorld) -> Action | None:
-        ready = [p for p in world.producers.values() if p.core is not None and not p.broken]
+        ready = [p for p in world.producers.values() if p.connected and not p.broken]
         if not ready:
             return None
         producer = self.rng.choice(ready)
@@ -199,7 +199,7 @@ class BrokerScheduleGenerator:
         return act("reconnect", f"n{self.rng.randrange(3)}")
 
     def _connected(self, world: BrokerWorld) -> list[ClientConsumer]:
-        return [c for c in world.consumers.values() if c.core is not None]
+        return [c for c in world.consumers.values() if c.connected]
 
     def _subscribe(self, world: BrokerWorld) -> Action | None:
         if len(world.consumers) >= self.options.max_consumers + len(TOPICS):
@@ -315,7 +315,7 @@ def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOpti
     names = iter(range(10_000))
     for _ in range(LIVENESS_ROUNDS_MAX):
         for producer in list(world.producers.values()):
-            if producer.outstanding and (producer.broken or producer.core is None):
+            if producer.outstanding and (producer.broken or not producer.connected):
                 step("resend", producer.name)
         for topic in TOPICS:
             ledger = world.gateway.topic(full_name(topic)).ledger
@@ -328,10 +328,10 @@ def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOpti
                 step("complete", topic)
         for topic, subs in options.subs:
             for sub in subs:
-                if not any(c.core is not None and c.topic == topic and c.sub == sub for c in world.consumers.values()):
+                if not any(c.connected and c.topic == topic and c.sub == sub for c in world.consumers.values()):
                     step("subscribe", "n0", f"live{next(names)}", topic, sub, 50)
         for consumer in list(world.consumers.values()):
-            if consumer.core is None:
+            if not consumer.connected:
                 continue
             if consumer.inbox:
                 step("receive", consumer.name, len(consumer.inbox))

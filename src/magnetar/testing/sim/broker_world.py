@@ -23,7 +23,6 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.errors import BrokerError
 from magnetar.core.positions import BEFORE_START, Position
-from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
@@ -126,7 +125,8 @@ class ClientProducer:
     #: sends not receipted yet, in order: sequence id -> (entry, message)
     outstanding: dict[int, tuple[bytes, Msg]] = field(default_factory=dict)
     receipted: dict[int, Position] = field(default_factory=dict)
-    core: Producer | None = None
+    #: registered at the broker (created, not closed by either side)
+    connected: bool = False
     #: a send failed: the client reconnects and resends before sending more
     broken: bool = False
 
@@ -139,7 +139,8 @@ class ClientConsumer:
     conn: Connection
     consumer_id: int
     queue: int
-    core: Consumer | None = None
+    #: registered at the broker (subscribed, not closed by either side)
+    connected: bool = False
     inbox: deque[Delivery] = field(default_factory=deque)
     received: list[Delivery] = field(default_factory=list)
     consumed: int = 0
@@ -162,6 +163,8 @@ class Connection:
         self.producers: dict[int, ClientProducer] = {}
         self.consumers: dict[int, ClientConsumer] = {}
         self.next_id = 1
+        #: the connection is dropping: what the broker writes to it now is lost with it
+        self.dropping = False
 
     def new_id(self) -> int:
         self.next_id += 1
@@ -185,9 +188,9 @@ class Connection:
 
     def close_producer(self, producer_id: int) -> None:
         producer = self.producers.get(producer_id)
-        if producer is not None and producer.core is not None:
-            self.world.gateway.forget_producer(producer.core)
-            producer.core = None
+        if producer is not None and producer.connected:
+            self.world.gateway.closed_by_broker(self, producer_id=producer_id)
+            producer.connected = False
             self.world.closed_by_broker.append(producer)
 
     def producer_ready(self, producer: Producer) -> None:
@@ -196,8 +199,10 @@ class Connection:
     # -- ConsumerSink ------------------------------------------------------------------
     def send_message(self, consumer_id: int, pos: Position, partition: int, entry: bytes,
                      redelivery_count: int, ack_set: list[int] | None) -> None:
+        if self.dropping:
+            return
         consumer = self.consumers.get(consumer_id)
-        if consumer is None or consumer.core is None:
+        if consumer is None or not consumer.connected:
             raise BrokerViolation(f"{pos} sent on {self.name} to consumer id {consumer_id}, which is closed")
         consumer.permits -= 1
         if consumer.permits < 0:
@@ -218,8 +223,8 @@ class Connection:
 
     def close_consumer(self, consumer_id: int) -> None:
         consumer = self.consumers.get(consumer_id)
-        if consumer is not None and consumer.core is not None:
-            self.world.gateway.forget_consumer(consumer.core)
+        if consumer is not None and consumer.connected:
+            self.world.gateway.closed_by_broker(self, consumer_id=consumer_id)
             self.world.consumer_gone(consumer)
             self.world.closed_by_broker.append(consumer)
 
@@ -293,7 +298,7 @@ class BrokerWorld:
 
     def consumer_gone(self, consumer: ClientConsumer) -> None:
         """Its registration at the broker is gone: the checker returns what it held."""
-        consumer.core = None
+        consumer.connected = False
         self.checker.left(full_name(consumer.topic), consumer.sub, consumer.name)
         consumer.inbox.clear()
         consumer.consumed = 0
@@ -314,7 +319,7 @@ class BrokerWorld:
             for client in closed:
                 if isinstance(client, ClientProducer):
                     self._reopen_producer(client)
-                elif not client.closed and client.core is None:
+                elif not client.closed and not client.connected:
                     self._resubscribe(client)
 
     def _connect(self, name: str) -> bool:
@@ -329,14 +334,13 @@ class BrokerWorld:
         if conn is None:
             return False
         for producer in conn.producers.values():
-            if producer.core is not None:
-                self.gateway.close_producer(producer.core)
-                producer.core = None
+            producer.connected = False
         for consumer in conn.consumers.values():
-            if consumer.core is not None:
-                core = consumer.core
+            if consumer.connected:
                 self.consumer_gone(consumer)
-                self.gateway.close_consumer(core)
+        conn.dropping = True
+        self.gateway.disconnect(conn)
+        conn.dropping = False
         self.gateway.connect(conn)
         for producer in conn.producers.values():
             self._reopen_producer(producer)
@@ -358,12 +362,12 @@ class BrokerWorld:
 
     def _reopen_producer(self, producer: ClientProducer) -> None:
         """Create the producer at the broker (again) and send what is outstanding, in order."""
-        if producer.core is not None:
-            self.gateway.close_producer(producer.core)
-            producer.core = None
+        if producer.connected:
+            self.gateway.close_producer(producer.conn, producer.producer_id)
+            producer.connected = False
         try:
-            producer.core = self.gateway.create_producer(producer.conn, producer.producer_id,
-                                                         full_name(producer.topic), producer.name)
+            self.gateway.create_producer(producer.conn, producer.producer_id, full_name(producer.topic), producer.name)
+            producer.connected = True
         except BrokerError:
             return  # refused (the old registration lingers): the client retries later
         producer.broken = False
@@ -372,16 +376,16 @@ class BrokerWorld:
 
     def _send_entries(self, producer: ClientProducer, sequence_ids: list[int]) -> None:
         """The client writes these sends in one go; the broker reads them as one read's worth."""
-        assert producer.core is not None
         self.sends += len(sequence_ids)
         sends = [(s, producer.outstanding[s][0]) for s in sequence_ids]
-        for sequence_id, pos in zip(sequence_ids, self.gateway.send(producer.core, sends), strict=True):
+        appended = self.gateway.send(producer.conn, producer.producer_id, sends)
+        for sequence_id, pos in zip(sequence_ids, appended, strict=True):
             if pos is not None:
                 self.checker.appended(full_name(producer.topic), pos, producer.outstanding[sequence_id][1])
 
     def _send(self, name: str, key: str, count: str = "1", delay_ms: str | None = None) -> bool:
         producer = self.producers.get(name)
-        if producer is None or producer.core is None or producer.broken:
+        if producer is None or not producer.connected or producer.broken:
             return False
         first = producer.next_sequence_id
         for sequence_id in range(first, first + int(count)):
@@ -404,10 +408,10 @@ class BrokerWorld:
 
     def _close_producer(self, name: str) -> bool:
         producer = self.producers.get(name)
-        if producer is None or producer.core is None or producer.outstanding:
+        if producer is None or not producer.connected or producer.outstanding:
             return False
-        self.gateway.close_producer(producer.core)
-        producer.core = None
+        self.gateway.close_producer(producer.conn, producer.producer_id)
+        producer.connected = False
         del producer.conn.producers[producer.producer_id]
         del self.producers[name]
         return True
@@ -440,8 +444,9 @@ class BrokerWorld:
                                   f"subscription's consumer")
         self.checker.joined(topic, consumer.sub, consumer.sub_type, partition, consumer.name)
         try:
-            consumer.core = self.gateway.subscribe(consumer.conn, consumer.consumer_id, topic, consumer.sub,
-                                                   consumer.sub_type, consumer.name)
+            self.gateway.subscribe(consumer.conn, consumer.consumer_id, topic, consumer.sub, consumer.sub_type,
+                                   consumer.name)
+            consumer.connected = True
         except BrokerError as exc:
             self.checker.left(topic, consumer.sub, consumer.name)
             raise BrokerViolation(f"subscribe {consumer.name} to {topic}/{consumer.sub} refused: {exc}") from None
@@ -450,17 +455,17 @@ class BrokerWorld:
         return True
 
     def _in_use(self, consumer: ClientConsumer) -> bool:
-        return any(c.core is not None and c.topic == consumer.topic and c.sub == consumer.sub
+        return any(c.connected and c.topic == consumer.topic and c.sub == consumer.sub
                    for c in self.consumers.values() if c is not consumer)
 
     def _flow(self, consumer: ClientConsumer, permits: int) -> None:
-        if consumer.core is not None and permits > 0:
+        if consumer.connected and permits > 0:
             consumer.permits += permits
-            self.gateway.flow(consumer.core, permits)
+            self.gateway.flow(consumer.conn, consumer.consumer_id, permits)
 
     def _consumer(self, name: str) -> ClientConsumer | None:
         consumer = self.consumers.get(name)
-        return consumer if consumer is not None and consumer.core is not None else None
+        return consumer if consumer is not None and consumer.connected else None
 
     def _receive(self, name: str, count: str) -> bool:
         consumer = self._consumer(name)
@@ -490,8 +495,7 @@ class BrokerWorld:
         if not positions:
             return False
         self.checker.acked(full_name(consumer.topic), consumer.sub, name, positions)
-        assert consumer.core is not None
-        self._acked(self.gateway.ack(consumer.core, positions, cumulative=False), positions)
+        self._acked(self.gateway.ack(consumer.conn, consumer.consumer_id, positions, cumulative=False), positions)
         return True
 
     @staticmethod
@@ -508,8 +512,7 @@ class BrokerWorld:
         upto = consumer.received[int(index)].pos
         consumer.received = [d for d in consumer.received if d.pos > upto]
         self.checker.acked_cumulative(full_name(consumer.topic), consumer.sub, name, upto)
-        assert consumer.core is not None
-        self._acked(self.gateway.ack(consumer.core, [upto], cumulative=True), [upto])
+        self._acked(self.gateway.ack(consumer.conn, consumer.consumer_id, [upto], cumulative=True), [upto])
         return True
 
     def _nack(self, name: str, indexes: str) -> bool:
@@ -522,8 +525,7 @@ class BrokerWorld:
         if not positions:
             return False
         self.checker.sent_back(full_name(consumer.topic), consumer.sub, name, positions)
-        assert consumer.core is not None
-        self.gateway.redeliver(consumer.core, positions)
+        self.gateway.redeliver(consumer.conn, consumer.consumer_id, positions)
         return True
 
     def _redeliver(self, name: str) -> bool:
@@ -535,8 +537,7 @@ class BrokerWorld:
                                [d.pos for d in (*consumer.received, *consumer.inbox)])
         consumer.received.clear()
         consumer.inbox.clear()
-        assert consumer.core is not None
-        self.gateway.redeliver(consumer.core, None)
+        self.gateway.redeliver(consumer.conn, consumer.consumer_id, None)
         self._flow(consumer, dropped)
         return True
 
@@ -544,9 +545,8 @@ class BrokerWorld:
         consumer = self._consumer(name)
         if consumer is None:
             return False
-        assert consumer.core is not None
         pos = Position(-1, -1) if target == "earliest" else Position.parse(target)
-        mark = self.gateway.seek(consumer.core, pos)
+        mark = self.gateway.seek(consumer.conn, consumer.consumer_id, pos)
         if mark is None:
             return False
         self.seeks += 1
@@ -560,11 +560,9 @@ class BrokerWorld:
         consumer = self._consumer(name)
         if consumer is None:
             return False
-        core = consumer.core
-        assert core is not None
         consumer.closed = True
         self.consumer_gone(consumer)
-        self.gateway.close_consumer(core)
+        self.gateway.close_consumer(consumer.conn, consumer.consumer_id)
         del consumer.conn.consumers[consumer.consumer_id]
         del self.consumers[name]
         return True
@@ -627,10 +625,10 @@ class BrokerWorld:
         self.crashes += 1
         self.gateway.crash()
         for consumer in self.consumers.values():
-            if consumer.core is not None:
+            if consumer.connected:
                 self.consumer_gone(consumer)
         for producer in self.producers.values():
-            producer.core = None
+            producer.connected = False
         for conn in self.connections.values():
             self.gateway.connect(conn)
         for producer in self.producers.values():
