@@ -27,7 +27,7 @@ from magnetar.testing.sim.broker_world import parse_broker_schedule
 CHUNK = 250
 #: schedules in the CI run: CHUNK each
 CHUNKS = 8
-SHORT_STEPS = 50
+SHORT_STEPS = 40
 
 
 def _failures(seeds: range, steps: int | None = None) -> Iterator[BrokerRunResult]:
@@ -94,6 +94,19 @@ def test_the_simulated_ledger_takes_back_failed_writes_and_keeps_only_what_a_cra
     reopened = storage.open("t")
     stored = [entry for _, entry in reopened.iter_entries(BEFORE_START)]
     assert stored == ([b"a", b"b", b"d"] if keep_written else [b"a", b"b"])
+
+
+REGRESSIONS = Path(__file__).parent / "regressions"
+
+
+@pytest.mark.parametrize("name", ["broker_send_after_failed_write", "broker_producer_added_while_fenced"])
+def test_regression_schedules_keep_their_promises(name: str) -> None:
+    """Schedules that found bugs (each file says which), replayed under their seed's options."""
+    text = (REGRESSIONS / f"{name}.txt").read_text()
+    seed = int(text.split()[2].rstrip(":"))  # "# seed N: ..."
+    result = run(seed, schedule=parse_broker_schedule(text))
+    assert result.ok, result.violation
+    assert result.figures["take_backs"] == 1 and result.figures["send_errors"] > 0
 
 
 # -- planted bugs: the checkers must catch them ---------------------------------------------

@@ -38,6 +38,7 @@ def publish(topic: Topic, producer: Producer, sequence_id: int, highest: int, nu
 
     Raises :class:`PersistenceError` when deduplication cannot judge the send yet or the
     ledger could not write (the client retries either)."""
+    _check_open(producer)
     outcome, last_id = judge_sequence(topic, producer.producer_name, sequence_id, entry, info.metadata, now_ms)
     if outcome is DedupOutcome.DUP:
         topic.answer_duplicate(producer, sequence_id, highest)
@@ -64,6 +65,7 @@ def publish_run(topic: Topic, producer: Producer, sends: Sequence[Send], now_ms:
     Deduplication judges one send at a time, each against what the one before it
     recorded: on a topic that has it (either kind), the first send goes alone. Raises as
     :func:`publish` does for the first send."""
+    _check_open(producer)
     if topic.dedup is not None or topic.property_dedup is not None:
         pos = publish(topic, producer, *sends[0], now_ms)
         return [] if pos is None else [pos]
@@ -71,6 +73,13 @@ def publish_run(topic: Topic, producer: Producer, sends: Sequence[Send], now_ms:
         return topic.publish_run(producer, sends, now_ms)
     except AppendFailed as exc:
         raise _not_stored(topic, exc) from None
+
+
+def _check_open(producer: Producer) -> None:
+    """A producer disconnected after a failed write (sends of it the shell still holds)
+    stores nothing more: its client resends, in order, once it reconnected."""
+    if producer.closed:
+        raise NotAllowed(f"Producer {producer.producer_name} was disconnected; reconnect and resend")
 
 
 def _not_stored(topic: Topic, failure: AppendFailed) -> PersistenceError:

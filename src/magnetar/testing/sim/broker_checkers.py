@@ -4,9 +4,10 @@ cursor a restart restored, which must not run ahead of what applications acknowl
 
 Checked as they happen:
 
-* an entry is delivered only with the bytes that were appended at its position, never
-  while another consumer of the subscription holds it, and never again after it was
-  acknowledged (until a restart or a seek brings it back);
+* an entry is delivered only with the bytes that were appended at its position, only to
+  a connected consumer with permits left (the client counts them), never while another
+  consumer of the subscription holds it, and never again after it was acknowledged
+  (until a restart or a seek brings it back);
 * Exclusive and Failover: one active consumer: deliveries go only to the consumer the
   rule elects (the only one; Failover: the first by name, on a partition the one at
   ``partition % consumers``), and in subscription order (every earlier unacknowledged
@@ -17,7 +18,9 @@ Checked as they happen:
 * a message with a delivery time never goes out before it on Shared and Key_Shared (not
   more than one tick before it when the broker is not strict);
 * deduplication: a deduplicating topic never stores one producer's sequence id twice;
-* a restart's cursors acknowledge nothing no application acknowledged (or a seek skipped).
+* a restart's cursors acknowledge nothing no application acknowledged (or a seek skipped);
+* (by the client model) an acknowledgement of a delivered entry is never refused, a
+  second consumer on an Exclusive subscription always is.
 
 Checked at the end, once faults stopped and everything drained: every receipted
 message is stored, and was delivered to every subscription (a subscription starts at the

@@ -73,6 +73,7 @@ class ScheduleOptions:
             "seek": 0.8 if rng.random() < 0.7 else 0, "reconnect": 0.6,
             "crash": rng.choice((0, 0.3, 1)) if faults else 0,
             "fail-flush": rng.choice((0, 0.7, 2)) if faults else 0,
+            "fail-append": rng.choice((0, 0.5, 1.5)) if faults else 0,
             "fail-sync": rng.choice((0, 0.4, 1.2)) if faults else 0,
         }
         options = cls(
@@ -94,6 +95,8 @@ class BrokerRunResult:
     failed_step: int | None = None
     #: the phase the violation came in (safety, liveness)
     phase: str = ""
+    #: where the liveness steps begin in ``steps``
+    liveness_from: int = 0
     digest: str = ""
     figures: dict[str, int] = field(default_factory=dict)
 
@@ -106,6 +109,8 @@ class BrokerRunResult:
         lines = [f"# seed {self.seed}: dedup on {sorted(o.dedup_topics)}, {o.entries_per_ledger} entries per ledger, "
                  f"tick {o.tick_ms} ms{' strict' if o.strict_delayed else ''}"]
         for i, step in enumerate(self.steps):
+            if i == self.liveness_from and self.liveness_from:
+                lines.append("# liveness: faults off, everything drains")
             lines.append(f"{step}{'   # <- violation' if i == self.failed_step else ''}")
         return "\n".join(lines)
 
@@ -137,14 +142,14 @@ class BrokerScheduleGenerator:
                    self.rng.choice((1, 2, 5, 20)))
 
     def next_action(self, world: BrokerWorld) -> Action | None:
-        broken = [p for p in world.producers.values() if p.broken and p.outstanding]
+        broken = [p for p in world.producers.values() if (p.broken and p.outstanding) or not p.connected]
         if broken and self.rng.random() < 0.15:
             return act("resend", self.rng.choice(broken).name)
         return weighted_proposal(self, world)
 
     # -- proposals -------------------------------------------------------------------------
     def _send(self, world: BrokerWorld) -> Action | None:
-        ready = [p for p in world.producers.values() if p.connected and not p.broken]
+        ready = [p for p in world.producers.values() if p.connected]
         if not ready:
             return None
         producer = self.rng.choice(ready)
@@ -161,7 +166,7 @@ class BrokerScheduleGenerator:
         return act("producer", f"n{self.rng.randrange(3)}", f"p{self.names}", self.rng.choice(TOPICS))
 
     def _resend(self, world: BrokerWorld) -> Action | None:
-        waiting = [p for p in world.producers.values() if p.outstanding]
+        waiting = [p for p in world.producers.values() if p.outstanding or not p.connected]
         return act("resend", self.rng.choice(waiting).name) if waiting else None
 
     def _topic_verb(self, verb: str) -> Action:
@@ -172,6 +177,9 @@ class BrokerScheduleGenerator:
 
     def _fail_flush(self, world: BrokerWorld) -> Action:
         return self._topic_verb("fail-flush")
+
+    def _fail_append(self, world: BrokerWorld) -> Action:
+        return self._topic_verb("fail-append")
 
     def _sync(self, world: BrokerWorld) -> Action:
         return self._topic_verb("sync")
@@ -279,6 +287,7 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
             for action in schedule:
                 _step(world, result, action, trace)
         result.phase = "liveness"
+        result.liveness_from = len(result.steps)
         _liveness(world, result, options, trace)
     except BrokerViolation as exc:
         result.violation = str(exc)
@@ -315,7 +324,7 @@ def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOpti
     names = iter(range(10_000))
     for _ in range(LIVENESS_ROUNDS_MAX):
         for producer in list(world.producers.values()):
-            if producer.outstanding and (producer.broken or not producer.connected):
+            if not producer.connected or (producer.outstanding and producer.broken):
                 step("resend", producer.name)
         for topic in TOPICS:
             ledger = world.gateway.topic(full_name(topic)).ledger
@@ -366,24 +375,36 @@ def _drained(world: BrokerWorld) -> bool:
 
 # -- shrinking --------------------------------------------------------------------------
 def shrink(result: BrokerRunResult, budget: int = 300) -> BrokerRunResult:
-    """Remove steps while the schedule still fails (chunks, then single steps)."""
+    """Remove steps while the schedule still fails (chunks, then single steps); the result
+    holds the shortest failing schedule found (its liveness phase follows by itself)."""
     best = result
-    steps = list(result.steps[: (result.failed_step or len(result.steps) - 1) + 1])
+    steps = _failing_prefix(result)
     tries = 0
     chunk = max(1, len(steps) // 2)
     while chunk >= 1 and tries < budget:
         i = 0
         while i < len(steps) and tries < budget:
-            candidate = steps[:i] + steps[i + chunk:]
             tries += 1
-            attempt = run(result.seed, schedule=candidate)
-            if not attempt.ok:
-                steps = list(attempt.steps[: (attempt.failed_step or len(attempt.steps) - 1) + 1])
-                best = attempt
-            else:
+            attempt = run(result.seed, schedule=steps[:i] + steps[i + chunk:])
+            if attempt.ok:
                 i += chunk
+            else:
+                best, steps = attempt, _failing_prefix(attempt)
         chunk //= 2
-    return best
+    if best is result:
+        return result
+    shrunk = BrokerRunResult(best.seed, best.world_options, steps=steps, violation=best.violation,
+                             phase=best.phase, digest=best.digest, figures=best.figures)
+    shrunk.failed_step = len(steps) - 1 if best.phase == "safety" else None
+    return shrunk
+
+
+def _failing_prefix(result: BrokerRunResult) -> list[Action]:
+    """The steps a replay needs: up to the failing one, or (failed in liveness) the safety
+    steps, after which liveness runs again by itself."""
+    if result.phase == "safety" and result.failed_step is not None:
+        return result.steps[: result.failed_step + 1]
+    return result.steps[: result.liveness_from]
 
 
 # -- command line -------------------------------------------------------------------------
@@ -435,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if result.ok else 1
     started = time.monotonic()
     failures = ran = 0
+    cpu = _cpu_seconds()
     totals: dict[str, int] = {}
     deadline = started + args.minutes * 60 if args.minutes is not None else None
     for result in _results(seed, args.schedules, args.steps, args.jobs, deadline):
@@ -447,9 +469,17 @@ def main(argv: list[str] | None = None) -> int:
         elif args.verbose:
             _report(result, shrink_it=False)
     summary = {"first_seed": seed, "schedules": ran, "violations": failures,
-               "seconds": round(time.monotonic() - started, 1), **totals}
+               "seconds": round(time.monotonic() - started, 1), "cpu_seconds": round(_cpu_seconds() - cpu, 1),
+               **totals}
     print(json.dumps(summary), flush=True)
     return 0 if failures == 0 else 1
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished workers (a shared machine's wall clock
+    says little about what the schedules cost)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _report(result: BrokerRunResult, shrink_it: bool) -> None:

@@ -40,8 +40,15 @@ class SimLedger(MemoryLedger):
         self.flushed: Position | None = self.last_position()
         self.fail_next_flush = False
         self.fail_next_sync = False
+        #: the next append writes the buffer first, and that fails (a full buffer on a full disk)
+        self.fail_next_append = False
+        #: how often written-to-be entries were taken back
+        self.take_backs = 0
 
     def append_many(self, entries: Sequence[bytes]) -> list[Position]:
+        if self.fail_next_append and self.unflushed_from is not None:
+            self.fail_next_append = False
+            raise AppendFailed(self.name, self._take_back(), "simulated write failure")
         before = self.unflushed_from
         positions = super().append_many(entries)
         if before is None:
@@ -53,21 +60,28 @@ class SimLedger(MemoryLedger):
         return positions
 
     def flush(self) -> None:
-        first = self.unflushed_from
-        if first is None:
+        if self.unflushed_from is None:
             return
-        self.unflushed_from = None
         if not self.fail_next_flush:
+            self.unflushed_from = None
             self.flushed = self.last_position()
             return
         self.fail_next_flush = False
+        raise AppendFailed(self.name, self._take_back(), "simulated write failure")
+
+    def _take_back(self) -> Position:
+        """Forget the entries not written yet; the position of the first."""
+        first = self.unflushed_from
+        assert first is not None
+        self.unflushed_from = None
+        self.take_backs += 1
         stored = self._stored[first.ledger_id].entries
         dropped = stored[first.entry_id:]
         del stored[first.entry_id:]
         self._index.take_back(len(dropped), sum(len(e) for e in dropped))
         with self._lock:
             self._last_appended = self._index.last_position()
-        raise AppendFailed(self.name, first, "simulated write failure")
+        return first
 
     def sync(self) -> Position | None:
         if self.fail_next_sync:

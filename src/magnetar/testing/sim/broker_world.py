@@ -53,7 +53,7 @@ BROKER_VERBS = {
     "producer": "CONN NAME TOPIC: a producer (deduplicating where the topic deduplicates)",
     "send": "NAME KEY COUNT [DELAY_MS]: the producer's next COUNT messages, written together "
             "(delivered after DELAY_MS if given)",
-    "resend": "NAME: the producer reconnects and sends every message not receipted again, in order",
+    "resend": "NAME: the producer (re)connects and sends every message not receipted again, in order",
     "close-producer": "NAME: the producer closes (only when nothing is outstanding)",
     "subscribe": "CONN NAME TOPIC SUB QUEUE: a consumer (SUB ex, fo, sh or ks gives the type)",
     "receive": "NAME COUNT: the application takes entries from its receiver queue (FLOW half a queue at a time)",
@@ -65,6 +65,7 @@ BROKER_VERBS = {
     "close": "NAME: the consumer closes",
     "flush": "TOPIC: the shell writes what the topic appended",
     "fail-flush": "TOPIC: the write fails; the written-to-be entries are taken back",
+    "fail-append": "TOPIC: the next append must write the buffer first, and that fails (entries taken back)",
     "sync": "TOPIC: the group committer syncs what was written; its report is queued",
     "fail-sync": "TOPIC KEEP: the sync fails; sends waiting get errors, the topic unloads "
                  "(KEEP 1: what was written reached the disk all the same)",
@@ -378,14 +379,19 @@ class BrokerWorld:
         """The client writes these sends in one go; the broker reads them as one read's worth."""
         self.sends += len(sequence_ids)
         sends = [(s, producer.outstanding[s][0]) for s in sequence_ids]
+        ledger = self._ledger(producer.topic)
+        take_backs = ledger.take_backs if ledger is not None else 0
         appended = self.gateway.send(producer.conn, producer.producer_id, sends)
+        if ledger is not None and ledger.take_backs != take_backs:
+            self._storage_changed(producer.topic)  # an append failed: the ledger is the truth
+            return
         for sequence_id, pos in zip(sequence_ids, appended, strict=True):
             if pos is not None:
                 self.checker.appended(full_name(producer.topic), pos, producer.outstanding[sequence_id][1])
 
     def _send(self, name: str, key: str, count: str = "1", delay_ms: str | None = None) -> bool:
         producer = self.producers.get(name)
-        if producer is None or not producer.connected or producer.broken:
+        if producer is None or not producer.connected:
             return False
         first = producer.next_sequence_id
         for sequence_id in range(first, first + int(count)):
@@ -401,7 +407,7 @@ class BrokerWorld:
 
     def _resend(self, name: str) -> bool:
         producer = self.producers.get(name)
-        if producer is None or not producer.outstanding:
+        if producer is None or (producer.connected and not producer.outstanding):
             return False
         self._reopen_producer(producer)
         return True
@@ -579,12 +585,22 @@ class BrokerWorld:
         ledger = self._ledger(topic)
         if ledger is None or ledger.unflushed_from is None:
             return False
-        taken_back = self.gateway.flush(full_name(topic))
-        if taken_back is not None:
-            self.take_backs += 1
-            loaded = self.gateway.loaded_topic(full_name(topic))
-            assert loaded is not None
-            self._rescan(loaded)
+        if self.gateway.flush(full_name(topic)) is not None:
+            self._storage_changed(topic)
+        return True
+
+    def _storage_changed(self, topic: str) -> None:
+        """A write failed and took entries back: the checker learns what the ledger holds now."""
+        self.take_backs += 1
+        loaded = self.gateway.loaded_topic(full_name(topic))
+        assert loaded is not None
+        self._rescan(loaded)
+
+    def _fail_append(self, topic: str) -> bool:
+        ledger = self._ledger(topic)
+        if ledger is None or ledger.unflushed_from is None:
+            return False
+        ledger.fail_next_append = True
         return True
 
     def _fail_flush(self, topic: str) -> bool:
