@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
-from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.delayed.delayed_delivery import delayed_delivery
@@ -295,7 +295,7 @@ class BrokerGateway:
             dedup.on_snapshot_stored(snapshot, self.now_ms)
             topic.dedup_snapshot_position = snapshot.position
 
-    def _store_cursors(self, writes: list) -> None:  # type: ignore[type-arg]
+    def _store_cursors(self, writes: list[CursorWrite]) -> None:
         for write in writes:
             self.storage.cursors[(write.topic, write.name)] = write.record
 

@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
+from typing import Any
 
 from magnetar.testing.sim.actions import Action, act, format_indexes
 from magnetar.testing.sim.broker_checkers import EXCLUSIVE, FAILOVER, BrokerViolation
@@ -38,6 +39,8 @@ from magnetar.testing.sim.broker_world import (
 from magnetar.testing.sim.generator import weighted_proposal
 
 LIVENESS_ROUNDS_MAX = 400
+#: the running digest of a run's steps (hashlib's type)
+Hash = Any
 KEYS = ("a", "b", "c", "d", "e", "f")
 
 
@@ -307,15 +310,15 @@ def run(seed: int, steps: int | None = None, schedule: list[Action] | None = Non
     return result
 
 
-def _step(world: BrokerWorld, result: BrokerRunResult, action: Action, trace: object) -> None:
+def _step(world: BrokerWorld, result: BrokerRunResult, action: Action, trace: Hash) -> None:
     result.steps.append(action)
     if not world.apply(action):
         result.steps.pop()
         return
-    trace.update(f"{action}|{world.checker.deliveries}|{world.checker.receipts}|{world.now_ms}\n".encode())  # type: ignore[attr-defined]
+    trace.update(f"{action}|{world.checker.deliveries}|{world.checker.receipts}|{world.now_ms}\n".encode())
 
 
-def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOptions, trace: object) -> None:
+def _liveness(world: BrokerWorld, result: BrokerRunResult, options: ScheduleOptions, trace: Hash) -> None:
     """Faults off: producers resend, storage writes, syncs and reports everything, a
     consumer serves every subscription and acknowledges all it gets, time passes."""
     def step(verb: str, *args: object) -> None:
