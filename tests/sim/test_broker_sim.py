@@ -24,9 +24,9 @@ from magnetar.testing.sim.broker_schedules import BrokerRunResult, main, run, sh
 from magnetar.testing.sim.broker_storage import SimLedger, SimStorage, SyncFailed
 from magnetar.testing.sim.broker_world import parse_broker_schedule
 
-CHUNK = 250
+CHUNK = 125
 #: schedules in the CI run: CHUNK each
-CHUNKS = 8
+CHUNKS = 16
 SHORT_STEPS = 40
 
 

@@ -336,10 +336,11 @@ class BrokerWorld:
             return False
         for producer in conn.producers.values():
             producer.connected = False
-        for consumer in conn.consumers.values():
-            if consumer.connected:
-                self.consumer_gone(consumer)
         conn.dropping = True
+        for consumer in conn.consumers.values():
+            if consumer.connected:  # the broker lets them go one by one, as the checker must see it
+                self.consumer_gone(consumer)
+                self.gateway.close_consumer(conn, consumer.consumer_id)
         self.gateway.disconnect(conn)
         conn.dropping = False
         self.gateway.connect(conn)
