@@ -53,8 +53,8 @@ def fill(disk: Path, leave_bytes: int) -> Path:
     return filler
 
 
-def send(conn: RawConnection, seq: int, payload: bytes) -> pb.BaseCommand:
-    conn.send_message(1, seq, payload)
+def send(conn: RawConnection, seq: int, payload: bytes, producer_id: int = 1) -> pb.BaseCommand:
+    conn.send_message(producer_id, seq, payload)
     return conn.read_until(lambda f: f.command.type in (T.SEND_RECEIPT, T.SEND_ERROR)).command
 
 
@@ -112,7 +112,10 @@ def test_a_full_disk_fails_appends_clearly_and_loses_nothing(small_disk: Path, t
 
             assert read_all(broker, topic, len(receipted)) == receipted  # reads go on
             filler.unlink()
-            wait_until(lambda: send(conn, 1000, b"again").type == T.SEND_RECEIPT, what="appends after space is freed")
+            # as in Pulsar, a failed write disconnected the producer: the client creates it again
+            conn.create_producer(topic, producer_id=2, request_id=2)
+            wait_until(lambda: send(conn, 1000, b"again", producer_id=2).type == T.SEND_RECEIPT,
+                       what="appends after space is freed")
         assert broker.stop() == 0
         broker.start()
         assert read_all(broker, topic, len(receipted) + 1) == [*receipted, b"again"]

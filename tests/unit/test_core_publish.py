@@ -11,7 +11,7 @@ import pytest
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.property_dedup_window import PropertyDedupWindow
-from magnetar.core.errors import PersistenceError
+from magnetar.core.errors import NotAllowed, PersistenceError, ServiceNotReady
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
 from magnetar.core.topics import publish
@@ -29,6 +29,7 @@ DUPLICATE = Position(-1, -1)
 class ProducerSink:
     receipts: list[tuple[int, Position]] = field(default_factory=list)
     errors: list[tuple[int, int]] = field(default_factory=list)
+    closed: list[int] = field(default_factory=list)
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest: int, pos: Position) -> None:
         self.receipts.append((sequence_id, pos))
@@ -39,7 +40,8 @@ class ProducerSink:
     def send_error(self, producer_id: int, sequence_id: int, code: int, message: str) -> None:
         self.errors.append((sequence_id, code))
 
-    def close_producer(self, producer_id: int) -> None: ...
+    def close_producer(self, producer_id: int) -> None:
+        self.closed.append(producer_id)
 
     def producer_ready(self, producer: Producer) -> None: ...
 
@@ -119,8 +121,60 @@ def test_taken_back_appends_fail_their_receipts_and_are_forgotten_by_deduplicati
     assert lost is not None and kept is not None
     topic.appends_taken_back(lost, "disk full")
     assert sink.errors == [(1, 2)]  # PersistenceError: the client retries
-    # the retry is stored, not judged a duplicate, by either kind of deduplication
+    # the retry (after the reconnect a failed write asks for) is stored, not judged a
+    # duplicate, by either kind of deduplication
+    producer = reconnect(topic, sink)
     again = send(topic, producer, 1, props={"__dedup_id": "order-9"})
     assert again is not None  # (the memory twin does not take entries back; a segment ledger would)
     persist_all(topic)
     assert sink.receipts[-1] == (1, again)
+
+
+def reconnect(topic: Topic, sink: ProducerSink) -> Producer:
+    producer = Producer(2, "p", sink)
+    topic.add_producer(producer)
+    return producer
+
+
+def test_a_failed_write_disconnects_the_producers_so_nothing_they_sent_later_is_stored_first() -> None:
+    """Regression (found by the broker-wide simulation): message 1 of a producer, sent before
+    the client learnt that message 0 was taken back, was stored; the resend of 0 was then a
+    duplicate for deduplication, receipted and never stored. As in Pulsar, a failed write
+    disconnects the topic's producers, and what the shell still holds of theirs is refused."""
+    topic, producer, sink = setup(dedup=True)
+    other_sink = ProducerSink()
+    other = Producer(3, "q", other_sink)
+    topic.add_producer(other)
+    lost = send(topic, producer, 0)
+    assert lost is not None
+    topic.appends_taken_back(lost, "disk full")
+    assert sink.errors == [(0, 2)] and sink.closed == [1] and other_sink.closed == [3]
+    assert producer.closed and other.closed and not topic.producers
+    with pytest.raises(NotAllowed):
+        send(topic, producer, 1)  # in the same read as 0: refused before deduplication sees it
+    producer = reconnect(topic, sink)
+    first, second = send(topic, producer, 0), send(topic, producer, 1)
+    persist_all(topic)
+    assert first is not None and second is not None and first < second
+    assert sink.receipts == [(0, first), (1, second)]
+
+
+def test_no_producer_is_added_while_deduplication_waits_for_the_writes_in_flight() -> None:
+    """Regression (found by the broker-wide simulation): after a failed write, deduplication
+    cannot judge sends until the writes in flight settle; a producer reconnected meanwhile
+    had its resends refused and a later send stored once the fence lifted, which made the
+    resends duplicates. As Pulsar does with a fenced topic, producers wait."""
+    topic, producer, sink = setup(dedup=True)
+    other = Producer(3, "q", ProducerSink())
+    topic.add_producer(other)
+    in_flight = send(topic, other, 0)
+    lost = send(topic, producer, 0)
+    assert in_flight is not None and lost is not None
+    topic.appends_taken_back(lost, "disk full")
+    with pytest.raises(ServiceNotReady):
+        reconnect(topic, sink)
+    topic.on_persisted(in_flight, 1000)  # the write in flight settles: the fence lifts
+    producer = reconnect(topic, sink)
+    again = send(topic, producer, 0)
+    persist_all(topic)
+    assert again is not None and sink.receipts == [(0, again)]

@@ -39,6 +39,7 @@ OVER_THE_LIMIT = {
     "magnetar.core.delayed.bucket_delayed_delivery_tracker.BucketDelayedDeliveryTracker": 47,
     "magnetar.testing.sim.world.World": 42,
     "magnetar.testing.sim.command_world.CommandWorld": 45,
+    "magnetar.testing.sim.broker_world.BrokerWorld": 43,
 }
 
 

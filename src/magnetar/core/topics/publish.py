@@ -49,6 +49,7 @@ def publish(topic: Topic, producer: Producer, sends: Sequence[RawSend], now_ms: 
     at a time, each against what the one before recorded, so on such a topic the first
     goes alone. Raises :class:`BrokerError` for the first send when it is refused: the
     shell answers it and calls again with the rest."""
+    _check_open(producer)
     if disk is not None and (refusal := disk.refusal()) is not None:
         raise PersistenceError(refusal)
     first = checked_send(topic, sends[0])
@@ -116,6 +117,13 @@ def _publish_judged(topic: Topic, producer: Producer, send: Send, now_ms: int) -
         return topic.append(producer, [send], now_ms, (last_id, business))[0]
     except AppendFailed as exc:
         raise _not_stored(topic, exc) from None
+
+
+def _check_open(producer: Producer) -> None:
+    """A producer disconnected after a failed write (sends of it the shell still holds)
+    stores nothing more: its client resends, in order, once it reconnected."""
+    if producer.closed:
+        raise NotAllowed(f"Producer {producer.producer_name} was disconnected; reconnect and resend")
 
 
 def _not_stored(topic: Topic, failure: AppendFailed) -> PersistenceError:

@@ -26,6 +26,7 @@ from magnetar.core.errors import (
     ProducerBusy,
     ProducerFenced,
     ServerError,
+    ServiceNotReady,
     SubscriptionNotFound,
     TopicTerminated,
 )
@@ -190,6 +191,10 @@ class Topic:
     # -- producers ---------------------------------------------------------------
     def add_producer(self, producer: Producer) -> bool:
         """Attach; False when it must wait for exclusive access (WaitForExclusive)."""
+        if self.dedup is not None and self.dedup.is_fenced:
+            # as Pulsar fences a topic after a failed write until the writes in flight settle:
+            # a producer attached now could have a later send stored before its resent ones
+            raise ServiceNotReady(f"Topic {self.name} is temporarily unavailable")
         existing = self.producers.get(producer.producer_name)
         if existing is not None:
             raise ProducerBusy(f"Producer with name '{producer.producer_name}' is already connected to topic")
@@ -292,6 +297,14 @@ class Topic:
             if not r.producer.closed:
                 r.producer.sink.send_error(r.producer.producer_id, r.sequence_id, ServerError.PersistenceError,
                                            message)
+        # as Pulsar does after a failed write, the producers are disconnected, so that each
+        # resends what was not stored before anything it sent later (stored first, a later
+        # send would make the resend a duplicate under deduplication: receipted, never stored)
+        for producer in list(self.producers.values()):
+            promoted = self.remove_producer(producer)
+            producer.sink.close_producer(producer.producer_id)
+            if promoted is not None:
+                promoted.sink.producer_ready(promoted)
 
     def forget_failed_write(self, producer_name: str, dedup_id: str | None) -> None:
         """A write failed: deduplication must not count what it carried as stored."""

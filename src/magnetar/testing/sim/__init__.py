@@ -11,6 +11,14 @@ then a liveness phase turns faults off and requires everything to drain. Checker
     python -m magnetar.testing.sim --seed 1 --schedules 10000 --jobs 2
     python -m magnetar.testing.sim --seed 1 --schedules 1000 --types Exclusive,Failover
     python -m magnetar.testing.sim --seed 42 --schedule failing.txt   # replay a printed schedule
+
+The broker-wide simulation (``broker_schedules``: several connections, topics and
+subscription types over simulated storage with failures and crashes) is the ``broker``
+sub-command:
+
+    python -m magnetar.testing.sim broker --seed 1 --schedules 10000 --jobs 2
+    python -m magnetar.testing.sim broker --seed 1 --schedules 1000000 --minutes 15
+    python -m magnetar.testing.sim broker --seed 42 --schedule failing.txt
 """
 
 from magnetar.testing.sim.actions import Action, parse_schedule

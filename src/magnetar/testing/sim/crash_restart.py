@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
@@ -43,8 +42,8 @@ from magnetar.core.topics import publish
 from magnetar.core.topics.managed_ledger import LedgerConfig
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
-from magnetar.server.deduplication import replay
 from magnetar.storage.memory_ledger import MemoryLedger, MemoryLedgerFactory
+from magnetar.testing.sim.broker_gateway import recovered_dedup
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import make_batch
 from magnetar.wire.frames import make_entry, peek_metadata
@@ -154,15 +153,7 @@ class CrashWorld:
             sub = topic.create_subscription(name, "Shared", durable=True, mark_delete=record.mark_delete)
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.persisted_version = sub.cursor.version
-        dedup = MessageDeduplication(self.dedup_config)
-        dedup.set_enabled(True)
-        snapshot = self.dedup_snapshot
-        start = snapshot.mark_delete if snapshot is not None else BEFORE_START
-        dedup.begin_recovery({k: int(v) for k, v in (snapshot.properties if snapshot else {}).items()},
-                             start if snapshot is not None else None)
-        replay(topic, dedup, start)
-        dedup.finish_recovery(self.now_ms)
-        topic.dedup = dedup
+        topic.dedup = recovered_dedup(topic, self.dedup_config, self.dedup_snapshot, self.now_ms)
         self.topic = topic
         for producer in self.producers:
             producer.core = Producer(1, producer.name, producer)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from bisect import bisect_left
 from itertools import accumulate
+from typing import Any
 
 from magnetar.testing.sim.actions import Action, act, format_indexes, format_ranges
 from magnetar.testing.sim.options import EXCLUSIVE, SimOptions
@@ -30,12 +31,7 @@ class ScheduleGenerator:
 
     def next_action(self, world: World) -> Action | None:
         """A step that applies to the world now, or None after a few unlucky draws."""
-        for _ in range(8):
-            verb = self.verbs[bisect_left(self.cumulative, self.rng.random() * self.cumulative[-1])]
-            action = getattr(self, "_" + verb.replace("-", "_"))(world)
-            if action is not None:
-                return action
-        return None
+        return weighted_proposal(self, world)
 
     # -- traffic ------------------------------------------------------------------
     def _publish(self, world: World) -> Action:
@@ -208,3 +204,14 @@ class ScheduleGenerator:
 def free_slots(world: World) -> list[tuple[int, int]]:
     taken = {r for c in world.connected() for r in (c.ranges or ())}
     return [s for s in world.options.sticky_slots if s not in taken]
+
+
+def weighted_proposal(generator: Any, world: object) -> Action | None:
+    """Draw verbs by weight (``generator.verbs``, ``.cumulative``, ``.rng``) until the
+    generator's ``_<verb>`` proposes a step for ``world``; None after a few unlucky draws."""
+    for _ in range(8):
+        verb = generator.verbs[bisect_left(generator.cumulative, generator.rng.random() * generator.cumulative[-1])]
+        action: Action | None = getattr(generator, "_" + verb.replace("-", "_"))(world)
+        if action is not None:
+            return action
+    return None
