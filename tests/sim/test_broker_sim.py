@@ -26,7 +26,7 @@ from magnetar.testing.sim.broker_world import parse_broker_schedule
 
 CHUNK = 125
 #: schedules in the CI run: CHUNK each
-CHUNKS = 16
+CHUNKS = 8
 SHORT_STEPS = 40
 
 
