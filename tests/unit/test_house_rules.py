@@ -26,7 +26,7 @@ SERVER_MAY_USE = {
     "topics.publish", "topics.admission", "topics.topic_activity",
     # still applied from the shell, to move behind the entry points: deduplication's refresh
     # and snapshots, the delayed index and its snapshots, compaction, the periodic checks
-    "dedup.dedup_snapshot", "dedup.deduplication_config", "dedup.message_deduplication",
+    "dedup.dedup_snapshot", "dedup.deduplication_config", "dedup.message_deduplication", "dedup.due_snapshots",
     "dedup.property_dedup_window", "delayed.bucket", "delayed.shared_index_record",
     "delayed.bucket_snapshot_storage", "delayed.delayed_delivery", "compaction.compacted_topic",
     "compaction.compactor", "policies", "policies.backlog_quota", "policies.inactive_topics", "policies.limits",

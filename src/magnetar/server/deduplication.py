@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from magnetar.core.dedup.dedup_snapshot import DedupSnapshot
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
+from magnetar.core.dedup.due_snapshots import due_snapshots
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.policies import deduplication_enabled
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.topics.publish import is_last_chunk, last_sequence_id, stored_metadata
 from magnetar.core.topics.topic import Topic
-from magnetar.storage.metadata_store import CursorRecord
 
 if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
@@ -96,16 +96,7 @@ def replay(topic: Topic, dedup: MessageDeduplication, after: Position) -> int:
 
 def store_snapshots(broker: BrokerShell, now_ms: int) -> None:
     """Write due snapshots into the dedup cursor's properties; purge inactive producers."""
-    for topic in broker.core.deduplicating_topics():
-        dedup = topic.dedup
-        if dedup is None:
-            continue
-        dedup.purge_inactive_producers(now_ms, set(topic.producers))
-        snapshot = dedup.maybe_snapshot(now_ms)
-        if snapshot is None:
-            continue
-        record = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties),
-                              last_active_ms=now_ms)
+    for topic, dedup, snapshot, record in due_snapshots(broker.core.deduplicating_topics(), now_ms):
         written = broker.writer.put_cursors([(str(topic.name), DEDUP_CURSOR, record)])
         broker.cursors.on_loop(written, partial(_snapshot_written, topic, dedup, snapshot, now_ms))
 

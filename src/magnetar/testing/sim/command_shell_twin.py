@@ -36,6 +36,7 @@ from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.dedup.dedup_snapshot import DedupSnapshot
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
+from magnetar.core.dedup.due_snapshots import due_snapshots
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.errors import ServiceNotReady
@@ -191,16 +192,7 @@ class SimBroker:
     def _persist_tick(self, now: int) -> None:
         """The broker service's cursor-persist deadline: changed cursors and due dedup snapshots."""
         self._write_cursors(self.core.cursor_writes(now_ms=now))
-        for topic in self.core.deduplicating_topics():
-            dedup = topic.dedup
-            if dedup is None:
-                continue
-            dedup.purge_inactive_producers(now, set(topic.producers))
-            snapshot = dedup.maybe_snapshot(now)
-            if snapshot is None:
-                continue
-            record = CursorRecord(mark_delete=snapshot.position, properties=dict(snapshot.properties),
-                                  last_active_ms=now)
+        for topic, dedup, snapshot, record in due_snapshots(self.core.deduplicating_topics(), now):
             self._queue(Completion(partial(self._snapshot_stored, topic, dedup, snapshot, record, now)))
 
     def _snapshot_stored(self, topic: Topic, dedup: MessageDeduplication, snapshot: DedupSnapshot,
