@@ -36,7 +36,6 @@ SERVER_MAY_USE = {
 MAX_METHODS = 40
 OVER_THE_LIMIT = {
     "magnetar.storage.metadata_store.MetadataStore": 62,
-    "magnetar.core.delayed.bucket_delayed_delivery_tracker.BucketDelayedDeliveryTracker": 47,
     "magnetar.testing.sim.world.World": 42,
     "magnetar.testing.sim.command_world.CommandWorld": 45,
     "magnetar.testing.sim.broker_world.BrokerWorld": 43,

@@ -27,7 +27,7 @@ bitmaps of the rest and loads the first of them. Messages that were only in memo
 mutable bucket, or added straight to the shared queue) come back the same way, by
 re-reading from the mark-delete position.
 
-Storage calls are synchronous here. Transient failures are retried ``MAX_RETRY_TIMES``
+Storage calls are synchronous here. Transient failures are retried ``MAX_RETRY_TIMES`` (:mod:`.snapshot_calls`)
 times; a snapshot that cannot be created leaves its indexes in memory (Pulsar's
 downgrade), a segment that cannot be loaded is retried a tick later, a snapshot that
 cannot be deleted is retried on later calls, and a recovery that cannot read its
@@ -41,7 +41,6 @@ import heapq
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping
 from itertools import chain
-from typing import TypeVar
 
 from magnetar.core.delayed.bucket import (
     DEFAULT_MAX_INDEXES_PER_BUCKET_SNAPSHOT_SEGMENT,
@@ -61,14 +60,13 @@ from magnetar.core.delayed.bucket_delayed_message_index_stats import (
 )
 from magnetar.core.delayed.bucket_snapshot_storage import (
     BucketNotExistError,
-    BucketSnapshotError,
-    BucketSnapshotPersistenceError,
     BucketSnapshotStorage,
 )
 from magnetar.core.delayed.delayed_message_index import DelayedMessageIndex
 from magnetar.core.delayed.immutable_bucket import ImmutableBucket
 from magnetar.core.delayed.mutable_bucket import MutableBucket
-from magnetar.core.delayed.snapshot_format import SnapshotFormatError, SnapshotSegment
+from magnetar.core.delayed.snapshot_calls import STORAGE_ERRORS, SnapshotCalls
+from magnetar.core.delayed.snapshot_format import SnapshotSegment
 from magnetar.core.delayed.tracker import DEFAULT_TICK_TIME_MS, IndexedTracker, check_position
 from magnetar.core.delayed.triple_long_priority_queue import (
     TripleLongPriorityQueue,
@@ -77,12 +75,6 @@ from magnetar.core.delayed.triple_long_priority_queue import (
     pack,
 )
 from magnetar.core.positions import Position
-
-#: Retries after a transient storage failure (Pulsar's ``Bucket.MaxRetryTimes``).
-MAX_RETRY_TIMES = 3
-
-_T = TypeVar("_T")
-_STORAGE_ERRORS = (BucketSnapshotError, SnapshotFormatError)
 
 #: A cursor property the tracker wants written (value) or removed (None).
 PropertyChange = tuple[str, int | None]
@@ -130,7 +122,6 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
                 "delayedDeliveryMaxIndexesPerBucketSnapshotSegment must be > 0 or -1 (no limit), got "
                 f"{max_indexes_per_bucket_snapshot_segment}"
             )
-        self._storage = storage
         self._tick_time_ms = tick_time_ms
         self._strict = is_delayed_delivery_deliver_at_time_strict
         self._min_index_count_per_bucket = min_index_count_per_bucket
@@ -140,8 +131,8 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         self._topic_name = topic_name
         self._cursor_name = cursor_name
         self._is_acknowledged = is_acknowledged
-        self._latency_clock_ms = latency_clock_ms
         self.stats = BucketDelayedMessageIndexStats()
+        self._calls = SnapshotCalls(storage, self.stats, latency_clock_ms)
 
         self._mutable = MutableBucket()
         self._shared = TripleLongPriorityQueue()
@@ -152,7 +143,6 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         self._triggers: dict[int, ImmutableBucket] = {}
         self._properties: dict[str, int] = {}
         self._property_changes: list[PropertyChange] = []
-        self._pending_deletes: dict[int, str] = {}
         self._load_retry_at_ms: int | None = None
         self._mark_delete: Position | None = None
 
@@ -180,7 +170,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
                 )
         # A merge interrupted by a crash leaves its inputs behind, enclosed by its output.
         for _, _, bucket_id, key in stale:
-            self._delete_snapshot(bucket_id, key)
+            self._calls.delete(bucket_id, key, self._remove_property)
         return len(self._index)
 
     def _bucket_keys_in(self, properties: Mapping[str, int | str]) -> list[tuple[int, int, int, str]]:
@@ -199,11 +189,11 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
 
     def _recover_bucket(self, start: int, end: int, bucket_id: int, key: str, cutoff_ms: int) -> None:
         try:
-            metadata = self._with_retry(lambda: self._storage.get_bucket_snapshot_metadata(bucket_id))
+            metadata = self._calls.with_retry(lambda: self._calls.storage.get_bucket_snapshot_metadata(bucket_id))
         except BucketNotExistError:
             self._remove_property(key, bucket_id)
             return
-        except _STORAGE_ERRORS as exc:
+        except STORAGE_ERRORS as exc:
             raise RecoverDelayedDeliveryTrackerError(
                 f"cannot read delayed bucket snapshot {bucket_id} ({key}): {exc}"
             ) from exc
@@ -212,7 +202,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         while first_live < len(segments) and segments[first_live].max_schedule_timestamp <= cutoff_ms:
             first_live += 1
         if first_live == len(segments):
-            self._delete_snapshot(bucket_id, key)
+            self._calls.delete(bucket_id, key, self._remove_property)
             return
         count = 0
         for segment in segments[first_live:]:
@@ -227,7 +217,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
             current_segment_entry_id=first_live,
             number_bucket_delayed_messages=count,
             first_schedule_timestamps=[segment.min_schedule_timestamp for segment in segments],
-            snapshot_length_bytes=self._snapshot_length(bucket_id),
+            snapshot_length_bytes=self._calls.snapshot_length(bucket_id),
         )
         self._insert_bucket(bucket)
 
@@ -272,7 +262,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
     def get_scheduled_messages(self, max_messages: int, now_ms: int) -> list[Position]:
         if max_messages <= 0:
             return []
-        self._retry_pending_deletes()
+        self._calls.retry_pending_deletes(self._remove_property)
         cutoff = self._cutoff(now_ms)
         self._mutable.move_scheduled_messages_to(self._shared, cutoff)
         positions: list[Position] = []
@@ -322,15 +312,15 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         self._index.trim_up_to(position)
         for bucket in [b for b in self._buckets if b.end_ledger_id < position.ledger_id]:
             self._remove_bucket(bucket)
-            self._delete_snapshot(bucket.bucket_id, bucket.bucket_key)
+            self._calls.delete(bucket.bucket_id, bucket.bucket_key, self._remove_property)
         self._drop_buckets_if_index_empty()
 
     def clear(self) -> None:
         """Delete every snapshot and forget everything (subscription deleted, backlog cleared)."""
         for bucket in list(self._buckets):
             self._remove_bucket(bucket)
-            self._delete_snapshot(bucket.bucket_id, bucket.bucket_key)
-        self._retry_pending_deletes()
+            self._calls.delete(bucket.bucket_id, bucket.bucket_key, self._remove_property)
+        self._calls.retry_pending_deletes(self._remove_property)
         self._reset_memory()
 
     def close(self) -> None:
@@ -382,7 +372,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
 
     @property
     def pending_snapshot_deletes(self) -> dict[int, str]:
-        return dict(self._pending_deletes)
+        return dict(self._calls.pending_deletes)
 
     def _put_property(self, key: str, bucket_id: int) -> None:
         self._properties[key] = bucket_id
@@ -420,7 +410,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
             return
         for bucket in list(self._buckets):
             self._remove_bucket(bucket)
-            self._delete_snapshot(bucket.bucket_id, bucket.bucket_key)
+            self._calls.delete(bucket.bucket_id, bucket.bucket_key, self._remove_property)
         self._reset_memory()
 
     # -- segments ------------------------------------------------------------------------
@@ -466,14 +456,14 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         while bucket.has_unloaded_segments():
             segment_entry_id = bucket.current_segment_entry_id + 1
             try:
-                segments = self._read_segments(OpType.LOAD, bucket.bucket_id, segment_entry_id, segment_entry_id)
-            except _STORAGE_ERRORS:
+                segments = self._calls.read_segments(OpType.LOAD, bucket.bucket_id, segment_entry_id, segment_entry_id)
+            except STORAGE_ERRORS:
                 return False
             bucket.current_segment_entry_id = segment_entry_id
             if segments and self._enqueue_segment(bucket, segments[0]):
                 return True
         self._remove_bucket(bucket)
-        self._delete_snapshot(bucket.bucket_id, bucket.bucket_key)
+        self._calls.delete(bucket.bucket_id, bucket.bucket_key, self._remove_property)
         return True
 
     # -- sealing and merging ---------------------------------------------------------------
@@ -500,13 +490,13 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         metadata, segments = build_snapshot(keys, self._max_time_step_ms, self._max_indexes_per_segment)
         key = bucket_key(start, end)
         try:
-            bucket_id = self._run_op(
+            bucket_id = self._calls.run_op(
                 OpType.CREATE,
-                lambda: self._storage.create_bucket_snapshot(
+                lambda: self._calls.storage.create_bucket_snapshot(
                     metadata, segments, key, self._topic_name, self._cursor_name
                 ),
             )
-        except _STORAGE_ERRORS:
+        except STORAGE_ERRORS:
             return None
         bucket = ImmutableBucket(
             start_ledger_id=start,
@@ -516,7 +506,7 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
             current_segment_entry_id=1,
             number_bucket_delayed_messages=len(keys),
             first_schedule_timestamps=[segment.min_schedule_timestamp for segment in metadata.metadata_list],
-            snapshot_length_bytes=self._snapshot_length(bucket_id),
+            snapshot_length_bytes=self._calls.snapshot_length(bucket_id),
         )
         self._put_property(key, bucket_id)
         return bucket, segments[0]
@@ -547,10 +537,10 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
         copies this puts in the queue twice are dropped when they pop.
         """
         self.stats.record_trigger(OpType.MERGE)
-        started_ms = self._now_for_latency()
+        started_ms = self._calls.now_for_latency()
         try:
             remaining = [self._remaining_keys(bucket) for bucket in (first, second)]
-        except _STORAGE_ERRORS:
+        except STORAGE_ERRORS:
             self.stats.record_failure(OpType.MERGE)
             return False
         keys = self._still_tracked(heapq.merge(*remaining))
@@ -560,80 +550,17 @@ class BucketDelayedDeliveryTracker(IndexedTracker):
             return False
         for bucket in (first, second):
             self._remove_bucket(bucket)
-            self._delete_snapshot(bucket.bucket_id, bucket.bucket_key)
+            self._calls.delete(bucket.bucket_id, bucket.bucket_key, self._remove_property)
         if created is not None:
             self._activate_bucket(*created)
-        self.stats.record_success(OpType.MERGE, self._latency_since(started_ms))
+        self.stats.record_success(OpType.MERGE, self._calls.latency_since(started_ms))
         return True
 
     def _remaining_keys(self, bucket: ImmutableBucket) -> Iterable[int]:
-        segments = self._read_segments(
+        segments = self._calls.read_segments(
             None, bucket.bucket_id, bucket.current_segment_entry_id, bucket.last_segment_entry_id
         )
         return chain.from_iterable(segment.packed_keys() for segment in segments)
-
-    # -- storage calls ---------------------------------------------------------------------
-
-    def _with_retry(self, call: Callable[[], _T]) -> _T:
-        for _ in range(MAX_RETRY_TIMES):
-            try:
-                return call()
-            except BucketSnapshotPersistenceError:
-                continue
-        return call()
-
-    def _now_for_latency(self) -> float | None:
-        return self._latency_clock_ms() if self._latency_clock_ms is not None else None
-
-    def _latency_since(self, started_ms: float | None) -> float | None:
-        if started_ms is None or self._latency_clock_ms is None:
-            return None
-        return self._latency_clock_ms() - started_ms
-
-    def _run_op(self, op_type: OpType, call: Callable[[], _T]) -> _T:
-        self.stats.record_trigger(op_type)
-        started_ms = self._now_for_latency()
-        try:
-            result = self._with_retry(call)
-        except _STORAGE_ERRORS:
-            self.stats.record_failure(op_type)
-            raise
-        self.stats.record_success(op_type, self._latency_since(started_ms))
-        return result
-
-    def _read_segments(self, op_type: OpType | None, bucket_id: int, first: int, last: int) -> list[SnapshotSegment]:
-        def read() -> list[SnapshotSegment]:
-            return self._storage.get_bucket_snapshot_segment(bucket_id, first, last)
-
-        return self._with_retry(read) if op_type is None else self._run_op(op_type, read)
-
-    def _snapshot_length(self, bucket_id: int) -> int:
-        try:
-            return self._with_retry(lambda: self._storage.get_bucket_snapshot_length(bucket_id))
-        except _STORAGE_ERRORS:
-            return 0
-
-    def _delete_snapshot(self, bucket_id: int, key: str) -> None:
-        """Delete a snapshot, then its property; on failure keep both and retry later."""
-
-        def delete() -> None:
-            try:
-                self._storage.delete_bucket_snapshot(bucket_id)
-            except BucketNotExistError:
-                pass
-
-        try:
-            self._run_op(OpType.DELETE, delete)
-        except _STORAGE_ERRORS:
-            self._pending_deletes[bucket_id] = key
-            return
-        self._pending_deletes.pop(bucket_id, None)
-        self._remove_property(key, bucket_id)
-
-    def _retry_pending_deletes(self) -> None:
-        for bucket_id, key in list(self._pending_deletes.items()):
-            self._delete_snapshot(bucket_id, key)
-
 
 def _split_overlaps(
     found: list[tuple[int, int, int, str]],
@@ -665,7 +592,7 @@ def clean_residual_snapshots(properties: Mapping[str, int | str], storage: Bucke
             storage.delete_bucket_snapshot(int(value))
         except BucketNotExistError:
             pass
-        except (*_STORAGE_ERRORS, ValueError):
+        except (*STORAGE_ERRORS, ValueError):
             continue
         removed.append(key)
     return removed
