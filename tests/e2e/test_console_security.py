@@ -171,5 +171,7 @@ def test_basic_credentials_sign_in_where_that_provider_is_on(console: ConsolePag
     page.fill("#auth-password", PASSWORD)
     page.click("#login-submit")
     page.wait_for_selector(f"#topic-table tr[data-row='{TOPIC}']")
+    # the actions render once the console has learnt what the signed-in role may do
+    page.wait_for_selector("#create-topic-button")
     assert page.locator("#create-topic-button").count() == 1
     assert unexpected(console.errors) == []

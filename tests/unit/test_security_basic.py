@@ -30,7 +30,8 @@ def test_apr1_matches_openssl() -> None:
 
 
 @pytest.mark.parametrize(("hashed", "password"), [(BCRYPT, "s3cret"), (BCRYPT.replace("$2b$", "$2y$"), "s3cret"),
-                                                  (APR1, "secret"), (DES, "secret")])
+                                                  (APR1, "secret"), (DES, "secret")],
+                         ids=["bcrypt-2b", "bcrypt-2y", "apr1", "des"])
 def test_every_format_verifies(hashed: str, password: str) -> None:
     if htpasswd.scheme_of(hashed) is None:
         pytest.skip("no crypt(3) in this Python")
