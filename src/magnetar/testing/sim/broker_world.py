@@ -37,7 +37,8 @@ from magnetar.testing.sim.broker_checkers import (
     Msg,
 )
 from magnetar.testing.sim.broker_gateway import NAMESPACE, BrokerGateway
-from magnetar.testing.sim.broker_storage import SimLedger, SimStorage
+from magnetar.testing.sim.broker_storage import SimStorage
+from magnetar.testing.sim.storage_steps import StorageSteps
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry, peek_metadata
 
@@ -275,6 +276,7 @@ class BrokerWorld:
         self.seeks = 0
         self.sends = 0
         self.refused = 0
+        self.storage_steps = StorageSteps(self)
 
     @property
     def now_ms(self) -> int:
@@ -283,10 +285,10 @@ class BrokerWorld:
     # -- what the checker learns from storage ------------------------------------------
     def _loaded(self, topic: Topic) -> None:
         name = str(topic.name)
-        self._rescan(topic)
+        self.rescan(topic)
         self.checker.restored(name, {sub: s.cursor.is_acked for sub, s in topic.subscriptions.items()})
 
-    def _rescan(self, topic: Topic) -> None:
+    def rescan(self, topic: Topic) -> None:
         entries = {pos: msg_of(entry, self.messages) for pos, entry in topic.ledger.iter_entries(BEFORE_START)}
         self.checker.stored(str(topic.name), entries)
 
@@ -307,7 +309,9 @@ class BrokerWorld:
 
     # -- steps ----------------------------------------------------------------------------
     def apply(self, action: Action) -> bool:
-        handler = getattr(self, "_" + action.verb.replace("-", "_"))
+        verb = action.verb.replace("-", "_")
+        steps = self.storage_steps
+        handler = getattr(steps, verb) if verb in StorageSteps.VERBS else getattr(self, "_" + verb)
         applied = bool(handler(*action.args))
         self._come_back()
         self.gateway.fire_timers()
@@ -380,11 +384,11 @@ class BrokerWorld:
         """The client writes these sends in one go; the broker reads them as one read's worth."""
         self.sends += len(sequence_ids)
         sends = [(s, producer.outstanding[s][0]) for s in sequence_ids]
-        ledger = self._ledger(producer.topic)
+        ledger = self.storage_steps.ledger(producer.topic)
         take_backs = ledger.take_backs if ledger is not None else 0
         appended = self.gateway.send(producer.conn, producer.producer_id, sends)
         if ledger is not None and ledger.take_backs != take_backs:
-            self._storage_changed(producer.topic)  # an append failed: the ledger is the truth
+            self.storage_steps.storage_changed(producer.topic)  # an append failed: the ledger is the truth
             return
         for sequence_id, pos in zip(sequence_ids, appended, strict=True):
             if pos is not None:
@@ -574,70 +578,7 @@ class BrokerWorld:
         del self.consumers[name]
         return True
 
-    # -- storage and time ---------------------------------------------------------------
-    def _ledger(self, topic: str) -> SimLedger | None:
-        loaded = self.gateway.loaded_topic(full_name(topic))
-        if loaded is None:
-            return None
-        assert isinstance(loaded.ledger, SimLedger)
-        return loaded.ledger
-
-    def _flush(self, topic: str) -> bool:
-        ledger = self._ledger(topic)
-        if ledger is None or ledger.unflushed_from is None:
-            return False
-        if self.gateway.flush(full_name(topic)) is not None:
-            self._storage_changed(topic)
-        return True
-
-    def _storage_changed(self, topic: str) -> None:
-        """A write failed and took entries back: the checker learns what the ledger holds now."""
-        self.take_backs += 1
-        loaded = self.gateway.loaded_topic(full_name(topic))
-        assert loaded is not None
-        self._rescan(loaded)
-
-    def _fail_append(self, topic: str) -> bool:
-        ledger = self._ledger(topic)
-        if ledger is None or ledger.unflushed_from is None:
-            return False
-        ledger.fail_next_append = True
-        return True
-
-    def _fail_flush(self, topic: str) -> bool:
-        ledger = self._ledger(topic)
-        if ledger is None or ledger.unflushed_from is None:
-            return False
-        ledger.fail_next_flush = True
-        return self._flush(topic)
-
-    def _sync(self, topic: str) -> bool:
-        ledger = self._ledger(topic)
-        if ledger is None or not ledger.written_unsynced():
-            return False
-        self.gateway.sync(full_name(topic), keep_written=False)
-        return True
-
-    def _fail_sync(self, topic: str, keep: str) -> bool:
-        ledger = self._ledger(topic)
-        if ledger is None:
-            return False
-        ledger.fail_next_sync = True
-        self.unloads += 1
-        self.gateway.sync(full_name(topic), keep_written=keep == "1")
-        return True
-
-    def _complete(self, topic: str) -> bool:
-        return self.gateway.complete(full_name(topic))
-
-    def _cursors(self) -> bool:
-        self.gateway.persist()
-        return True
-
-    def _fail_cursors(self) -> bool:
-        self.gateway.persist(fail=True)
-        return True
-
+    # -- time --------------------------------------------------------------------------------
     def _crash(self) -> bool:
         self.crashes += 1
         self.gateway.crash()

@@ -30,13 +30,14 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.positions import Position
 from magnetar.core.topics.publish import stored_metadata
 from magnetar.storage.interfaces import LedgerConfig
+from magnetar.testing.sim.client_reads import ClientReads, describe
 from magnetar.testing.sim.command_checkers import (
     EXCLUSIVE,
     FAILOVER,
@@ -44,11 +45,11 @@ from magnetar.testing.sim.command_checkers import (
     SHARED,
     CommandChecker,
     CommandViolation,
-    ConsumerKey,
     StoredEntry,
 )
+from magnetar.testing.sim.command_clients import ConsumerClient, ProducerClient
 from magnetar.testing.sim.command_shell_twin import SimBroker, SimStorage
-from magnetar.testing.sim.sim_connection import Message, Receipt, SimConnection, Written
+from magnetar.testing.sim.sim_connection import Message, SimConnection, Written
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -107,47 +108,6 @@ class CommandOptions:
             max_unacked_per_consumer=rng.choice([50000, 50000, 3]))
 
 
-@dataclass(eq=False)
-class ProducerClient:
-    name: str
-    topic: str
-    address: str
-    dedup: bool
-    producer_id: int = 1
-    conn: SimConnection | None = None
-    #: "closed" (to create), "creating" (PRODUCER sent), "ready"
-    state: str = "closed"
-    request_id: int = 0
-    next_sequence_id: int = 0
-    #: not receipted: sequence id -> entry, in send order
-    pending: dict[int, bytes] = field(default_factory=dict)
-    #: sent on this producer registration and not answered, in order
-    in_flight: list[int] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class ConsumerClient:
-    name: str
-    topic: str
-    subscription: str
-    sub_type: str
-    address: str
-    queue_size: int
-    consumer_id: int = 1
-    conn: SimConnection | None = None
-    #: "closed" (to subscribe), "subscribing", "ready", "gone" (unsubscribed)
-    state: str = "closed"
-    request_id: int = 0
-    queue: list[Message] = field(default_factory=list)
-    held: list[Message] = field(default_factory=list)
-    #: request ids of UNSUBSCRIBE and SEEK commands waiting for their answer
-    unsubscribe_request: int | None = None
-
-    @property
-    def key(self) -> ConsumerKey:
-        return self.address, self.consumer_id
-
-
 class CommandWorld:
     def __init__(self, options: CommandOptions, checker: CommandChecker | None = None) -> None:
         self.options = options
@@ -177,7 +137,7 @@ class CommandWorld:
                                          self.rng.choice([1, 3, 10, 100]))
                           for t, sub, sub_type in options.subscriptions for i in range(options.consumers_per_sub)]
         self.clients: list[ProducerClient | ConsumerClient] = [*self.producers, *self.consumers]
-        self._by_address = {client.address: client for client in self.clients}
+        self.by_address = {client.address: client for client in self.clients}
         self.connections: dict[str, SimConnection] = {}
         #: what the broker wrote to any connection, in the order written
         self.written: deque[tuple[SimConnection, Written]] = deque()
@@ -186,6 +146,7 @@ class CommandWorld:
         self.trace = hashlib.sha256()
         #: when a list, every step and every frame read is written here (``--trace``)
         self.events: list[str] | None = None
+        self.reads = ClientReads(self)
 
     # -- storage observed ---------------------------------------------------------------
     def _appended(self, name: str, positions: list[Position], entries: Sequence[bytes]) -> None:
@@ -207,99 +168,9 @@ class CommandWorld:
 
     def _handle(self, conn: SimConnection, cmd: pb.BaseCommand) -> None:
         conn.handle(cmd)
-        self._read_all()
+        self.reads.read_all()
 
-    def _read_all(self) -> None:
-        """Clients read what the broker wrote, in the order it wrote it."""
-        written = self.written
-        while written:
-            conn, item = written.popleft()
-            self._read(conn, item)
-        for conn in self.connections.values():
-            if conn.failures:
-                raise CommandViolation(f"a command on {conn.address} failed inside the broker: "
-                                       f"{conn.failures[0]!r}") from conn.failures[0]
-
-    def _read(self, conn: SimConnection, item: pb.BaseCommand | Message | Receipt) -> None:
-        if self.events is not None:
-            text = _describe(item) if isinstance(item, pb.BaseCommand) else repr(item)[:120]
-            self.events.append(f"    {conn.address} <- {' '.join(text.split())}")
-        if isinstance(item, Message):
-            self._message(conn, item)
-        elif isinstance(item, Receipt):
-            self._receipt(conn, item)
-        else:
-            self._command(conn, item)
-
-    def _client_of(self, address: str) -> ProducerClient | ConsumerClient | None:
-        return self._by_address.get(address)
-
-    def _message(self, conn: SimConnection, msg: Message) -> None:
-        client = self._client_of(conn.address)
-        assert isinstance(client, ConsumerClient)
-        if client.conn is not conn or client.state != "ready" or msg.consumer_id != client.consumer_id:
-            return
-        self.trace.update(f"{conn.address}<{msg.pos}:{msg.redelivery_count};".encode())
-        self.checker.delivered(client.key, msg.pos, self.now)
-        client.queue.append(msg)
-
-    def _receipt(self, conn: SimConnection, receipt: Receipt) -> None:
-        client = self._client_of(conn.address)
-        assert isinstance(client, ProducerClient)
-        if client.conn is not conn or receipt.producer_id != client.producer_id:
-            return
-        seq = receipt.sequence_id
-        self.trace.update(f"{conn.address}r{seq}@{receipt.pos};".encode())
-        if client.in_flight and client.in_flight[0] != seq:
-            raise CommandViolation(f"{client.name}: receipt for {seq} while {client.in_flight[0]}, sent before it, "
-                                   "is unanswered")
-        if seq in client.in_flight:
-            client.in_flight.remove(seq)
-        if client.pending.pop(seq, None) is not None:
-            self.checker.receipt((client.topic, client.name, seq))
-
-    def _command(self, conn: SimConnection, cmd: pb.BaseCommand) -> None:
-        client = self._client_of(conn.address)
-        if client is None or client.conn is not conn:
-            return
-        if isinstance(client, ProducerClient):
-            self._producer_command(client, cmd)
-        else:
-            self._consumer_command(client, cmd)
-
-    def _producer_command(self, client: ProducerClient, cmd: pb.BaseCommand) -> None:
-        if cmd.type == T.PRODUCER_SUCCESS and client.state == "creating":
-            client.state = "ready"
-            client.in_flight.clear()
-            self._send_entries(client, list(client.pending.items()))  # what was not receipted, again
-        elif cmd.type == T.ERROR and client.state == "creating":
-            client.state = "closed"
-        elif cmd.type == T.SEND_ERROR:
-            self.send_errors += 1
-            self._drop_connection(client)  # the Java client closes the connection and resends
-        elif cmd.type == T.CLOSE_PRODUCER:
-            client.state = "closed"
-            client.in_flight.clear()
-
-    def _consumer_command(self, client: ConsumerClient, cmd: pb.BaseCommand) -> None:
-        if cmd.type in (T.SUCCESS, T.ERROR) and client.unsubscribe_request in (cmd.success.request_id,
-                                                                                cmd.error.request_id):
-            client.unsubscribe_request = None
-            self.checker.unsubscribe_answered(client.topic, client.subscription)
-        elif cmd.type == T.SUCCESS and client.state == "subscribing" and cmd.success.request_id == client.request_id:
-            client.state = "ready"
-            self.checker.subscribed(client.key)
-            self._send(client, T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=client.consumer_id,
-                                                                  messagePermits=client.queue_size)))
-        elif cmd.type == T.ERROR and client.state == "subscribing" and cmd.error.request_id == client.request_id:
-            self.checker.detached(client.key)
-            client.state = "closed"
-        elif cmd.type == T.ACTIVE_CONSUMER_CHANGE and client.state in ("ready", "subscribing"):
-            self.checker.active_change(client.key, cmd.active_consumer_change.is_active)
-        elif cmd.type == T.CLOSE_CONSUMER and cmd.close_consumer.consumer_id == client.consumer_id:
-            self._consumer_gone(client)
-
-    def _consumer_gone(self, client: ConsumerClient) -> None:
+    def consumer_gone(self, client: ConsumerClient) -> None:
         if client.state in ("ready", "subscribing"):
             self.checker.detached(client.key)
         if client.state != "gone":
@@ -307,18 +178,18 @@ class CommandWorld:
         client.queue.clear()
         client.held.clear()
 
-    def _send(self, client: ProducerClient | ConsumerClient, cmd: pb.BaseCommand) -> None:
+    def send(self, client: ProducerClient | ConsumerClient, cmd: pb.BaseCommand) -> None:
         assert client.conn is not None
         if self.events is not None:
-            self.events.append(f"  {client.address} -> {' '.join(_describe(cmd).split())}")
+            self.events.append(f"  {client.address} -> {' '.join(describe(cmd).split())}")
         self._handle(client.conn, cmd)
 
-    def _drop_connection(self, client: ProducerClient | ConsumerClient) -> None:
+    def drop_connection(self, client: ProducerClient | ConsumerClient) -> None:
         conn = client.conn
         if conn is None:
             return
         if isinstance(client, ConsumerClient):
-            self._consumer_gone(client)
+            self.consumer_gone(client)
         else:
             client.state = "closed"
             client.in_flight.clear()
@@ -330,7 +201,7 @@ class CommandWorld:
         client.conn = self._connection(client.address)
         client.state = "creating"
         client.request_id += 1
-        self._send(client, T(type=T.PRODUCER, producer=pb.CommandProducer(
+        self.send(client, T(type=T.PRODUCER, producer=pb.CommandProducer(
             topic=client.topic, producer_id=client.producer_id, request_id=client.request_id,
             producer_name=client.name)))
 
@@ -352,10 +223,10 @@ class CommandWorld:
             client.pending[seq] = entry
             self.checker.sent((client.topic, client.name, seq))
             fresh.append((seq, entry))
-        self._send_entries(client, fresh)
+        self.send_entries(client, fresh)
         return True
 
-    def _send_entries(self, client: ProducerClient, entries: list[tuple[int, bytes]]) -> None:
+    def send_entries(self, client: ProducerClient, entries: list[tuple[int, bytes]]) -> None:
         if not entries or client.conn is None:
             return
         sends = []
@@ -364,7 +235,7 @@ class CommandWorld:
             sends.append((T(type=T.SEND, send=pb.CommandSend(producer_id=client.producer_id, sequence_id=seq,
                                                              num_messages=1)), entry))
         client.conn.send_run(sends)
-        self._read_all()
+        self.reads.read_all()
 
     def step_close_producer(self, client: ProducerClient) -> bool:
         if client.state != "ready":
@@ -372,7 +243,7 @@ class CommandWorld:
         client.request_id += 1
         client.state = "closed"
         client.in_flight.clear()
-        self._send(client, T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
+        self.send(client, T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
             producer_id=client.producer_id, request_id=client.request_id)))
         return True
 
@@ -386,7 +257,7 @@ class CommandWorld:
                                    subType=SUB_TYPES[client.sub_type], consumer_id=client.consumer_id,
                                    request_id=client.request_id, consumer_name=client.name,
                                    initialPosition=pb.CommandSubscribe.Earliest)
-        self._send(client, T(type=T.SUBSCRIBE, subscribe=body))
+        self.send(client, T(type=T.SUBSCRIBE, subscribe=body))
 
     def step_receive(self, client: ConsumerClient) -> bool:
         if client.state != "ready" or not client.queue:
@@ -394,7 +265,7 @@ class CommandWorld:
         count = self.rng.randint(1, len(client.queue))
         taken, client.queue = client.queue[:count], client.queue[count:]
         client.held.extend(taken)
-        self._send(client, T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=client.consumer_id,
+        self.send(client, T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=client.consumer_id,
                                                               messagePermits=len(taken))))
         return True
 
@@ -408,7 +279,7 @@ class CommandWorld:
         gone = {id(m) for m in picked}
         client.held = [m for m in client.held if id(m) not in gone]
         self.checker.acked(client.key, [m.pos for m in picked])
-        self._send(client, T(type=T.ACK, ack=pb.CommandAck(consumer_id=client.consumer_id,
+        self.send(client, T(type=T.ACK, ack=pb.CommandAck(consumer_id=client.consumer_id,
                                                            ack_type=pb.CommandAck.Individual,
                                                            message_id=self._ids(picked))))
         return True
@@ -419,7 +290,7 @@ class CommandWorld:
         upto = max(m.pos for m in client.held)
         client.held = [m for m in client.held if m.pos > upto]
         self.checker.acked_up_to(client.key, upto)
-        self._send(client, T(type=T.ACK, ack=pb.CommandAck(
+        self.send(client, T(type=T.ACK, ack=pb.CommandAck(
             consumer_id=client.consumer_id, ack_type=pb.CommandAck.Cumulative,
             message_id=[pb.MessageIdData(ledgerId=upto.ledger_id, entryId=upto.entry_id)])))
         return True
@@ -434,16 +305,16 @@ class CommandWorld:
             client.held = [m for m in client.held if id(m) not in gone]
             self.checker.nacked(client.key, [m.pos for m in picked])
             body.message_ids.extend(self._ids(picked))
-            self._send(client, T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES, redeliverUnacknowledgedMessages=body))
+            self.send(client, T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES, redeliverUnacknowledgedMessages=body))
             return True
         # everything back, as the official client does on these types: its queue too
         dropped = len(client.queue)
         client.queue.clear()
         client.held.clear()
         self.checker.nacked(client.key, None)
-        self._send(client, T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES, redeliverUnacknowledgedMessages=body))
+        self.send(client, T(type=T.REDELIVER_UNACKNOWLEDGED_MESSAGES, redeliverUnacknowledgedMessages=body))
         if dropped and client.state == "ready":
-            self._send(client, T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=client.consumer_id,
+            self.send(client, T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=client.consumer_id,
                                                                   messagePermits=dropped)))
         return True
 
@@ -461,7 +332,7 @@ class CommandWorld:
             body.message_publish_time = 0
             start = None
         self.checker.seeked(client.topic, client.subscription, start)
-        self._send(client, T(type=T.SEEK, seek=body))
+        self.send(client, T(type=T.SEEK, seek=body))
         return True
 
     def step_unsubscribe(self, client: ConsumerClient) -> bool:
@@ -469,7 +340,7 @@ class CommandWorld:
             return False
         client.request_id += 1
         client.unsubscribe_request = client.request_id
-        self._send(client, T(type=T.UNSUBSCRIBE, unsubscribe=pb.CommandUnsubscribe(
+        self.send(client, T(type=T.UNSUBSCRIBE, unsubscribe=pb.CommandUnsubscribe(
             consumer_id=client.consumer_id, request_id=client.request_id)))
         if client.conn is not None and client.consumer_id not in client.conn.consumers:
             # the broker took it: this consumer is gone, and the subscription with it (a crash
@@ -485,8 +356,8 @@ class CommandWorld:
         if client.state != "ready":
             return False
         client.request_id += 1
-        self._consumer_gone(client)
-        self._send(client, T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
+        self.consumer_gone(client)
+        self.send(client, T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(
             consumer_id=client.consumer_id, request_id=client.request_id)))
         return True
 
@@ -495,9 +366,9 @@ class CommandWorld:
         if client.state != "ready":
             return False
         client.request_id += 2
-        self._send(client, T(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(
+        self.send(client, T(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(
             consumer_id=client.consumer_id, request_id=client.request_id - 1)))
-        self._send(client, T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=pb.CommandGetLastMessageId(
+        self.send(client, T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=pb.CommandGetLastMessageId(
             consumer_id=client.consumer_id, request_id=client.request_id)))
         return True
 
@@ -527,37 +398,37 @@ class CommandWorld:
         if not self.broker.loads:
             return False
         self.broker.finish_load(self.rng.choice(sorted(self.broker.loads)))
-        self._read_all()
+        self.reads.read_all()
         return True
 
     def step_metadata(self) -> bool:
         done = self.broker.complete_metadata(self.rng.randint(1, 4))
-        self._read_all()
+        self.reads.read_all()
         return done > 0
 
     def step_write(self, fail: bool = False) -> bool:
         done = self.broker.write(self._topic_key("write"), fail)
         if done and fail:
             self.write_failures += 1
-        self._read_all()
+        self.reads.read_all()
         return done
 
     def step_sync(self, fail: bool = False) -> bool:
         done = self.broker.sync(self._topic_key("sync"), fail)
         if done and fail:
             self.sync_failures += 1
-        self._read_all()
+        self.reads.read_all()
         return done
 
     def step_report(self) -> bool:
         done = self.broker.deliver_reports(self._topic_key("report"), self.rng.randint(1, 2))
-        self._read_all()
+        self.reads.read_all()
         return done
 
     def step_tick(self, ms: int | None = None) -> bool:
         self.now += ms if ms is not None else self.rng.choice([1, 10, 100, 1000, 3000])
         self.broker.fire_timers()
-        self._read_all()
+        self.reads.read_all()
         return True
 
     def step_crash(self) -> bool:
@@ -603,8 +474,8 @@ class CommandWorld:
             return self.step_rejoin(self._pick(self.clients, lambda c: c.state == "closed"))
         if verb == "disconnect":
             client = self.rng.choice(self.clients)
-            self._drop_connection(client)
-            self._read_all()
+            self.drop_connection(client)
+            self.reads.read_all()
             return True
         consumer_steps = {"receive": self.step_receive, "ack": self.step_ack, "nack": self.step_nack,
                           "ack_cumulative": self.step_ack_cumulative, "seek": self.step_seek,
@@ -638,14 +509,14 @@ class CommandWorld:
             self.step_rejoin(client)
         while self.broker.loads:
             self.broker.finish_load(sorted(self.broker.loads)[0])
-            self._read_all()
+            self.reads.read_all()
         for name in self.topic_names:
             self.broker.write(name)
             self.broker.sync(name)
             self.broker.deliver_reports(name)
-            self._read_all()
+            self.reads.read_all()
         self.broker.complete_metadata(len(self.broker.metadata_queue))
-        self._read_all()
+        self.reads.read_all()
         for consumer in self.consumers:
             while self.step_receive(consumer):
                 pass
@@ -672,11 +543,6 @@ class CommandWorld:
         if stuck:
             raise CommandViolation(f"sends never receipted after faults stopped: {stuck}")
         self.checker.check_end()
-
-
-def _describe(cmd: pb.BaseCommand) -> str:
-    body = T.DESCRIPTOR.fields_by_number.get(cmd.type)
-    return T.Type.Name(cmd.type) + (f" {getattr(cmd, body.name)}" if body is not None else "")
 
 
 @dataclass

@@ -37,7 +37,8 @@ from magnetar.storage.memory_ledger import MemoryLedger
 from magnetar.testing.sim.actions import Action, parse_indexes, parse_ranges
 from magnetar.testing.sim.checkers import ContractChecker, Violation
 from magnetar.testing.sim.options import EXCLUSIVE, KEY_SHARED, SUB_TYPES, SimOptions
-from magnetar.testing.sim.readers import ReaderSink, SimReader, start_after
+from magnetar.testing.sim.reader_steps import ReaderSteps
+from magnetar.testing.sim.readers import SimReader, start_after
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import make_entry
 
@@ -164,6 +165,7 @@ class World:
         self.readers: dict[str, SimReader] = {}
         #: every reader opened, closed or not (for the figures)
         self.readers_seen: list[SimReader] = []
+        self.reader_steps = ReaderSteps(self)
         #: consumers the broker closed while the world expected it (a seek), else None
         self.closed_by_broker: list[SimClient] | None = None
         self.messages: dict[Position, int] = {}
@@ -201,7 +203,11 @@ class World:
     # -- steps ------------------------------------------------------------------
     def apply(self, action: Action) -> bool:
         """Run one step; False if it did not apply (a trimmed schedule may name what is gone)."""
-        handler = getattr(self, "_" + action.verb.replace("-", "_"))
+        verb = action.verb.replace("-", "_")
+        if verb.startswith("reader_"):
+            handler = getattr(self.reader_steps, verb.removeprefix("reader_"))
+        else:
+            handler = getattr(self, "_" + verb)
         applied = bool(handler(*action.args))
         self._fire_timers()
         return applied
@@ -517,55 +523,10 @@ class World:
             self._join(client.name, str(client.queue_size), ranges)
         return True
 
-    # -- readers ----------------------------------------------------------------
-    def _reader_open(self, name: str, start: str, queue: str) -> bool:
-        if name in self.readers:
-            return False
-        at = None if start == "earliest" else Position.parse(start)
-        after = start_after(at, self.topic.last_readable())
-        first = next((i for i, p in enumerate(self.order) if p > after), len(self.order))
-        reader = SimReader(name, int(queue), self.order, self.entries, first)
-        core = Consumer(self.next_consumer_id, reader.subscription, ReaderSink(reader, self._note),
-                        sub_type=EXCLUSIVE)
-        self.next_consumer_id += 1
-        reader.core = core
-        self.readers[name] = reader
-        self.readers_seen.append(reader)
-        reader.sub = self.topic.subscribe(reader.subscription, core, self.now_ms, durable=False,
-                                          initial_earliest=at is None, start=at)
-        self._reader_flow(reader, reader.queue_size)
-        return True
-
-    def _note(self, text: str) -> None:
+    def note(self, text: str) -> None:
         self.trace.update(text.encode())
         if self.events is not None:
             self.events.append("    " + text)
-
-    def _reader_flow(self, reader: SimReader, permits: int) -> None:
-        assert reader.core is not None and reader.sub is not None
-        reader.permits += permits
-        reader.sub.dispatcher.on_flow(reader.core, permits, self.now_ms)
-
-    def _reader_receive(self, name: str, count: str) -> bool:
-        reader = self.readers.get(name)
-        if reader is None or not reader.inbox:
-            return False
-        for _ in range(min(int(count), len(reader.inbox))):
-            reader.consumed += self.messages[reader.inbox.popleft()]
-        if reader.consumed >= max(1, reader.queue_size // 2):
-            permits, reader.consumed = reader.consumed, 0
-            self._reader_flow(reader, permits)
-        return True
-
-    def _reader_close(self, name: str) -> bool:
-        reader = self.readers.pop(name, None)
-        if reader is None:
-            return False
-        assert reader.core is not None and reader.sub is not None
-        self.topic.remove_consumer(reader.sub, reader.core, self.now_ms)
-        if reader.subscription in self.topic.subscriptions:
-            raise Violation(f"reader {name}'s non-durable subscription outlived it")
-        return True
 
     def _tick(self, ms: str) -> bool:
         self.now_ms += int(ms)
