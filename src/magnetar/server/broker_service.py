@@ -30,14 +30,16 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, limits, throttles
+from magnetar.core.policies import AppliedPolicies, lifecycle_checks, limits, throttles
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.policies.publish_throttle import PublishBuffer
 from magnetar.core.policies.throttles import PublishThrottles
+from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.topics import topic_activity
@@ -51,7 +53,6 @@ from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
-from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
@@ -204,7 +205,7 @@ class BrokerService:
     def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
         for topic in self.core.idle_topics(now, topics):
             # one the inactive-topic check will delete stays loaded for it: one notion of active
-            if not topic_lifecycle.awaits_deletion(self, topic):
+            if not lifecycle_checks.awaits_deletion(self.policies, self.config, topic):
                 self.release.unload_in_background(topic, "idle ")
 
     def loaded_objects(self) -> int:
@@ -461,6 +462,10 @@ class BrokerService:
             from magnetar.core.positions import BEFORE_START
             topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
             self.cursors.persist_topic_cursors(topic)
+
+    def terminate(self, name: TopicName) -> Position:
+        """Terminate a persistent topic; its last message id, stored before it is answered."""
+        return topic_lifecycle.terminate(self, name)
 
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)
