@@ -27,13 +27,13 @@ SERVER_MAY_USE = {
     "broker.listeners", "policies.throttles", "policies.disk_usage", "policies.publish_throttle",
     "topics.publish", "topics.admission", "topics.topic_activity",
     # the rules whose reads and writes the shell carries out: deduplication's refresh, recovery
-    # and due snapshots, the topic checks and stored properties
+    # and due snapshots, the topic checks and stored properties, the compaction cursor
     "dedup.topic_dedup", "dedup.due_snapshots", "dedup.property_dedup", "policies.lifecycle_checks",
-    "topics.topic_properties",
+    "topics.topic_properties", "compaction.compaction_cursor",
     # still applied from the shell, to move behind the entry points: the delayed index and its
-    # snapshots, compaction, the periodic checks
+    # snapshots, compaction's run, the periodic checks
     "delayed.bucket", "delayed.shared_index_record", "delayed.bucket_snapshot_storage", "delayed.delayed_delivery",
-    "compaction.compacted_topic", "compaction.compactor", "policies", "policies.limits",
+    "compaction.compactor", "policies", "policies.limits",
 }
 
 #: the only modules of server/ that admin/ and cli/ may import: the HTTP ports' connections
