@@ -85,9 +85,3 @@ def snapshots(topics: Iterable[Topic]) -> Iterator[tuple[str, dict[str, str]]]:
         yield SNAPSHOT_PREFIX + str(topic.name), {
             "position": str(topic.last_durable), "snapshot": base64.b64encode(window.snapshot()).decode()}
 
-
-def stats(window: PropertyDedupWindow | None) -> dict[str, Any] | None:
-    if window is None:
-        return None
-    s = window.stats()
-    return {name: getattr(s, name) for name in s.__dataclass_fields__}

@@ -18,7 +18,6 @@ from typing import Protocol
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.message_deduplication import MessageDeduplication
 from magnetar.core.dedup.topic_dedup import recovered
 from magnetar.core.delayed.delayed_delivery import delayed_delivery
 from magnetar.core.errors import BrokerError
@@ -40,12 +39,6 @@ NAMESPACE = "persistent://public/default/"
 
 class ConnectionSink(ProducerSink, ConsumerSink, Protocol):
     """A client connection as the broker writes to it: the sink of its producers and consumers."""
-
-
-def recovered_dedup(topic: Topic, config: DeduplicationConfig, snapshot: CursorRecord | None,
-                    now_ms: int) -> MessageDeduplication:
-    """Deduplication as a topic load recovers it (core's rule, the shell's stored snapshot)."""
-    return recovered(topic, config, snapshot, now_ms)
 
 
 class BrokerGateway:
@@ -88,7 +81,7 @@ class BrokerGateway:
         topic.delayed = delayed_delivery(self.config, None)
         if name in self.dedup_topics:
             snapshot = self.storage.dedup_snapshots.get(name)
-            topic.dedup = recovered_dedup(topic, self.dedup_config, snapshot, self.now_ms)
+            topic.dedup = recovered(topic, self.dedup_config, snapshot, self.now_ms)
             topic.dedup_snapshot_position = snapshot.mark_delete if snapshot is not None else None
         self.loaded(topic)
         return topic
