@@ -27,9 +27,10 @@ SERVER_MAY_USE = {
     "broker.listeners", "policies.throttles", "policies.disk_usage", "policies.publish_throttle",
     "topics.publish", "topics.admission", "topics.topic_activity",
     # the rules whose reads and writes the shell carries out: deduplication's refresh, recovery
-    # and due snapshots, the topic checks and stored properties, the compaction cursor
+    # and due snapshots, the topic checks and stored properties, the compaction cursor, the
+    # subscriptions restored from stored cursors
     "dedup.topic_dedup", "dedup.due_snapshots", "dedup.property_dedup", "policies.lifecycle_checks",
-    "topics.topic_properties", "compaction.compaction_cursor",
+    "topics.topic_properties", "compaction.compaction_cursor", "subscriptions.stored_cursors",
     # still applied from the shell, to move behind the entry points: the delayed index and its
     # snapshots, compaction's run, the periodic checks
     "delayed.bucket", "delayed.shared_index_record", "delayed.bucket_snapshot_storage", "delayed.delayed_delivery",

@@ -30,8 +30,7 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
-from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR
-from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, lifecycle_checks, limits, throttles
@@ -42,6 +41,7 @@ from magnetar.core.policies.throttles import PublishThrottles
 from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
+from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
@@ -295,17 +295,7 @@ class BrokerService:
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
         topic_lifecycle.restore(self, topic)
-        for cursor_name, record in self.metadata.list_cursors(str(name)).items():
-            if cursor_name == DEDUP_CURSOR:
-                topic.dedup_snapshot_position = record.mark_delete
-                continue
-            if cursor_name == SHARED_INDEX_CURSOR:
-                continue
-            sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
-                                            mark_delete=record.mark_delete, properties=record.properties)
-            sub.cursor.restore_ranges(record.individually_deleted)
-            sub.cursor.version = 0
-            sub.persisted_version = 0
+        restore_subscriptions(topic, self.metadata.list_cursors(str(name)))
         self.compaction.restore(topic)
         self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():

@@ -48,6 +48,7 @@ from magnetar.core.schemas.schema_data import SchemaData
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.core.security.access_rules import AccessRules
+from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
@@ -228,15 +229,7 @@ class SimBroker:
         topic = Topic(name, ledger, self.config, dispatcher_factory=self.core.dispatcher_factory)
         topic.delayed = DelayedDelivery(self.config)
         now = self.clock_ms()
-        for cursor_name, record in self.metadata.list_cursors(key).items():
-            if cursor_name == DEDUP_CURSOR:
-                topic.dedup_snapshot_position = record.mark_delete
-                continue
-            sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
-                                            mark_delete=record.mark_delete, properties=record.properties)
-            sub.cursor.restore_ranges(record.individually_deleted)
-            sub.cursor.version = 0
-            sub.persisted_version = 0
+        restore_subscriptions(topic, self.metadata.list_cursors(key))
         if self.policies.resolve(policy_rules.deduplication_enabled, name):
             topic.dedup = self._recovered_dedup(topic, now)
         topic.apply_policies(self.policies.resolve(AppliedPolicies.resolve, name), now)
