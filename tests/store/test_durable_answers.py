@@ -43,7 +43,7 @@ def serve(writer: MetadataWriter, barriers: list[concurrent.futures.Future[None]
         barriers.append(real_barrier())
         return barriers[-1]
     writer.barrier = counted  # type: ignore[method-assign]
-    wrapped = DurableAnswers(app, changes=lambda: changes[0], writer=writer)
+    wrapped = DurableAnswers(app, changes=lambda: changes[0], durable=writer.barrier)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=wrapped), base_url="http://admin")
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.server.broker_service import BrokerService
-from magnetar.server.deduplication import DEDUP_CURSOR
 
 NAMESPACE = "public/default"
 

@@ -12,7 +12,7 @@ from magnetar.admin.stats import aggregate_topic_stats, deleted_ranges_text
 from magnetar.cli.output import parse_duration_ms, parse_size_bytes
 from magnetar.cli.perf import LatencyHistogram
 from magnetar.core.positions import Position
-from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyBuckets, LatencyQuantiles
+from magnetar.core.stats import LATENCY_BUCKET_NAMES, LatencyBuckets, LatencyQuantiles
 
 
 def test_deleted_ranges_print_as_pulsar_range_sets() -> None:

@@ -15,11 +15,11 @@ from hypothesis import strategies as st
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup import MessageDeduplication
+from magnetar.core.dedup.topic_dedup import replay
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
 from magnetar.core.topics.publish import is_last_chunk, last_sequence_id, stored_metadata
 from magnetar.core.topics.topic import Topic
-from magnetar.server.deduplication import replay
 from magnetar.storage import MemoryLedger
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.wire import pulsar_api_pb2 as pb

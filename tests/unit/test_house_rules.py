@@ -1,8 +1,10 @@
 """Rules of the broker's house that a reader would otherwise only find out by reading:
-what the shell (server/) may call of core, and how big a class may grow.
+what the shell (server/) may call of core, what the admin REST API and the command line
+may use of the shell, and how big a class may grow.
 
-Both lists below may only shrink: a change that needs a new entry is a change that puts
-a rule in the shell or new code into a class that is already the default place for it.
+The lists below may only shrink: a change that needs a new entry is a change that puts
+a rule in the shell, a door past core's facade, or new code into a class that is already
+the default place for it.
 """
 
 from __future__ import annotations
@@ -16,21 +18,30 @@ import test_layering as layering
 SERVER_MAY_USE = {
     # the broker's entry points: commands, the timer, the loaded topics and their checks
     "broker.commands", "broker.broker_core", "broker.broker_timers", "broker.deadlines",
-    # what everything shares: settings, names, positions, errors and the objects commands attach
-    "broker.broker_config", "names", "positions", "errors", "entry", "topics.topic", "topics.producer",
+    # what everything shares: settings, names, positions, errors, stats and the objects commands attach
+    "broker.broker_config", "names", "positions", "errors", "stats", "topics.topic", "topics.producer",
     "subscriptions.subscription", "subscriptions.consumer", "subscriptions.cursor_record",
     "schemas.schema_data", "schemas.versions",
     # the rule objects the shell composes and hands to commands and the admin REST
     "policies.policy_cache", "security.access_rules", "topics.topic_records", "schemas.topic_schemas",
     "broker.listeners", "policies.throttles", "policies.disk_usage", "policies.publish_throttle",
     "topics.publish", "topics.admission", "topics.topic_activity",
-    # still applied from the shell, to move behind the entry points: deduplication's refresh
-    # and snapshots, the delayed index and its snapshots, compaction, the periodic checks
-    "dedup.dedup_snapshot", "dedup.deduplication_config", "dedup.message_deduplication", "dedup.due_snapshots",
-    "dedup.property_dedup_window", "delayed.bucket", "delayed.shared_index_record",
-    "delayed.bucket_snapshot_storage", "delayed.delayed_delivery", "compaction.compacted_topic",
-    "compaction.compactor", "policies", "policies.backlog_quota", "policies.inactive_topics", "policies.limits",
+    # the rules whose reads and writes the shell carries out: deduplication's refresh, recovery
+    # and due snapshots, the topic checks and stored properties, the compaction cursor, the
+    # subscriptions restored from stored cursors
+    "dedup.topic_dedup", "dedup.due_snapshots", "dedup.property_dedup", "policies.lifecycle_checks",
+    "topics.topic_properties", "compaction.compaction_cursor", "subscriptions.stored_cursors",
+    # still applied from the shell, to move behind the entry points: the delayed index and its
+    # snapshots, compaction's run, the periodic checks
+    "delayed.bucket", "delayed.shared_index_record", "delayed.bucket_snapshot_storage", "delayed.delayed_delivery",
+    "compaction.compactor", "policies", "policies.limits",
 }
+
+#: the only modules of server/ that admin/ and cli/ may import: the HTTP ports' connections
+#: (transport, which is the shell's), and the standalone broker the CLI starts. Everything
+#: else of the broker they reach through core's facade (magnetar.core.broker.broker_facade).
+DOORS_MAY_USE = {"magnetar.server.http_connections", "magnetar.server.standalone"}
+DOORS = {"admin", "cli"}
 
 #: classes over the limit, with their size when the limit came: they may shrink, not grow
 MAX_METHODS = 40
@@ -42,6 +53,22 @@ OVER_THE_LIMIT = {
 def core_modules_used_by_server(graph: dict[str, frozenset[str]]) -> set[str]:
     return {dependency.removeprefix("magnetar.core.") for name, deps in graph.items()
             if layering.layer_of(name) == "server" for dependency in deps if layering.layer_of(dependency) == "core"}
+
+
+def server_modules_used_by_doors(graph: dict[str, frozenset[str]]) -> set[str]:
+    """What admin/ and cli/ import of server/ (standalone included, a layer of its own),
+    and what admin/ reaches through those imports."""
+    def of_server(name: str) -> bool:
+        return name.startswith("magnetar.server.")
+    direct = {dependency for name, deps in graph.items() if layering.layer_of(name) in DOORS
+              for dependency in deps if of_server(dependency)}
+    seen: set[str] = set()
+    todo = [name for name in graph if layering.layer_of(name) == "admin"]
+    while todo:
+        for reached in graph[todo.pop()] - seen:
+            seen.add(reached)
+            todo.append(reached)
+    return direct | {name for name in seen if of_server(name)}
 
 
 def class_sizes() -> Iterator[tuple[str, int]]:
@@ -56,6 +83,10 @@ def test_server_uses_only_the_listed_core_modules() -> None:
     assert core_modules_used_by_server(layering.graph()) - SERVER_MAY_USE == set()
 
 
+def test_admin_and_cli_use_only_the_listed_server_modules() -> None:
+    assert server_modules_used_by_doors(layering.graph()) - DOORS_MAY_USE == set()
+
+
 def oversized(limit: int, known: dict[str, int]) -> dict[str, int]:
     return {name: size for name, size in class_sizes() if size > limit and size > known.get(name, limit)}
 
@@ -67,6 +98,7 @@ def test_no_class_grows_past_the_limit() -> None:
 def test_the_lists_hold_nothing_that_is_gone() -> None:
     """An entry that no longer applies is removed, so the lists say where things stand."""
     assert SERVER_MAY_USE - core_modules_used_by_server(layering.graph()) == set()
+    assert DOORS_MAY_USE - server_modules_used_by_doors(layering.graph()) == set()
     sizes = dict(class_sizes())
     assert {name for name, size in OVER_THE_LIMIT.items() if sizes.get(name, 0) <= MAX_METHODS} == set()
 
@@ -75,5 +107,10 @@ def test_the_checks_can_fail() -> None:
     edges = dict(layering.graph())
     edges["magnetar.server.connection"] = edges["magnetar.server.connection"] | {"magnetar.core.key_shared.sticky_key"}
     assert "key_shared.sticky_key" in core_modules_used_by_server(edges) - SERVER_MAY_USE
+    edges["magnetar.cli.admin"] = edges["magnetar.cli.admin"] | {"magnetar.server.clock"}
+    edges["magnetar.server.http_connections"] = edges["magnetar.server.http_connections"] | {
+        "magnetar.server.broker_service"}
+    assert "magnetar.server.clock" in server_modules_used_by_doors(edges) - DOORS_MAY_USE
+    assert "magnetar.server.broker_service" in server_modules_used_by_doors(edges) - DOORS_MAY_USE
     grown = {name: size - 1 for name, size in OVER_THE_LIMIT.items()}
     assert set(oversized(MAX_METHODS, grown)) == set(OVER_THE_LIMIT)

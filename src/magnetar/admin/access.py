@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from fastapi import Request
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.errors import ASGIApp, Receive, RestError, Scope, Send
 from magnetar.core.errors import InvalidTopicName
 from magnetar.core.names import TopicName
@@ -29,7 +30,6 @@ from magnetar.core.security.authorization import Operation
 from magnetar.security.authentication import AuthenticationService
 from magnetar.security.identity import AuthenticationFailed, Identity
 from magnetar.security.peer_certificates import peer_common_name
-from magnetar.server.broker_service import BrokerService
 from magnetar.server.http_connections import HttpConnections
 
 Kind = Literal["public", "authenticated", "super_user", "tenant", "namespace", "topic"]
@@ -225,7 +225,7 @@ async def _unauthorized(send: Send, reason: str) -> None:
 
 async def guard(request: Request) -> None:
     """The route's rule, applied to the identity :class:`Authenticate` found."""
-    broker: BrokerService = request.app.state.broker
+    broker: AdminBroker = request.app.state.broker
     if broker.authentication is None:
         return
     route = request.scope.get("route")
@@ -251,7 +251,7 @@ def _domain(path: str) -> str:
     return "non-persistent" if path.startswith("/admin/v2/non-persistent/") else "persistent"
 
 
-def _authorize(broker: BrokerService, rule: Rule, role: str, params: dict[str, Any]) -> None:
+def _authorize(broker: AdminBroker, rule: Rule, role: str, params: dict[str, Any]) -> None:
     tenant = str(params.get("tenant", ""))
     namespace = f"{tenant}/{params['namespace']}" if "namespace" in params else tenant
     context = broker.access.access_context(namespace)
@@ -274,7 +274,7 @@ def _allowed(rule: Rule, role: str, context: authorization.AccessContext, params
     return authorization.allowed(role, rule.operation, context, _topic(params))
 
 
-def _not_found_first(broker: BrokerService, rule: Rule, namespace: str) -> None:
+def _not_found_first(broker: AdminBroker, rule: Rule, namespace: str) -> None:
     """As Pulsar, a 404 before the 403 when what the route acts on does not exist: the
     tenant for tenant-admin routes (a namespace may be about to be created), the tenant or
     namespace for namespace and topic routes."""

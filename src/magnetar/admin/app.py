@@ -45,13 +45,13 @@ from magnetar.admin.scrape_socket import CHUNKED, ScrapeSocket
 from magnetar.server.http_connections import HttpConnections
 
 if TYPE_CHECKING:
-    from magnetar.server.broker_service import BrokerService
+    from magnetar.admin.admin_broker import AdminBroker
 
 ERROR_DATA = {"type": "object", "properties": {"reason": {"type": "string"}}, "required": ["reason"],
               "title": "ErrorData"}
 
 
-def create_app(broker: BrokerService, connections: HttpConnections | None = None) -> FastAPI:
+def create_app(broker: AdminBroker, connections: HttpConnections | None = None) -> FastAPI:
     """``connections``: the HTTP ports' open connections, for ``AuthenticationProviderTls``
     (their client certificates) and ``/metrics`` (their sockets)."""
     app = FastAPI(title="Magnetar admin API", version=__version__,
@@ -59,7 +59,7 @@ def create_app(broker: BrokerService, connections: HttpConnections | None = None
                   dependencies=[Depends(access.guard)])
     app.state.broker = broker
     errors.install(app)
-    app.add_middleware(DurableAnswers, changes=lambda: broker.metadata.changes, writer=broker.writer)
+    app.add_middleware(DurableAnswers, changes=lambda: broker.metadata_changes, durable=broker.metadata_durable)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication, connections=connections)

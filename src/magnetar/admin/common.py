@@ -6,20 +6,20 @@ from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.errors import RestError, not_found, precondition_failed
 from magnetar.core.errors import InvalidTopicName, TopicNotFound
 from magnetar.core.names import TopicName, check_named_entity
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
-from magnetar.server.broker_service import BrokerService
 
 
-async def broker_of(request: Request) -> BrokerService:
-    broker: BrokerService = request.app.state.broker
+async def broker_of(request: Request) -> AdminBroker:
+    broker: AdminBroker = request.app.state.broker
     return broker
 
 
-Broker = Annotated[BrokerService, Depends(broker_of)]
+Broker = Annotated[AdminBroker, Depends(broker_of)]
 
 #: OpenAPI description of responses that are a message payload or plain text.
 OCTET_STREAM: dict[int | str, dict[str, Any]] = {
@@ -47,14 +47,14 @@ def topic_name(domain: str, tenant: str, namespace: str, topic: str) -> TopicNam
         raise precondition_failed(f"Topic name is not valid: {exc.message}") from None
 
 
-def require_tenant(broker: BrokerService, tenant: str) -> dict[str, Any]:
+def require_tenant(broker: AdminBroker, tenant: str) -> dict[str, Any]:
     info = broker.metadata.get_tenant(check_name("tenant", tenant))
     if info is None:
         raise not_found("Tenant does not exist")
     return info
 
 
-def require_namespace(broker: BrokerService, namespace: str) -> dict[str, Any]:
+def require_namespace(broker: AdminBroker, namespace: str) -> dict[str, Any]:
     policies = broker.metadata.get_namespace_policies(namespace)
     if policies is None:
         tenant = namespace.split("/", 1)[0]
@@ -64,14 +64,14 @@ def require_namespace(broker: BrokerService, namespace: str) -> dict[str, Any]:
     return policies
 
 
-def partition_count(broker: BrokerService, name: TopicName) -> int:
+def partition_count(broker: AdminBroker, name: TopicName) -> int:
     """Partitions of a partitioned topic, 0 for anything else."""
     if name.partition_index >= 0:
         return 0
     return broker.metadata.get_partitioned_topic(str(name)) or 0
 
 
-def load_topic(broker: BrokerService, name: TopicName) -> Topic:
+def load_topic(broker: AdminBroker, name: TopicName) -> Topic:
     """The live topic, loading it from storage; 404 when it does not exist."""
     require_namespace(broker, name.namespace_name)
     if partition_count(broker, name) > 0:
@@ -83,7 +83,7 @@ def load_topic(broker: BrokerService, name: TopicName) -> Topic:
         raise not_found("Topic not found") from None
 
 
-def topics_of(broker: BrokerService, name: TopicName) -> list[Topic]:
+def topics_of(broker: AdminBroker, name: TopicName) -> list[Topic]:
     """Every partition of a partitioned topic, or the topic itself."""
     count = partition_count(broker, name)
     if count == 0:

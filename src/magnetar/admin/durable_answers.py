@@ -10,11 +10,10 @@ every commit before it. Requests that wrote nothing are answered at once.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from magnetar.server.metadata_writer import MetadataWriter
 
 _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -22,10 +21,13 @@ _READS = frozenset({"GET", "HEAD", "OPTIONS"})
 class DurableAnswers:
     """ASGI middleware; ``changes()`` counts the loop connection's writes."""
 
-    def __init__(self, app: ASGIApp, changes: Callable[[], int], writer: MetadataWriter) -> None:
+    def __init__(self, app: ASGIApp, changes: Callable[[], int],
+                 durable: Callable[[], concurrent.futures.Future[None]]) -> None:
+        """``durable()``: done once every write made so far is durable (the metadata
+        writer's barrier)."""
         self.app = app
         self.changes = changes
-        self.writer = writer
+        self.durable = durable
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in _READS:
@@ -35,7 +37,7 @@ class DurableAnswers:
 
         async def send_when_durable(message: Message) -> None:
             if message["type"] == "http.response.start" and self.changes() != before:
-                await asyncio.wrap_future(self.writer.barrier())
+                await asyncio.wrap_future(self.durable())
             await send(message)
 
         await self.app(scope, receive, send_when_durable)

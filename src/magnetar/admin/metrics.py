@@ -40,19 +40,18 @@ from magnetar.admin.stats import (
     extra_consumer_stats,
     extra_subscription_stats,
 )
+from magnetar.core.policies import lifecycle_checks
 from magnetar.core.policies.backlog_quota import BacklogQuotas
+from magnetar.core.stats import LatencyValues
 from magnetar.core.topics.backlog import oldest_backlog, topic_backlog_bytes
-from magnetar.server import topic_lifecycle
-from magnetar.server.broker_stats import LatencyValues
-from magnetar.server.clock import now_ms
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from magnetar.admin.admin_broker import AdminBroker
     from magnetar.core.subscriptions.consumer import Consumer
     from magnetar.core.subscriptions.subscription import Subscription
     from magnetar.core.topics.topic import Topic
-    from magnetar.server.broker_service import BrokerService
 
 #: Key_Shared draining-hash stats fields and the metric suffix each one feeds
 DRAINING_FIELDS = {
@@ -189,7 +188,7 @@ class ScrapeState:
     delayed-delivery index rows (few: only topics with such an index), and the backlog
     quotas resolved so far. The rows themselves go out a part at a time."""
 
-    def __init__(self, broker: BrokerService) -> None:
+    def __init__(self, broker: AdminBroker) -> None:
         config = broker.config
         self.broker = broker
         self.header = ScrapeRows(config.clusterName, config.exposeTopicLevelMetricsInPrometheus,
@@ -203,15 +202,15 @@ class ScrapeState:
             "pulsar_storage_ledger_write_latency": recorder.ledger_write_latency_of}
 
     def quotas_of(self, topic: Topic) -> BacklogQuotas:
-        """As ``topic_lifecycle.backlog_quotas_of``, resolved once per namespace for
+        """As ``lifecycle_checks.backlog_quotas_of``, resolved once per namespace for
         topics without quotas of their own."""
         broker = self.broker
         if broker.policies.topic_policies(topic.name).backLogQuotaMap:
-            return topic_lifecycle.backlog_quotas_of(broker, topic)
+            return lifecycle_checks.backlog_quotas_of(broker.policies, topic.name)
         namespace = topic.name.namespace_name
         found = self.quotas.get(namespace)
         if found is None:
-            found = self.quotas[namespace] = topic_lifecycle.backlog_quotas_of(broker, topic)
+            found = self.quotas[namespace] = lifecycle_checks.backlog_quotas_of(broker.policies, topic.name)
         return found
 
 
@@ -231,7 +230,7 @@ async def snapshot_parts(scrape: ScrapeState) -> AsyncIterator[ScrapeRows]:
     for topic in list(broker.topics.values()):
         if broker.topics.get(str(topic.name)) is not topic:
             continue  # unloaded or deleted since the scrape began
-        _add_topic(part, scrape, topic, now_ms())
+        _add_topic(part, scrape, topic, broker.now_ms())
         in_part += 1
         if pacer.due():
             await pacer.rest()
@@ -284,7 +283,7 @@ def _consumer_values(sub: Subscription, reading: _ConsumerReading) -> tuple[floa
     ))
 
 
-def _publish_latency(broker: BrokerService) -> Metric:
+def _publish_latency(broker: AdminBroker) -> Metric:
     latency = broker.recorder.publish_latency
     name = "pulsar_broker_publish_latency"
     metric = Metric(name, "Publish latency from append to durable (seconds)", "summary")
@@ -296,7 +295,7 @@ def _publish_latency(broker: BrokerService) -> Metric:
     return metric
 
 
-def _disk(broker: BrokerService) -> list[Metric]:
+def _disk(broker: AdminBroker) -> list[Metric]:
     """Magnetar's own series (no Pulsar name exists): the data disk's usage and whether
     appends are refused for it (``diskUsageThreshold``)."""
     cluster = [broker.config.clusterName]
@@ -309,7 +308,7 @@ def _disk(broker: BrokerService) -> list[Metric]:
     return [usage, refused]
 
 
-def _entry_cache(broker: BrokerService) -> Metric:
+def _entry_cache(broker: AdminBroker) -> Metric:
     """Pulsar's ``pulsar_ml_cache_used_size``: bytes held by the tail caches of all topics
     (bounded by ``managedLedgerCacheSizeMB``)."""
     used = GaugeMetricFamily("pulsar_ml_cache_used_size", "Bytes of entries held by the managed ledger cache",
@@ -337,7 +336,7 @@ def _process_text() -> bytes:
     return generate_latest(registry)
 
 
-async def metrics_text(broker: BrokerService, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
+async def metrics_text(broker: AdminBroker, direct: ScrapeSocket | None = None) -> AsyncIterator[bytes]:
     """The scrape, streamed: values read on the event loop a slice of topics at a time and
     handed to a child process (:mod:`magnetar.admin.metrics_worker`) that makes the text,
     which the loop passes on, or which the child writes to the scraper's socket itself

@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
-from magnetar.server.broker_stats import LATENCY_BUCKET_NAMES, LatencyValues
+from magnetar.core.stats import LATENCY_BUCKET_NAMES, LatencyValues
 
 TOPIC_GAUGES = {
     "pulsar_subscriptions_count": "Number of subscriptions",

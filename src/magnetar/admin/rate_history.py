@@ -25,10 +25,9 @@ from typing import Any
 from fastapi import APIRouter
 
 from magnetar import __version__
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker
 from magnetar.core.topics.topic import Topic
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 RESOLUTION_S = 5
 SAMPLES = 15 * 60 // RESOLUTION_S
@@ -102,7 +101,7 @@ class RateHistory:
     """The samples; ``start`` takes one every ``resolution_s`` on the running event loop,
     reading ``SLICE`` topics per turn of the loop so that many topics never hold it long."""
 
-    def __init__(self, broker: BrokerService, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
+    def __init__(self, broker: AdminBroker, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
         self.broker = broker
         self.resolution_s = resolution_s
         self.samples: deque[Sample] = deque(maxlen=size)
@@ -137,9 +136,9 @@ class RateHistory:
                 return
             self._walking = False
             if first:
-                self._last = (now_ms(), partial)
+                self._last = (self.broker.now_ms(), partial)
             else:
-                self.record(now_ms(), partial)
+                self.record(self.broker.now_ms(), partial)
         step(0, Totals())
 
     def record(self, now: int, current: Totals) -> Sample:
@@ -154,7 +153,7 @@ class RateHistory:
         if self.samples:
             return self.samples[-1]
         current = totals(self.broker.topics.values())
-        return sample_between(current, current, 0, now_ms())
+        return sample_between(current, current, 0, self.broker.now_ms())
 
 
 def make_router(history: RateHistory) -> APIRouter:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
@@ -32,8 +33,6 @@ from magnetar.core.security.authorization import Operation
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
 from magnetar.security.identity import Identity
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 #: rows whose stats are read per turn of the event loop when sorting by a figure
 FILL_SLICE = 500
@@ -84,11 +83,11 @@ class TopicRow:
         return row
 
 
-def _namespaces(broker: BrokerService) -> list[str]:
+def _namespaces(broker: AdminBroker) -> list[str]:
     return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
 
 
-def _visible(broker: BrokerService, identity: Identity | None, namespace: str) -> Callable[[str], bool]:
+def _visible(broker: AdminBroker, identity: Identity | None, namespace: str) -> Callable[[str], bool]:
     """A test of topic names (partitioned parents) of ``namespace`` the caller may look up."""
     if broker.authentication is None or not broker.config.authorizationEnabled:
         return lambda name: True
@@ -127,7 +126,7 @@ class TopicDirectory:
         self._rows: list[Listed] = []
         self._names: frozenset[str] = frozenset()
 
-    async def rows(self, broker: BrokerService) -> list[Listed]:
+    async def rows(self, broker: AdminBroker) -> list[Listed]:
         key = broker.metadata.changes
         if key != self._key:
             self._rows, self._names = await self._build(broker)
@@ -145,7 +144,7 @@ class TopicDirectory:
         return rows
 
     @staticmethod
-    async def _build(broker: BrokerService) -> tuple[list[Listed], frozenset[str]]:
+    async def _build(broker: AdminBroker) -> tuple[list[Listed], frozenset[str]]:
         rows: list[Listed] = []
         names: set[str] = set()
         for namespace in _namespaces(broker):
@@ -166,7 +165,7 @@ class TopicDirectory:
         return rows, frozenset(names)
 
 
-def topic_rows(broker: BrokerService, identity: Identity | None, search: str,
+def topic_rows(broker: AdminBroker, identity: Identity | None, search: str,
                listed: list[Listed]) -> list[Listed]:
     """The rows matching ``search`` that the caller may look up."""
     needle = search.lower()
@@ -183,7 +182,7 @@ def topic_rows(broker: BrokerService, identity: Identity | None, search: str,
     return rows
 
 
-def fill(broker: BrokerService, row: TopicRow, now: int) -> TopicRow:
+def fill(broker: AdminBroker, row: TopicRow, now: int) -> TopicRow:
     for member in row.members:
         live = broker.topics.get(member)
         if live is not None:
@@ -251,7 +250,7 @@ def make_router() -> APIRouter:
                           offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         identity: Identity | None = request.scope.get("state", {}).get("identity")
-        now = now_ms()
+        now = broker.now_ms()
         listed = topic_rows(broker, identity, search, await directory.rows(broker))
         if sort == "name":
             if order == "desc":

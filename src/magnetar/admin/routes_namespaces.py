@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body
 from pydantic import StrictBool
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
 from magnetar.admin.errors import conflict, precondition_failed
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
@@ -34,8 +35,6 @@ from magnetar.core.policies import (
     SchemaCompatibilityStrategy,
     SubscriptionType,
 )
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
@@ -108,19 +107,19 @@ async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, name
     await _clear_backlog(broker, namespace_name(tenant, namespace), subscription)
 
 
-async def _clear_backlog(broker: BrokerService, namespace: str, subscription: str | None) -> None:
+async def _clear_backlog(broker: AdminBroker, namespace: str, subscription: str | None) -> None:
     require_namespace(broker, namespace)
     for key in broker.records.list_topics(namespace, 0):
         topic = broker.get_topic(TopicName.parse(key), create=False)
         subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
         for sub in subs:
-            sub.skip_all(now_ms())
+            sub.skip_all(broker.now_ms())
         if subs:
             await broker.cursors.store_cursors(topic)
 
 
 # -- policies -------------------------------------------------------------------------------------
-def _update_policy(broker: BrokerService, tenant: str, namespace: str, field: str, value: Any) -> None:
+def _update_policy(broker: AdminBroker, tenant: str, namespace: str, field: str, value: Any) -> None:
     name = namespace_name(tenant, namespace)
     policies = dict(require_namespace(broker, name))
     if value is None:
@@ -246,7 +245,7 @@ async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
 def _add_cluster_rate_endpoints(path: str, field: str, body: type[PublishRate] | type[DispatchRate],
                                 summary: str) -> None:
     """A rate kept by cluster, as Pulsar stores it: ``field: {cluster: rate}``."""
-    def rates_of(broker: BrokerService, tenant: str, namespace: str) -> dict[str, Any]:
+    def rates_of(broker: AdminBroker, tenant: str, namespace: str) -> dict[str, Any]:
         return dict(require_namespace(broker, namespace_name(tenant, namespace)).get(field) or {})
 
     async def get_rate(broker: Broker, tenant: str, namespace: str) -> Any:

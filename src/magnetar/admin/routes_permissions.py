@@ -13,22 +13,22 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Body
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, namespace_name, require_namespace, topic_name
 from magnetar.admin.errors import bad_request
 from magnetar.core.security import authorization
 from magnetar.core.security.authorization import AuthAction, AuthPolicies
-from magnetar.server.broker_service import BrokerService
 
 Actions = Annotated[list[AuthAction], Body()]
 namespace_router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
 
-def auth_policies(broker: BrokerService, namespace: str) -> AuthPolicies:
+def auth_policies(broker: AdminBroker, namespace: str) -> AuthPolicies:
     stored = require_namespace(broker, namespace).get("auth_policies")
     return AuthPolicies.model_validate(stored or {})
 
 
-def store(broker: BrokerService, namespace: str, auth: AuthPolicies) -> None:
+def store(broker: AdminBroker, namespace: str, auth: AuthPolicies) -> None:
     policies = dict(require_namespace(broker, namespace))
     policies["auth_policies"] = auth.model_dump()
     broker.metadata.put_namespace_policies(namespace, policies)

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, require_namespace, topic_name
 from magnetar.admin.errors import bad_request, not_found
 from magnetar.core.errors import IncompatibleSchema
@@ -33,8 +34,6 @@ from magnetar.core.schemas.schema_data import (
 )
 from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import StoredVersion
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 router = APIRouter(prefix="/admin/v2/schemas", tags=["schemas"])
 TOPIC = "/{tenant}/{namespace}/{topic}"
@@ -51,7 +50,7 @@ class PostSchemaPayload(BaseModel):
     properties: dict[StrictStr, StrictStr] = Field(default_factory=dict)
 
 
-def _require_topic(broker: BrokerService, tenant: str, namespace: str, topic: str) -> TopicName:
+def _require_topic(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
     name = topic_name("persistent", tenant, namespace, topic)
     require_namespace(broker, name.namespace_name)
     return name
@@ -154,7 +153,7 @@ async def post_schema(broker: Broker, tenant: str, namespace: str, topic: str,
     history = broker.schemas.history(name)
     schema = schema_from_payload(payload)
     found = schema_versions.version_to_add(history, schema, broker.topic_schemas.strategy(name), allow_auto_update=True)
-    number = found if found is not None else broker.schemas.append(name, schema, now_ms()).version
+    number = found if found is not None else broker.schemas.append(name, schema, broker.now_ms()).version
     await asyncio.wrap_future(broker.schemas.written())
     return {"version": {"version": number}}
 
@@ -186,6 +185,6 @@ async def get_version_by_schema(broker: Broker, tenant: str, namespace: str, top
 async def delete_schema(broker: Broker, tenant: str, namespace: str, topic: str, authoritative: bool = False,
                         force: bool = False) -> dict[str, Any]:
     name = _require_topic(broker, tenant, namespace, topic)
-    marker = broker.topic_schemas.delete(name, force, now_ms())
+    marker = broker.topic_schemas.delete(name, force, broker.now_ms())
     await asyncio.wrap_future(broker.schemas.written())
     return {"version": -1 if marker is None else marker}

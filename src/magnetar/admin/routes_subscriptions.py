@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Path
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import (
     OCTET_STREAM,
     Broker,
@@ -35,8 +36,6 @@ from magnetar.core.positions import LATEST_ID, Position
 from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 Count = Annotated[int, Path(ge=0, le=2**31 - 1)]
 
@@ -75,12 +74,12 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     def name_of(tenant: str, namespace: str, topic: str) -> TopicName:
         return topic_name(domain, tenant, namespace, topic)
 
-    def single_topic(broker: BrokerService, name: TopicName, what: str) -> Topic:
+    def single_topic(broker: AdminBroker, name: TopicName, what: str) -> Topic:
         if partition_count(broker, name) > 0:
             raise not_allowed(f"{what} on a partitioned topic is not allowed; use one of its partitions")
         return load_topic(broker, name)
 
-    async def on_every_partition(broker: BrokerService, name: TopicName, sub_name: str, what: str,
+    async def on_every_partition(broker: AdminBroker, name: TopicName, sub_name: str, what: str,
                                  move: Callable[[Subscription], object]) -> None:
         """Move the subscription's cursor on the topic or on each of its partitions (all
         must have the subscription), storing each topic's cursors after it."""
@@ -122,13 +121,13 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             raise precondition_failed("Subscription has active connected consumers")
         for loaded, _ in subs:
             broker.delete_subscription(loaded, subName)
-        await asyncio.wrap_future(broker.writer.barrier())
+        await asyncio.wrap_future(broker.metadata_durable())
 
     @router.post(base + "/subscription/{subName}/skip_all", status_code=204,
                  summary="Skip every message of the backlog")
     async def skip_all(broker: Broker, tenant: str, namespace: str, topic: str, subName: str) -> None:
         await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Skipping messages",
-                                 lambda sub: sub.skip_all(now_ms()))
+                                 lambda sub: sub.skip_all(broker.now_ms()))
 
     @router.post(base + "/subscription/{subName}/skip/{numMessages}", status_code=204,
                  summary="Skip the next N messages of the backlog")
@@ -145,14 +144,14 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def expire_messages(broker: Broker, tenant: str, namespace: str, topic: str, subName: str,
                               expireTimeInSeconds: Count) -> None:
         await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Expiring messages",
-                                 lambda sub: message_expiry.expire(sub, expireTimeInSeconds, now_ms()))
+                                 lambda sub: message_expiry.expire(sub, expireTimeInSeconds, broker.now_ms()))
 
     @router.post(base + "/subscription/{subName}/resetcursor/{timestamp}", status_code=204,
                  summary="Reset the cursor to the first message published at or after a time (ms)")
     async def reset_cursor_by_time(broker: Broker, tenant: str, namespace: str, topic: str, subName: str,
                                    timestamp: Annotated[int, Path(ge=-(2**63), le=2**63 - 1)]) -> None:
         await on_every_partition(broker, name_of(tenant, namespace, topic), subName, "Resetting a cursor",
-                                 lambda sub: cursor_moves.reset_cursor_by_time(sub, timestamp, now_ms()))
+                                 lambda sub: cursor_moves.reset_cursor_by_time(sub, timestamp, broker.now_ms()))
 
     @router.post(base + "/subscription/{subName}/resetcursor", status_code=204,
                  summary="Reset the cursor to a message id")
@@ -164,7 +163,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
             name = name.partition(messageId.partitionIndex)
         loaded = single_topic(broker, name, "Resetting a cursor to a message id")
         sub = require_subscription(loaded, subName)
-        sub.reset_cursor(mark_delete_for(loaded, messageId), now_ms())
+        sub.reset_cursor(mark_delete_for(loaded, messageId), broker.now_ms())
         await broker.cursors.store_cursors(loaded)
 
     @router.get(base + "/subscription/{subName}/position/{messagePosition}", responses=OCTET_STREAM,

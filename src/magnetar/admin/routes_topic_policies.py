@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, StrictBool, StrictInt
 
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, topic_name
 from magnetar.admin.errors import precondition_failed
 from magnetar.admin.routes_topics import require_exists
@@ -36,7 +37,6 @@ from magnetar.core.policies import (
     SchemaCompatibilityStrategy,
     TopicPolicies,
 )
-from magnetar.server.broker_service import BrokerService
 
 Int32Body = Annotated[StrictInt, Body(ge=-(2**31), le=INT32_MAX)]
 Int64Body = Annotated[StrictInt, Body(ge=-(2**63), le=INT64_MAX)]
@@ -82,7 +82,7 @@ TOPIC_POLICY_ENDPOINTS = (
                         resolve.schema_compatibility_strategy, "schema compatibility strategy", set_method="PUT"),
 )
 
-def update_topic_policies(broker: BrokerService, name: TopicName, changes: dict[str, Any]) -> None:
+def update_topic_policies(broker: AdminBroker, name: TopicName, changes: dict[str, Any]) -> None:
     """Write the named fields (None removes one) and apply the result to loaded topics."""
     key = str(name.partitioned_topic)
     stored = dict(broker.metadata.get_topic_policies(key) or {})
@@ -100,12 +100,12 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     base = "/{tenant}/{namespace}/{topic}/"
     suffix = "" if domain == "persistent" else "NonPersistent"
 
-    def existing(broker: BrokerService, tenant: str, namespace: str, topic: str) -> TopicName:
+    def existing(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
         name = topic_name(domain, tenant, namespace, topic)
         require_exists(broker, name)
         return name
 
-    def levels(broker: BrokerService, name: TopicName) -> tuple[TopicPolicies, Policies, BrokerConfig]:
+    def levels(broker: AdminBroker, name: TopicName) -> tuple[TopicPolicies, Policies, BrokerConfig]:
         return broker.policies.topic_policies(name), broker.policies.policies_of(name), broker.config
 
     for spec in TOPIC_POLICY_ENDPOINTS:
@@ -194,8 +194,8 @@ def _quota_map(quotas: dict[BacklogQuotaType, BacklogQuota]) -> dict[str, Any]:
 
 
 def _add_endpoints(router: APIRouter, spec: TopicPolicyEndpoint, base: str, suffix: str,
-                   existing: Callable[[BrokerService, str, str, str], TopicName],
-                   levels: Callable[[BrokerService, TopicName], tuple[TopicPolicies, Policies, BrokerConfig]],
+                   existing: Callable[[AdminBroker, str, str, str], TopicName],
+                   levels: Callable[[AdminBroker, TopicName], tuple[TopicPolicies, Policies, BrokerConfig]],
                    ) -> None:
     body_type = spec.body
 

@@ -14,6 +14,7 @@ from fastapi.responses import Response
 from pydantic import StrictInt
 
 from magnetar.admin import stats
+from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import (
     OCTET_STREAM,
     Broker,
@@ -32,9 +33,6 @@ from magnetar.core.policies import INT64_MAX, message_expiry
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions import cursor_moves
 from magnetar.core.topics import topic_activity
-from magnetar.server import topic_lifecycle
-from magnetar.server.broker_service import BrokerService
-from magnetar.server.clock import now_ms
 
 Int64Path = Annotated[int, Path(ge=-(2**63), le=INT64_MAX)]
 PositiveInt = Annotated[int, Query(ge=1, le=2**31 - 1)]
@@ -47,13 +45,13 @@ def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEar
                               excludePublishers, excludeConsumers)
 
 
-def require_exists(broker: BrokerService, name: TopicName) -> None:
+def require_exists(broker: AdminBroker, name: TopicName) -> None:
     require_namespace(broker, name.namespace_name)
     if broker.records.partitions_of(name) is None and str(name) not in broker.topics:
         raise not_found("Topic not found")
 
 
-def require_partitioned(broker: BrokerService, name: TopicName) -> int:
+def require_partitioned(broker: AdminBroker, name: TopicName) -> int:
     require_namespace(broker, name.namespace_name)
     count = partition_count(broker, name)
     if count == 0:
@@ -61,7 +59,7 @@ def require_partitioned(broker: BrokerService, name: TopicName) -> int:
     return count
 
 
-def check_partition_limit(broker: BrokerService, partitions: int) -> None:
+def check_partition_limit(broker: AdminBroker, partitions: int) -> None:
     if partitions <= 0:
         raise RestError(406, "Number of partitions should be more than 0")
     limit = broker.config.maxNumPartitionsPerPartitionedTopic
@@ -182,7 +180,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         if partition_count(broker, name) > 0:
             raise not_allowed("Termination of a partitioned topic is not allowed")
         load_topic(broker, name)
-        last = topic_lifecycle.terminate(broker, name)
+        last = broker.terminate(name)
         return message_id_json(last, name.partition_index)
 
     @router.post("/{tenant}/{namespace}/{topic}/terminate/partitions",
@@ -195,7 +193,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         ids = {}
         for index in range(count):
             load_topic(broker, name.partition(index))
-            ids[index] = message_id_json(topic_lifecycle.terminate(broker, name.partition(index)), index)
+            ids[index] = message_id_json(broker.terminate(name.partition(index)), index)
         return ids
 
     @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get the stats of a topic")
@@ -206,7 +204,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
         loaded = load_topic(broker, name_of(tenant, namespace, topic))
-        return stats.topic_stats(broker, loaded, now_ms(), options)
+        return stats.topic_stats(broker, loaded, broker.now_ms(), options)
 
     @router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
                 summary="Get the stats of a partitioned topic: aggregated and per partition")
@@ -219,7 +217,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         count = require_partitioned(broker, name)
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
-        now = now_ms()
+        now = broker.now_ms()
         parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in topics_of(broker, name)}
         return stats.partitioned_topic_stats(count, parts, perPartition)
 
@@ -292,7 +290,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         require_persistent(name, "Expire messages")
         for loaded in topics_of(broker, name):
             for sub in list(loaded.subscriptions.values()):
-                message_expiry.expire(sub, expireTimeInSeconds, now_ms())
+                message_expiry.expire(sub, expireTimeInSeconds, broker.now_ms())
             await broker.cursors.store_cursors(loaded)
 
     return router

@@ -22,17 +22,17 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.entry import EntryInfo
+from magnetar.core.policies import lifecycle_checks
 from magnetar.core.positions import Position
 from magnetar.core.topics.backlog import backlog_size_bytes, oldest_backlog, topic_backlog_bytes
 from magnetar.core.topics.topic import topic_of
-from magnetar.server import topic_lifecycle
 
 if TYPE_CHECKING:
+    from magnetar.admin.admin_broker import AdminBroker
     from magnetar.core.subscriptions.consumer import Consumer
     from magnetar.core.subscriptions.subscription import Subscription
     from magnetar.core.topics.producer import Producer
     from magnetar.core.topics.topic import Topic
-    from magnetar.server.broker_service import BrokerService
 
 Stats = dict[str, Any]
 SubscriptionStatsHook = Callable[["Subscription"], Stats]
@@ -176,7 +176,7 @@ def earliest_publish_time_in_backlog(sub: Subscription) -> int:
     return 0
 
 
-def subscription_stats(broker: BrokerService, sub: Subscription, now_ms: int,
+def subscription_stats(broker: AdminBroker, sub: Subscription, now_ms: int,
                        options: StatsOptions = StatsOptions()) -> Stats:
     consumers = [consumer_stats(sub, c, now_ms) for c in sub.consumers]
     backlog = sub.backlog()
@@ -235,10 +235,10 @@ def deduplication_status(topic: Topic) -> str:
     return "Disabled" if dedup is None else str(dedup.status)
 
 
-def lifecycle_stats(broker: BrokerService, topic: Topic, now_ms: int) -> Stats:
+def lifecycle_stats(broker: AdminBroker, topic: Topic, now_ms: int) -> Stats:
     """Backlog quota limits (-1: none), the oldest unacknowledged message (PIP-323; age 0
     without backlog) and the topic's creation and last publish times (ms)."""
-    quotas = topic_lifecycle.backlog_quotas_of(broker, topic)
+    quotas = lifecycle_checks.backlog_quotas_of(broker.policies, topic.name)
     oldest = oldest_backlog(topic)
     return {
         "backlogQuotaLimitSize": quotas.size.limit,
@@ -250,7 +250,7 @@ def lifecycle_stats(broker: BrokerService, topic: Topic, now_ms: int) -> Stats:
     }
 
 
-def topic_stats(broker: BrokerService, topic: Topic, now_ms: int,
+def topic_stats(broker: AdminBroker, topic: Topic, now_ms: int,
                 options: StatsOptions = StatsOptions()) -> Stats:
     rate_in, throughput_in = topic.msg_in.rate(now_ms)
     subscriptions = {name: subscription_stats(broker, sub, now_ms, options)

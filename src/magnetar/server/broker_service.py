@@ -30,16 +30,18 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
-from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR, DelayedDelivery, delayed_delivery, uses_buckets
+from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
-from magnetar.core.policies import AppliedPolicies, limits, throttles
+from magnetar.core.policies import AppliedPolicies, lifecycle_checks, limits, throttles
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.policies.publish_throttle import PublishBuffer
 from magnetar.core.policies.throttles import PublishThrottles
+from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
+from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
@@ -51,7 +53,6 @@ from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
 from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
-from magnetar.server.deduplication import DEDUP_CURSOR
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
@@ -204,7 +205,7 @@ class BrokerService:
     def _unload_idle_topics(self, now: int, topics: Sequence[Topic]) -> None:
         for topic in self.core.idle_topics(now, topics):
             # one the inactive-topic check will delete stays loaded for it: one notion of active
-            if not topic_lifecycle.awaits_deletion(self, topic):
+            if not lifecycle_checks.awaits_deletion(self.policies, self.config, topic):
                 self.release.unload_in_background(topic, "idle ")
 
     def loaded_objects(self) -> int:
@@ -294,17 +295,7 @@ class BrokerService:
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
         topic_lifecycle.restore(self, topic)
-        for cursor_name, record in self.metadata.list_cursors(str(name)).items():
-            if cursor_name == DEDUP_CURSOR:
-                topic.dedup_snapshot_position = record.mark_delete
-                continue
-            if cursor_name == SHARED_INDEX_CURSOR:
-                continue
-            sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
-                                            mark_delete=record.mark_delete, properties=record.properties)
-            sub.cursor.restore_ranges(record.individually_deleted)
-            sub.cursor.version = 0
-            sub.persisted_version = 0
+        restore_subscriptions(topic, self.metadata.list_cursors(str(name)))
         self.compaction.restore(topic)
         self.apply_policies(topic, now_ms())
         for sub in topic.subscriptions.values():
@@ -461,6 +452,10 @@ class BrokerService:
             from magnetar.core.positions import BEFORE_START
             topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
             self.cursors.persist_topic_cursors(topic)
+
+    def terminate(self, name: TopicName) -> Position:
+        """Terminate a persistent topic; its last message id, stored before it is answered."""
+        return topic_lifecycle.terminate(self, name)
 
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)

@@ -9,68 +9,13 @@ loop thread.
 
 from __future__ import annotations
 
-import bisect
 import threading
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from itertools import repeat
 
 from magnetar.core.positions import Position
-
-#: Pulsar's ``ENTRY_LATENCY_BUCKETS_USEC`` boundaries, in milliseconds, as its
-#: ``pulsar_storage_write_latency_le_*`` series name them.
-LATENCY_BOUNDS_MS: tuple[float, ...] = (0.5, 1, 5, 10, 20, 50, 100, 200, 1000)
-#: Label suffixes of those buckets, the last one for everything above 1 s.
-LATENCY_BUCKET_NAMES: tuple[str, ...] = (
-    "0_5", "1", "5", "10", "20", "50", "100", "200", "1000", "overflow")
-#: How many recent publish latencies quantiles are computed over.
-QUANTILE_SAMPLES_MAX = 8192
-QUANTILES: tuple[float, ...] = (0.0, 0.5, 0.95, 0.99, 0.999, 0.9999, 1.0)
-#: a topic's latency buckets as values: the count in each bucket, then count and sum (ms)
-LatencyValues = tuple[float, ...]
-
-
-@dataclass
-class LatencyBuckets:
-    """Cumulative counts per Pulsar latency bucket, plus count and sum (ms)."""
-
-    counts: list[int] = field(default_factory=lambda: [0] * len(LATENCY_BUCKET_NAMES))
-    count: int = 0
-    sum_ms: float = 0.0
-
-    def observe(self, latency_ms: float, count: int = 1) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BOUNDS_MS, latency_ms)] += count
-        self.count += count
-        self.sum_ms += latency_ms * count
-
-    def values(self) -> LatencyValues:
-        """(count per bucket..., count, sum in ms): a tuple, which the garbage collector
-        stops tracking, unlike a copy of this object and its list."""
-        return (*self.counts, self.count, self.sum_ms)
-
-
-class LatencyQuantiles:
-    """Quantiles over the most recent samples, with a running count and sum (seconds)."""
-
-    def __init__(self, samples_max: int = QUANTILE_SAMPLES_MAX) -> None:
-        self._samples: deque[float] = deque(maxlen=samples_max)
-        self.count = 0
-        self.sum_s = 0.0
-
-    def observe(self, latency_s: float, count: int = 1) -> None:
-        samples = self._samples
-        samples.extend(repeat(latency_s, min(count, samples.maxlen or count)))
-        self.count += count
-        self.sum_s += latency_s * count
-
-    def quantiles(self) -> list[tuple[float, float]]:
-        ordered = sorted(self._samples)
-        if not ordered:
-            return [(q, float("nan")) for q in QUANTILES]
-        last = len(ordered) - 1
-        return [(q, ordered[min(last, round(q * last))]) for q in QUANTILES]
+from magnetar.core.stats import LatencyBuckets, LatencyQuantiles, LatencyValues
 
 
 class BrokerStatsRecorder:

@@ -26,13 +26,9 @@ import logging
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.core.compaction.compacted_topic import (
-    COMPACTED_TOPIC_LEDGER_PROPERTY,
-    COMPACTION_SUBSCRIPTION,
-    CompactedEntries,
-)
+from magnetar.core.compaction import compaction_cursor
 from magnetar.core.compaction.compactor import CompactionResult, compact
-from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.positions import Position
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import now_ms
@@ -66,8 +62,8 @@ class TopicCompaction:
     def restore(self, topic: Topic) -> None:
         """Serve the view the stored ``__compaction`` cursor names; remove any other file."""
         name = str(topic.name)
-        sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION)
-        ledger_id = _named_ledger(sub)
+        sub = compaction_cursor.compaction_subscription(topic)
+        ledger_id = compaction_cursor.named_ledger(sub)
         for path in self.storage.sweep(name, keep=ledger_id):
             log.info("%s: removed %s, a compacted view no cursor names (an interrupted compaction)", name, path)
         if sub is None or ledger_id is None:
@@ -126,8 +122,7 @@ class TopicCompaction:
 
     async def _run(self, topic: Topic) -> None:
         horizon = await self._durable_end(topic)
-        sub = topic.subscriptions.get(COMPACTION_SUBSCRIPTION) or topic.create_subscription(
-            COMPACTION_SUBSCRIPTION, "Exclusive", durable=True, mark_delete=BEFORE_START)
+        sub = compaction_cursor.ensure_subscription(topic)
         if horizon is None:
             topic.compacted.succeeded(topic.compacted.horizon, topic.compacted.view, 0, now_ms())
             return
@@ -135,14 +130,11 @@ class TopicCompaction:
         if self.broker.topics.get(str(topic.name)) is not topic:
             await self._discard(topic, view)
             raise StorageError(f"{topic.name} was unloaded or deleted while being compacted")
-        cursor = sub.cursor
-        previous = (cursor.mark_delete, cursor.properties.get(COMPACTED_TOPIC_LEDGER_PROPERTY))
-        cursor.properties[COMPACTED_TOPIC_LEDGER_PROPERTY] = view.ledger_id
-        cursor.reset(horizon)
+        previous = compaction_cursor.name_view(sub, view.ledger_id, horizon)
         try:
             await asyncio.wrap_future(self.broker.cursors.persist_topic_cursors(topic))
         except Exception:
-            _put_back(sub, *previous)
+            compaction_cursor.put_back(sub, previous)
             await self._discard(topic, view)
             raise
         old = topic.compacted.succeeded(horizon, view, result.removed, now_ms())
@@ -155,7 +147,7 @@ class TopicCompaction:
                           horizon: Position) -> tuple[CompactedLedger, CompactionResult]:
         """Steps 1 and 2: the new view's file, complete and durable."""
         old_view = topic.compacted.view
-        after = sub.cursor.mark_delete if old_view is not None else BEFORE_START
+        after = compaction_cursor.scan_start(sub, old_view is not None)
         topic_part = topic.ledger.detached_scan(after, horizon)
         ledger_id = self.broker.ledger_ids.next_id()
         retain_null_key = self.broker.config.topicCompactionRetainNullKey
@@ -171,26 +163,7 @@ class TopicCompaction:
         view = await asyncio.get_running_loop().run_in_executor(None, work)
         return view, result
 
-    async def _discard(self, topic: Topic, view: CompactedEntries) -> None:
+    async def _discard(self, topic: Topic, view: CompactedLedger) -> None:
         view.close()
         await asyncio.get_running_loop().run_in_executor(None, self.storage.delete, str(topic.name), view.ledger_id)
 
-
-def _named_ledger(sub: Subscription | None) -> int | None:
-    if sub is None:
-        return None
-    value = sub.cursor.properties.get(COMPACTED_TOPIC_LEDGER_PROPERTY)
-    try:
-        return None if value is None else int(value)
-    except ValueError:
-        return None
-
-
-def _put_back(sub: Subscription, mark_delete: Position, ledger_id: int | str | None) -> None:
-    """The cursor write failed: the cursor names the previous view again."""
-    cursor = sub.cursor
-    if ledger_id is None:
-        cursor.properties.pop(COMPACTED_TOPIC_LEDGER_PROPERTY, None)
-    else:
-        cursor.properties[COMPACTED_TOPIC_LEDGER_PROPERTY] = ledger_id
-    cursor.reset(mark_delete)

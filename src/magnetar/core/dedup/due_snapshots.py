@@ -19,6 +19,16 @@ class DueSnapshot(NamedTuple):
     snapshot: DedupSnapshot
     record: CursorRecord
 
+    def stored(self, now_ms: int) -> None:
+        """The record is in the store: the state machine counts from it, and the topic's
+        stats show its position unless deduplication was replaced meanwhile."""
+        self.dedup.on_snapshot_stored(self.snapshot, now_ms)
+        if self.topic.dedup is self.dedup:
+            self.topic.dedup_snapshot_position = self.snapshot.position
+
+    def failed(self) -> None:
+        self.dedup.on_snapshot_failed(self.snapshot)
+
 
 def due_snapshots(topics: Iterable[Topic], now_ms: int) -> Iterator[DueSnapshot]:
     """Purge inactive producers, and the snapshots due now with the cursor record of each."""

@@ -18,11 +18,11 @@ from typing import Protocol
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.message_deduplication import MessageDeduplication
+from magnetar.core.dedup.topic_dedup import recovered
 from magnetar.core.delayed.delayed_delivery import delayed_delivery
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
-from magnetar.core.positions import BEFORE_START, Position
+from magnetar.core.positions import Position
 from magnetar.core.sinks import ConsumerSink
 from magnetar.core.subscriptions.consumer import Consumer
 from magnetar.core.subscriptions.cursor_record import CursorRecord
@@ -30,7 +30,6 @@ from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics import publish, topic_activity
 from magnetar.core.topics.producer import Producer, ProducerSink
 from magnetar.core.topics.topic import Topic
-from magnetar.server.deduplication import replay
 from magnetar.storage.interfaces import AppendFailed
 from magnetar.testing.sim.broker_storage import SimLedger, SimStorage, SyncFailed
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -40,20 +39,6 @@ NAMESPACE = "persistent://public/default/"
 
 class ConnectionSink(ProducerSink, ConsumerSink, Protocol):
     """A client connection as the broker writes to it: the sink of its producers and consumers."""
-
-
-def recovered_dedup(topic: Topic, config: DeduplicationConfig, snapshot: CursorRecord | None,
-                    now_ms: int) -> MessageDeduplication:
-    """Deduplication as a topic load recovers it: the stored snapshot, then a replay of
-    every entry after it (``server.deduplication.recover`` without the broker around it)."""
-    dedup = MessageDeduplication(config)
-    dedup.set_enabled(True)
-    start = snapshot.mark_delete if snapshot is not None else BEFORE_START
-    dedup.begin_recovery({k: int(v) for k, v in (snapshot.properties if snapshot else {}).items()},
-                         start if snapshot is not None else None)
-    replay(topic, dedup, start)
-    dedup.finish_recovery(now_ms)
-    return dedup
 
 
 class BrokerGateway:
@@ -96,7 +81,7 @@ class BrokerGateway:
         topic.delayed = delayed_delivery(self.config, None)
         if name in self.dedup_topics:
             snapshot = self.storage.dedup_snapshots.get(name)
-            topic.dedup = recovered_dedup(topic, self.dedup_config, snapshot, self.now_ms)
+            topic.dedup = recovered(topic, self.dedup_config, snapshot, self.now_ms)
             topic.dedup_snapshot_position = snapshot.mark_delete if snapshot is not None else None
         self.loaded(topic)
         return topic

@@ -34,10 +34,10 @@ from magnetar.core import policies as policy_rules
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore, CursorWrite
 from magnetar.core.broker.listeners import BrokerAddresses
-from magnetar.core.dedup.dedup_snapshot import DedupSnapshot
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
-from magnetar.core.dedup.due_snapshots import due_snapshots
+from magnetar.core.dedup.due_snapshots import DueSnapshot, due_snapshots
 from magnetar.core.dedup.message_deduplication import MessageDeduplication
+from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR, recovered
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
@@ -48,11 +48,10 @@ from magnetar.core.schemas.schema_data import SchemaData
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.core.security.access_rules import AccessRules
-from magnetar.core.subscriptions.cursor_record import CursorRecord
+from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
-from magnetar.server.deduplication import DEDUP_CURSOR, replay
 from magnetar.storage.interfaces import AppendFailed, LedgerConfig
 from magnetar.storage.metadata_store import MemoryMetadataStore
 from magnetar.testing.sim.sim_storage import Completion, SimLedger, SimLedgers
@@ -192,16 +191,13 @@ class SimBroker:
     def _persist_tick(self, now: int) -> None:
         """The broker service's cursor-persist deadline: changed cursors and due dedup snapshots."""
         self._write_cursors(self.core.cursor_writes(now_ms=now))
-        for topic, dedup, snapshot, record in due_snapshots(self.core.deduplicating_topics(), now):
-            self._queue(Completion(partial(self._snapshot_stored, topic, dedup, snapshot, record, now)))
+        for due in due_snapshots(self.core.deduplicating_topics(), now):
+            self._queue(Completion(partial(self._snapshot_stored, due, now)))
 
-    def _snapshot_stored(self, topic: Topic, dedup: MessageDeduplication, snapshot: DedupSnapshot,
-                         record: CursorRecord, now: int) -> None:
+    def _snapshot_stored(self, due: DueSnapshot, now: int) -> None:
         """The dedup snapshot is in the store (server/deduplication.py ``_snapshot_written``)."""
-        self.metadata.put_cursor(str(topic.name), DEDUP_CURSOR, record)
-        dedup.on_snapshot_stored(snapshot, now)
-        if topic.dedup is dedup:
-            topic.dedup_snapshot_position = record.mark_delete
+        self.metadata.put_cursor(str(due.topic.name), DEDUP_CURSOR, due.record)
+        due.stored(now)
 
     # -- topic loads --------------------------------------------------------------------------
     def request_load(self, name: TopicName, create: bool,
@@ -233,15 +229,7 @@ class SimBroker:
         topic = Topic(name, ledger, self.config, dispatcher_factory=self.core.dispatcher_factory)
         topic.delayed = DelayedDelivery(self.config)
         now = self.clock_ms()
-        for cursor_name, record in self.metadata.list_cursors(key).items():
-            if cursor_name == DEDUP_CURSOR:
-                topic.dedup_snapshot_position = record.mark_delete
-                continue
-            sub = topic.create_subscription(cursor_name, "Exclusive", durable=True,
-                                            mark_delete=record.mark_delete, properties=record.properties)
-            sub.cursor.restore_ranges(record.individually_deleted)
-            sub.cursor.version = 0
-            sub.persisted_version = 0
+        restore_subscriptions(topic, self.metadata.list_cursors(key))
         if self.policies.resolve(policy_rules.deduplication_enabled, name):
             topic.dedup = self._recovered_dedup(topic, now)
         topic.apply_policies(self.policies.resolve(AppliedPolicies.resolve, name), now)
@@ -249,16 +237,8 @@ class SimBroker:
         return topic
 
     def _recovered_dedup(self, topic: Topic, now: int) -> MessageDeduplication:
-        """The snapshot in the dedup cursor, then every entry after it (server/deduplication.py)."""
-        dedup = MessageDeduplication(self.dedup_config)
-        dedup.set_enabled(True)
-        record = self.metadata.get_cursor(str(topic.name), DEDUP_CURSOR)
-        start = record.mark_delete if record is not None else BEFORE_START
-        dedup.begin_recovery({k: int(v) for k, v in (record.properties if record else {}).items()},
-                             start if record is not None else None)
-        replay(topic, dedup, start)
-        dedup.finish_recovery(now)
-        return dedup
+        """The snapshot in the dedup cursor, then every entry after it (core/dedup/topic_dedup.py)."""
+        return recovered(topic, self.dedup_config, self.metadata.get_cursor(str(topic.name), DEDUP_CURSOR), now)
 
     def unload(self, topic: Topic) -> None:
         """Release a topic (server/topic_release.py): clients closed, cursors written, then

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.dedup.deduplication_config import DeduplicationConfig
+from magnetar.core.dedup.topic_dedup import recovered
 from magnetar.core.errors import BrokerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import BEFORE_START, Position
@@ -43,7 +44,6 @@ from magnetar.core.topics.managed_ledger import LedgerConfig
 from magnetar.core.topics.producer import Producer
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.memory_ledger import MemoryLedger, MemoryLedgerFactory
-from magnetar.testing.sim.broker_gateway import recovered_dedup
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.batch import make_batch
 from magnetar.wire.frames import make_entry, peek_metadata
@@ -153,7 +153,7 @@ class CrashWorld:
             sub = topic.create_subscription(name, "Shared", durable=True, mark_delete=record.mark_delete)
             sub.cursor.restore_ranges(record.individually_deleted)
             sub.persisted_version = sub.cursor.version
-        topic.dedup = recovered_dedup(topic, self.dedup_config, self.dedup_snapshot, self.now_ms)
+        topic.dedup = recovered(topic, self.dedup_config, self.dedup_snapshot, self.now_ms)
         self.topic = topic
         for producer in self.producers:
             producer.core = Producer(1, producer.name, producer)

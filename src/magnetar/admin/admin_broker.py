@@ -1,0 +1,49 @@
+"""The broker as the admin REST API sees it: core's facade
+(:class:`~magnetar.core.broker.broker_facade.AdminFacade`), plus what only an HTTP answer
+needs of the broker's outer layers: the metadata store it reads and writes, the
+authentication service, the entry cache's budget, how busy the event loop is, and the
+writes an answer waits on before it goes out.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Protocol
+
+from magnetar.admin.scrape_pacing import Activity
+from magnetar.core.broker.broker_facade import AdminFacade
+from magnetar.core.schemas.topic_schemas import SchemaHistory
+from magnetar.security.authentication import AuthenticationService
+from magnetar.storage.entry_cache_budget import EntryCacheBudget
+from magnetar.storage.metadata_store import MetadataStore
+
+
+class SchemaRegistry(SchemaHistory, Protocol):
+    def written(self) -> concurrent.futures.Future[None]:
+        """Done once the schema writes made so far are durable."""
+
+
+class LedgerFactory(Protocol):
+    @property
+    def cache_budget(self) -> EntryCacheBudget | None: ...
+
+
+class AdminBroker(AdminFacade, Protocol):
+    @property
+    def metadata(self) -> MetadataStore: ...
+
+    @property
+    def schemas(self) -> SchemaRegistry: ...
+
+    @property
+    def authentication(self) -> AuthenticationService | None:
+        """None while ``authenticationEnabled`` is false."""
+
+    @property
+    def ledger_factory(self) -> LedgerFactory: ...
+
+    @property
+    def activity(self) -> Activity: ...
+
+    def metadata_durable(self) -> concurrent.futures.Future[None]:
+        """Done once every metadata write made so far is durable."""
