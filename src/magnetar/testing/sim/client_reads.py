@@ -4,17 +4,36 @@ a consumer grants permits once subscribed), each reported to the checker."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections import deque
+from typing import Any, Protocol
 
-from magnetar.testing.sim.command_checkers import CommandViolation
+from magnetar.testing.sim.command_checkers import CommandChecker, CommandViolation
 from magnetar.testing.sim.command_clients import ConsumerClient, ProducerClient
-from magnetar.testing.sim.sim_connection import Message, Receipt, SimConnection
+from magnetar.testing.sim.sim_connection import Message, Receipt, SimConnection, Written
 from magnetar.wire import pulsar_api_pb2 as pb
 
-if TYPE_CHECKING:
-    from magnetar.testing.sim.command_world import CommandWorld
-
 T = pb.BaseCommand
+
+
+class ClientWorld(Protocol):
+    """What the clients' reactions use of the world."""
+
+    checker: CommandChecker
+    connections: dict[str, SimConnection]
+    written: deque[tuple[SimConnection, Written]]
+    by_address: dict[str, ProducerClient | ConsumerClient]
+    events: list[str] | None
+    trace: Any
+    now: int
+    send_errors: int
+
+    def send(self, client: ProducerClient | ConsumerClient, cmd: pb.BaseCommand) -> None: ...
+
+    def send_entries(self, client: ProducerClient, entries: list[tuple[int, bytes]]) -> None: ...
+
+    def drop_connection(self, client: ProducerClient | ConsumerClient) -> None: ...
+
+    def consumer_gone(self, client: ConsumerClient) -> None: ...
 
 
 def describe(cmd: pb.BaseCommand) -> str:
@@ -24,7 +43,7 @@ def describe(cmd: pb.BaseCommand) -> str:
 
 
 class ClientReads:
-    def __init__(self, world: CommandWorld) -> None:
+    def __init__(self, world: ClientWorld) -> None:
         self.world = world
 
     def read_all(self) -> None:

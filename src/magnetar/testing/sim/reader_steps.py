@@ -4,20 +4,33 @@ world stays one class of consumer steps and views."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions.consumer import Consumer
+from magnetar.core.topics.topic import Topic
 from magnetar.testing.sim.checkers import Violation
 from magnetar.testing.sim.options import EXCLUSIVE
 from magnetar.testing.sim.readers import ReaderSink, SimReader, start_after
 
-if TYPE_CHECKING:
-    from magnetar.testing.sim.world import World
+
+class ReaderWorld(Protocol):
+    """What the reader steps use of the world."""
+
+    readers: dict[str, SimReader]
+    readers_seen: list[SimReader]
+    order: list[Position]
+    entries: dict[Position, bytes]
+    messages: dict[Position, int]
+    topic: Topic
+    next_consumer_id: int
+    now_ms: int
+
+    def note(self, text: str) -> None: ...
 
 
 class ReaderSteps:
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: ReaderWorld) -> None:
         self.world = world
 
     def open(self, name: str, start: str, queue: str) -> bool:

@@ -4,20 +4,28 @@ real shell would meet it, and the checker learns what the ledger holds after a w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from magnetar.testing.sim.broker_gateway import NAMESPACE
+from magnetar.core.topics.topic import Topic
+from magnetar.testing.sim.broker_gateway import NAMESPACE, BrokerGateway
 from magnetar.testing.sim.broker_storage import SimLedger
 
-if TYPE_CHECKING:
-    from magnetar.testing.sim.broker_world import BrokerWorld
+
+class StorageWorld(Protocol):
+    """What the storage steps use of the world."""
+
+    gateway: BrokerGateway
+    take_backs: int
+    unloads: int
+
+    def rescan(self, topic: Topic) -> None: ...
 
 
 class StorageSteps:
     VERBS = frozenset({"flush", "fail_append", "fail_flush", "sync", "fail_sync", "complete", "cursors",
                        "fail_cursors"})
 
-    def __init__(self, world: BrokerWorld) -> None:
+    def __init__(self, world: StorageWorld) -> None:
         self.world = world
 
     # -- storage and time ---------------------------------------------------------------
