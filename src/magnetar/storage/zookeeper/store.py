@@ -1,0 +1,61 @@
+"""The metadata store on ZooKeeper: every concept of
+:class:`~magnetar.core.metadata.interfaces.BrokerMetadataStore` over one kazoo session."""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+from typing import Self
+
+from magnetar.core.metadata.store_url import ZooKeeperUrl
+from magnetar.storage.metadata_checks import check_int
+from magnetar.storage.zookeeper.records import (
+    ZooKeeperAdmin,
+    ZooKeeperCoordination,
+    ZooKeeperCursors,
+    ZooKeeperPoliciesAndKeys,
+    ZooKeeperSchemas,
+    ZooKeeperTopics,
+)
+from magnetar.storage.zookeeper.session import (
+    DEFAULT_OPERATION_TIMEOUT_S,
+    DEFAULT_SESSION_TIMEOUT_MS,
+    ZooKeeperSession,
+)
+
+
+class ZooKeeperMetadataStore(ZooKeeperAdmin, ZooKeeperTopics, ZooKeeperCursors, ZooKeeperSchemas,
+                             ZooKeeperPoliciesAndKeys, ZooKeeperCoordination):
+    """Broker metadata in ZooKeeper at ``url`` (``zk:host:port[,host:port...][/chroot]``).
+
+    Opening connects (or raises :class:`~magnetar.core.metadata.records.MetadataUnavailable`
+    after ``operation_timeout_s``); ledger ids are reserved ``ledger_id_block`` at a time.
+    """
+
+    def __init__(self, url: ZooKeeperUrl | str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 operation_timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S, ledger_id_block: int = 64) -> None:
+        self._ledger_id_block = check_int("ledger_id_block", ledger_id_block, 1)
+        check_int("metadataStoreSessionTimeoutMillis", session_timeout_ms, 1)
+        self._ledger_ids_lock = threading.Lock()
+        self._next_ledger_id = self._reserved_until = 0
+        self._zk = ZooKeeperSession(url, session_timeout_ms=session_timeout_ms,
+                                    operation_timeout_s=operation_timeout_s)
+
+    @property
+    def url(self) -> ZooKeeperUrl:
+        return self._zk.url
+
+    @property
+    def changes(self) -> int:
+        """Writes made through this store or seen through its watches so far."""
+        return self._zk.changes
+
+    def close(self) -> None:
+        self._zk.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
