@@ -1,9 +1,34 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
+
+from magnetar.testing.zookeeper_process import ZooKeeperProcess, zookeeper_unavailable
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath) and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(120))
+
+
+#: why the ZooKeeper tests skipped, said again at the end of the run
+_zookeeper_skipped: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[ZooKeeperProcess]:
+    """One ZooKeeper server for the whole run; each test keeps to a chroot of its own."""
+    reason = zookeeper_unavailable()
+    if reason is not None:
+        _zookeeper_skipped.append(reason)
+        pytest.skip(f"needs ZooKeeper: {reason}")
+    with ZooKeeperProcess() as server:
+        server.start()
+        yield server
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _zookeeper_skipped:
+        terminalreporter.write_line(f"ZooKeeper tests skipped: {_zookeeper_skipped[0]}", yellow=True)

@@ -204,6 +204,7 @@ class SqliteConnection:
     def reserve_ledger_ids(self, count: int) -> tuple[int, int]:
         """Ids ``[start, end)`` no other reservation on this store gets, whichever connection
         asks (durable once committed, or once synced if this connection defers syncs)."""
+        check_int("ledger id count", count, 1)
         with self._transaction() as db:
             start = self._value("SELECT value FROM counters WHERE name = 'ledger_id'", ())
             start = FIRST_LEDGER_ID if start is None else start

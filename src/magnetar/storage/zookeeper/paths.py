@@ -59,3 +59,10 @@ def schema_path(topic: str) -> str:
     """Pulsar's schema id: ``tenant/ns/topic``, shared by both domains."""
     _, tenant, namespace, local = split_topic(topic)
     return f"{SCHEMAS}/{tenant}/{namespace}/{encode(local)}"
+
+
+def is_policy(path: str) -> bool:
+    """Whether a write at ``path`` changes policies: a namespace's or a topic's."""
+    if path.startswith(TOPIC_POLICIES + "/"):
+        return True
+    return path.startswith(POLICIES + "/") and path.count("/") == 4

@@ -42,6 +42,7 @@ from magnetar.core.metadata.records import (
     VersionConflict,
 )
 from magnetar.core.metadata.store_url import ZooKeeperUrl, parse_metadata_store_url
+from magnetar.storage.zookeeper import paths
 
 #: Pulsar's ``metadataStoreSessionTimeoutMillis`` and ``metadataStoreOperationTimeoutSeconds``
 DEFAULT_SESSION_TIMEOUT_MS = 30_000
@@ -128,7 +129,7 @@ class ZooKeeperSession:
             self._data.pop(path, None)
             self._children.pop(path, None)
             self._changes += 1
-            if "/admin/" in path:
+            if paths.is_policy(path[len(self._root):]):
                 self._policy_changes += 1
 
     def _on_watch(self, event: WatchedEvent) -> None:
