@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.metadata.records import MetadataUnavailable, SessionState, VersionConflict, Versioned
 from magnetar.core.positions import Position
@@ -30,6 +31,7 @@ from magnetar.storage import (
     SchemaRecord,
 )
 from magnetar.storage.metadata_store import FIRST_LEDGER_ID
+from magnetar.storage.metadata_stores import open_metadata_store
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
@@ -485,3 +487,31 @@ def test_an_unreachable_zookeeper_is_a_clear_error() -> None:
 
     with pytest.raises(MetadataUnavailable, match="cannot reach ZooKeeper at 127.0.0.1"):
         ZooKeeperMetadataStore(f"zk:127.0.0.1:{free_port()}", operation_timeout_s=0.5)
+
+
+# -- which store a broker's config opens ------------------------------------------------
+
+
+def test_no_url_opens_the_data_dirs_sqlite_store_as_before(tmp_path: Path) -> None:
+    with MetadataStore(tmp_path / "metadata.db") as earlier:
+        earlier.create_tenant("public", {"adminRoles": []})
+    opened = open_metadata_store(BrokerConfig(), tmp_path)
+    try:
+        assert isinstance(opened, MetadataStore)
+        assert opened.get_tenant("public") == {"adminRoles": []}
+    finally:
+        opened.close()
+
+
+def test_a_url_opens_zookeeper_with_the_configured_timeouts(zookeeper: ZooKeeperProcess, tmp_path: Path) -> None:
+    config = BrokerConfig().with_overrides({"metadataStoreUrl": zookeeper.url("/factory"),
+                                            "metadataStoreSessionTimeoutMillis": "6000",
+                                            "metadataStoreOperationTimeoutSeconds": "7"})
+    opened = open_metadata_store(config, tmp_path)
+    try:
+        assert isinstance(opened, ZooKeeperMetadataStore)
+        assert opened.url.chroot == "/factory" and opened.operation_timeout_s == 7
+        assert opened.session_timeout_ms == 6000
+        assert not (tmp_path / "metadata.db").exists()
+    finally:
+        opened.close()

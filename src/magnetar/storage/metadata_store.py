@@ -16,6 +16,7 @@ behaves identically by construction.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.core.metadata.records import (
     AlreadyExists,
@@ -65,3 +66,9 @@ class MemoryMetadataStore(MetadataStore):
 
     def __init__(self, *, ledger_id_block: int = 64) -> None:
         super().__init__(":memory:", ledger_id_block=ledger_id_block)
+
+
+if TYPE_CHECKING:
+    from magnetar.core.metadata.interfaces import BrokerMetadataStore
+
+    _implements: type[BrokerMetadataStore] = MetadataStore

@@ -28,7 +28,7 @@ class ZooKeeperUrl:
     @property
     def hosts(self) -> str:
         """The servers as kazoo (and ZooKeeper's own clients) take them: ``h:p,h:p``."""
-        return ",".join(f"{host}:{port}" for host, port in self.servers)
+        return ",".join(f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self.servers)
 
     def __str__(self) -> str:
         return f"zk:{self.hosts}{self.chroot}"

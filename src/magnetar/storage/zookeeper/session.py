@@ -61,6 +61,7 @@ class ZooKeeperSession:
                  operation_timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
         self.url = url if isinstance(url, ZooKeeperUrl) else parse_metadata_store_url(url)
         self.operation_timeout_s = operation_timeout_s
+        self.session_timeout_ms = session_timeout_ms
         self._root = self.url.chroot
         self._lock = threading.Lock()
         self._data: dict[str, tuple[bytes | None, int]] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from magnetar.core.metadata.store_url import ZooKeeperUrl
 from magnetar.storage.metadata_checks import check_int
@@ -46,6 +46,15 @@ class ZooKeeperMetadataStore(ZooKeeperAdmin, ZooKeeperTopics, ZooKeeperCursors, 
         return self._zk.url
 
     @property
+    def session_timeout_ms(self) -> int:
+        """The session timeout asked for (the servers may grant another, within their bounds)."""
+        return self._zk.session_timeout_ms
+
+    @property
+    def operation_timeout_s(self) -> float:
+        return self._zk.operation_timeout_s
+
+    @property
     def changes(self) -> int:
         """Writes made through this store or seen through its watches so far."""
         return self._zk.changes
@@ -59,3 +68,9 @@ class ZooKeeperMetadataStore(ZooKeeperAdmin, ZooKeeperTopics, ZooKeeperCursors, 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.close()
+
+
+if TYPE_CHECKING:
+    from magnetar.core.metadata.interfaces import BrokerMetadataStore
+
+    _implements: type[BrokerMetadataStore] = ZooKeeperMetadataStore
