@@ -252,8 +252,9 @@ class ZooKeeperCursors(ZooKeeperRecords):
     def put_cursors(self, cursors: Iterable[tuple[str, str, CursorRecord]]) -> None:
         """Store several cursors in one transaction: all or none."""
         bodies = {_cursor_path(topic, name): _cursor_body(topic, name, record) for topic, name, record in cursors}
-        for path in {path.rsplit("/", 1)[0] for path in bodies}:
-            self._zk.ensure(path)
+        for topic_path in {path.rsplit("/", 1)[0] for path in bodies}:
+            if self._zk.read(topic_path)[1] < 0:  # cursors go under their topic's node
+                self._zk.ensure(topic_path)
         for attempt in range(3):
             operations = [("set", path, body, -1) if self._zk.read(path)[1] >= 0 else ("create", path, body, -1)
                           for path, body in bodies.items()]
