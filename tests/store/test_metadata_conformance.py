@@ -312,6 +312,72 @@ def test_policy_changes_move_on_policy_writes_only(store: BrokerMetadataStore) -
         assert store.policy_changes > before
 
 
+# -- managed ledger records -------------------------------------------------------------
+
+
+def ledger_info(*ledger_ids: int) -> dict[str, object]:
+    return {"ledgerInfo": [{"ledgerId": i, "entries": 10, "size": 100, "timestamp": 1_700_000_000_000}
+                           for i in ledger_ids]}
+
+
+def test_managed_ledger_records_change_by_compare_and_set(store: BrokerMetadataStore) -> None:
+    assert store.get_managed_ledger(TOPIC) is None
+    first = store.put_managed_ledger(TOPIC, ledger_info(1), -1)
+    with pytest.raises(AlreadyExists):
+        store.put_managed_ledger(TOPIC, ledger_info(2), -1)
+    assert store.get_managed_ledger(TOPIC) == Versioned(ledger_info(1), first)
+    second = store.put_managed_ledger(TOPIC, ledger_info(1, 2), first)
+    assert second != first
+    with pytest.raises(VersionConflict):
+        store.put_managed_ledger(TOPIC, ledger_info(1, 3), first)  # another broker's stale view
+    with pytest.raises(VersionConflict):
+        store.delete_managed_ledger(TOPIC, first)
+    assert store.get_managed_ledger(TOPIC) == Versioned(ledger_info(1, 2), second)
+    store.delete_managed_ledger(TOPIC, second)
+    assert store.get_managed_ledger(TOPIC) is None
+    with pytest.raises(NotFound):
+        store.delete_managed_ledger(TOPIC, second)
+    with pytest.raises(NotFound):
+        store.put_managed_ledger(TOPIC, ledger_info(4), second)
+
+
+def test_a_topics_properties_and_managed_ledger_live_side_by_side(store: BrokerMetadataStore) -> None:
+    """One node in ZooKeeper, as Pulsar's ManagedLedgerInfo holds the properties: writing
+    one keeps the other (its version may move with either: read again on a conflict)."""
+    store.put_managed_ledger(TOPIC, ledger_info(5), -1)
+    assert store.get_topic(TOPIC) is None and store.list_topics("public/default") == []
+    store.create_topic(TOPIC, {"owner": "a"})
+    store.update_topic_properties(TOPIC, {"owner": "b"})
+    held = store.get_managed_ledger(TOPIC)
+    assert held is not None and held.data == ledger_info(5)
+    store.put_managed_ledger(TOPIC, ledger_info(5, 6), held.version)
+    assert store.get_topic(TOPIC) == {"owner": "b"}
+    store.put_cursor(TOPIC, "sub", CursorRecord(Position(5, 1)))
+    assert store.delete_topic(TOPIC) and store.get_topic(TOPIC) is None
+    held = store.get_managed_ledger(TOPIC)
+    assert held is not None and held.data == ledger_info(5, 6)
+    store.delete_managed_ledger(TOPIC, held.version)
+    assert store.get_cursor(TOPIC, "sub") == CursorRecord(Position(5, 1))
+    store.create_topic(TOPIC)
+    assert store.get_topic(TOPIC) == {} and store.get_managed_ledger(TOPIC) is None
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s: s.put_managed_ledger(TOPIC, {}, -1), "needs ledgerInfo"),
+        (lambda s: s.put_managed_ledger(TOPIC, {"ledgerInfo": [{"ledgerId": "1"}]}, -1), "needs ledgerInfo"),
+        (lambda s: s.put_managed_ledger(TOPIC, {"ledgerInfo": [], "properties": {}}, -1), "may not hold properties"),
+        (lambda s: s.put_managed_ledger(TOPIC, {"ledgerInfo": []}, -2), "managed ledger version"),
+        (lambda s: s.put_managed_ledger("orders", {"ledgerInfo": []}, -1), "invalid topic name"),
+        (lambda s: s.put_managed_ledger(TOPIC, ["x"], -1), "must be a JSON object"),
+    ],
+)
+def test_bad_managed_ledger_input_is_refused(store: BrokerMetadataStore, call: object, match: str) -> None:
+    with pytest.raises(InvalidMetadata, match=match):
+        call(store)  # type: ignore[operator]
+
+
 # -- brokers and bundle ownership -----------------------------------------------------
 
 
@@ -406,6 +472,17 @@ def test_a_write_through_one_store_is_seen_by_the_other(
         assert b.policy_changes > policies_at, "values derived from b's policies must be read again"
     a.delete_namespace("t/other")
     eventually(lambda: b.list_namespaces("t") == ["t/ns"])
+
+
+def test_of_two_stores_changing_a_managed_ledger_from_one_state_only_one_wins(
+        two_stores: tuple[BrokerMetadataStore, BrokerMetadataStore]) -> None:
+    a, b = two_stores
+    version = a.put_managed_ledger(TOPIC, ledger_info(1), -1)
+    eventually(lambda: b.get_managed_ledger(TOPIC) == Versioned(ledger_info(1), version))
+    a.put_managed_ledger(TOPIC, ledger_info(1, 2), version)
+    with pytest.raises(VersionConflict):
+        b.put_managed_ledger(TOPIC, ledger_info(1, 3), version)
+    eventually(lambda: (found := b.get_managed_ledger(TOPIC)) is not None and found.data == ledger_info(1, 2))
 
 
 def test_ledger_ids_of_two_stores_never_collide(open_store: OpenStore) -> None:

@@ -171,3 +171,17 @@ def check_broker_id(broker_id: str) -> str:
 
 _BUNDLE = re.compile(r"0x[0-9a-f]{8}_0x[0-9a-f]{8}")
 _BROKER_ID = re.compile(r"[A-Za-z0-9_.\-\[\]:]+:\d{1,5}")
+
+
+def check_managed_ledger(topic: str, info: dict[str, Any]) -> str:
+    """Validate a managed ledger record (``ManagedLedgerInfo`` JSON); it as JSON."""
+    topic_namespace(topic)
+    body = dump_json("managed ledger info", info)
+    ledgers = info.get("ledgerInfo")
+    if not isinstance(ledgers, list) or not all(
+            isinstance(ledger, dict) and isinstance(ledger.get("ledgerId"), int) for ledger in ledgers):
+        raise InvalidMetadata("managed ledger info needs ledgerInfo: a list of {\"ledgerId\": int, ...}")
+    if "properties" in info:
+        raise InvalidMetadata("managed ledger info may not hold properties: they are the topic's, "
+                              "set with update_topic_properties")
+    return body

@@ -34,6 +34,7 @@ from magnetar.storage.sqlite_metadata_tables import (
     TOPIC_POLICIES_PREFIX,
     AdminTables,
     CursorTables,
+    ManagedLedgerTables,
     PolicyAndKeyTables,
     SchemaTables,
     TopicTables,
@@ -44,7 +45,8 @@ __all__ = ["FIRST_LEDGER_ID", "SCHEMA_VERSION", "TOPIC_POLICIES_PREFIX", "Alread
            "VersionConflict", "decode_ranges", "encode_ranges"]
 
 
-class MetadataStore(AdminTables, TopicTables, CursorTables, SchemaTables, PolicyAndKeyTables, LocalCoordination):
+class MetadataStore(AdminTables, TopicTables, ManagedLedgerTables, CursorTables, SchemaTables, PolicyAndKeyTables,
+                    LocalCoordination):
     """Broker metadata in a SQLite file; see the module docstring for the guarantees."""
 
     def __init__(self, path: str | Path, *, ledger_id_block: int = 64) -> None:

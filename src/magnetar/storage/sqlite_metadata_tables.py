@@ -9,13 +9,14 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from magnetar.core.metadata.records import AlreadyExists, SchemaRecord
+from magnetar.core.metadata.records import AlreadyExists, NotFound, SchemaRecord, VersionConflict, Versioned
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.storage.metadata_checks import (
     PARTITION_SUFFIX,
     check_cursor,
     check_int,
+    check_managed_ledger,
     check_name,
     check_schema,
     check_text,
@@ -28,6 +29,8 @@ from magnetar.storage.sqlite_metadata import SqliteConnection
 
 #: key prefix of topic policies in the key-value table
 TOPIC_POLICIES_PREFIX = "topic-policies/"
+#: key prefix of managed ledger records in the key-value table
+MANAGED_LEDGERS_PREFIX = "managed-ledgers/"
 
 
 class AdminTables(SqliteConnection):
@@ -154,6 +157,48 @@ class TopicTables(SqliteConnection):
 
     def delete_topic(self, topic: str) -> bool:
         return self._delete("DELETE FROM topics WHERE topic = ?", (topic,)) > 0
+
+
+class ManagedLedgerTables(SqliteConnection):
+    """Managed ledger records with their versions, in the key-value table (the standalone
+    broker's ledgers keep their own lists; a shared store needs these)."""
+
+    def get_managed_ledger(self, topic: str) -> Versioned | None:
+        value = self._value("SELECT value FROM kv WHERE key = ?", (MANAGED_LEDGERS_PREFIX + topic,))
+        if value is None:
+            return None
+        stored = json.loads(value)
+        return Versioned(stored["info"], stored["version"])
+
+    def put_managed_ledger(self, topic: str, info: dict[str, Any], version: int) -> int:
+        """Create (``version`` -1) or replace the record at ``version``; its new version."""
+        body = check_managed_ledger(topic, info)
+        check_int("managed ledger version", version, -1)
+        with self._transaction() as db:
+            held = self._held_version(topic)
+            if version == -1 and held is not None:
+                raise AlreadyExists(f"managed ledger of {topic} already exists")
+            if version != -1:
+                self._check_held(topic, held, version)
+            db.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)",
+                       (MANAGED_LEDGERS_PREFIX + topic, f'{{"version":{version + 1},"info":{body}}}'))
+        return version + 1
+
+    def delete_managed_ledger(self, topic: str, version: int) -> None:
+        with self._transaction() as db:
+            self._check_held(topic, self._held_version(topic), version)
+            db.execute("DELETE FROM kv WHERE key = ?", (MANAGED_LEDGERS_PREFIX + topic,))
+
+    def _held_version(self, topic: str) -> int | None:
+        found = self.get_managed_ledger(topic)
+        return None if found is None else found.version
+
+    @staticmethod
+    def _check_held(topic: str, held: int | None, version: int) -> None:
+        if held is None:
+            raise NotFound(f"managed ledger of {topic} does not exist")
+        if held != version:
+            raise VersionConflict(f"managed ledger of {topic} is at version {held}, not {version}")
 
 
 class CursorTables(SqliteConnection):

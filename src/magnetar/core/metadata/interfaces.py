@@ -66,6 +66,18 @@ class TopicStore(Protocol):
     def delete_topic(self, topic: str) -> bool: ...
 
 
+class ManagedLedgerStore(Protocol):
+    """Each topic's managed ledger record (Pulsar's ``ManagedLedgerInfo``, as JSON with its
+    field names: ``ledgerInfo``, a list of ``{"ledgerId", "entries", "size", "timestamp"}``,
+    and whatever else the ledger keeps, e.g. ``terminatedPosition``), updated by
+    compare-and-set on its version so that two brokers never both change it from one state.
+    ZooKeeper: the data of ``/managed-ledgers/<tenant>/<ns>/<domain>/<topic>``."""
+
+    def get_managed_ledger(self, topic: str) -> Versioned | None: ...
+    def put_managed_ledger(self, topic: str, info: dict[str, Any], version: int) -> int: ...
+    def delete_managed_ledger(self, topic: str, version: int) -> None: ...
+
+
 class CursorStore(Protocol):
     """Each cursor's record (Pulsar's ``ManagedCursorInfo``), by topic and cursor name."""
 
@@ -136,8 +148,8 @@ class CoordinationStore(Protocol):
     def list_owned_bundles(self, namespace: str) -> dict[str, Versioned]: ...
 
 
-class BrokerMetadataStore(ClusterStore, TenantStore, NamespaceStore, TopicStore, CursorStore, SchemaStore,
-                          TopicPolicyStore, LedgerIdStore, KeyValueStore, CoordinationStore, Protocol):
+class BrokerMetadataStore(ClusterStore, TenantStore, NamespaceStore, TopicStore, ManagedLedgerStore, CursorStore,
+                          SchemaStore, TopicPolicyStore, LedgerIdStore, KeyValueStore, CoordinationStore, Protocol):
     """Everything the broker keeps in its metadata store."""
 
     @property

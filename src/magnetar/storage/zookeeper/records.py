@@ -31,6 +31,7 @@ from magnetar.storage.metadata_checks import (
     check_bundle,
     check_cursor,
     check_int,
+    check_managed_ledger,
     check_name,
     check_schema,
     check_text,
@@ -208,21 +209,31 @@ class ZooKeeperTopics(ZooKeeperRecords):
     def delete_partitioned_topic(self, topic: str) -> bool:
         return _valid(topic_namespace, topic) and self._remove(paths.topic_path(paths.PARTITIONED_TOPICS, topic))
 
+    # A created topic and its managed ledger share the node, as in Pulsar: "properties" is
+    # the created topic's (absent: never created), the other keys the managed ledger's.
+
     def create_topic(self, topic: str, properties: dict[str, Any] | None = None) -> None:
+        record = {"properties": properties or {}}
+        dump_json("topic properties", record["properties"])
         path = paths.topic_path(paths.MANAGED_LEDGERS, topic)
-        dump_json("topic properties", properties or {})
-        self._create(f"topic {topic!r}", path, _bytes("topic", {"properties": properties or {}}))
+        try:
+            self._zk.create(path, _bytes("topic", record))
+        except AlreadyExists:
+            held, version = self._ledger_node(path)
+            if "properties" in held:
+                raise AlreadyExists(f"topic {topic!r} already exists") from None
+            self._zk.set(path, _bytes("topic", {**held, **record}), version)
 
     def get_topic(self, topic: str) -> dict[str, Any] | None:
         """The created topic's properties, None if it was never created."""
         if not _valid(topic_namespace, topic):
             return None
-        found = self._zk.read_json(paths.topic_path(paths.MANAGED_LEDGERS, topic))
-        return None if found is None else dict(found.get("properties", {}))
+        held, _ = self._ledger_node(paths.topic_path(paths.MANAGED_LEDGERS, topic))
+        return held.get("properties")
 
     def update_topic_properties(self, topic: str, properties: dict[str, Any]) -> None:
         dump_json("topic properties", properties)
-        if not _valid(topic_namespace, topic):
+        if self.get_topic(topic) is None:
             raise NotFound(f"topic {topic!r} does not exist")
         self._update(f"topic {topic!r}", paths.topic_path(paths.MANAGED_LEDGERS, topic),
                      lambda held: {**held, "properties": properties})
@@ -232,7 +243,65 @@ class ZooKeeperTopics(ZooKeeperRecords):
                       if self.get_topic(topic) is not None)
 
     def delete_topic(self, topic: str) -> bool:
-        return _valid(topic_namespace, topic) and self._remove(paths.topic_path(paths.MANAGED_LEDGERS, topic))
+        if self.get_topic(topic) is None:
+            return False
+        path = paths.topic_path(paths.MANAGED_LEDGERS, topic)
+        held, version = self._ledger_node(path)
+        self._keep_or_delete(path, {key: value for key, value in held.items() if key != "properties"}, version)
+        return True
+
+    def get_managed_ledger(self, topic: str) -> Versioned | None:
+        if not _valid(topic_namespace, topic):
+            return None
+        held, version = self._ledger_node(paths.topic_path(paths.MANAGED_LEDGERS, topic))
+        info = {key: value for key, value in held.items() if key != "properties"}
+        return Versioned(info, version) if "ledgerInfo" in info else None
+
+    def put_managed_ledger(self, topic: str, info: dict[str, Any], version: int) -> int:
+        """Create (``version`` -1) or replace the record at ``version``; its new version."""
+        check_managed_ledger(topic, info)
+        check_int("managed ledger version", version, -1)
+        path = paths.topic_path(paths.MANAGED_LEDGERS, topic)
+        if version == -1:
+            try:
+                self._zk.create(path, _bytes("managed ledger info", info))
+                return 0
+            except AlreadyExists:
+                pass
+        held, held_version = self._fresh_ledger(topic, path, -1 if version == -1 else version)
+        if version == -1 and "ledgerInfo" in held:
+            raise AlreadyExists(f"managed ledger of {topic} already exists")
+        properties = {"properties": held["properties"]} if "properties" in held else {}
+        return self._zk.set(path, _bytes("managed ledger info", {**info, **properties}), held_version)
+
+    def delete_managed_ledger(self, topic: str, version: int) -> None:
+        path = paths.topic_path(paths.MANAGED_LEDGERS, topic)
+        held, held_version = self._fresh_ledger(topic, path, version)
+        properties = {"properties": held["properties"]} if "properties" in held else {}
+        self._keep_or_delete(path, properties, held_version)
+
+    def _ledger_node(self, path: str) -> tuple[dict[str, Any], int]:
+        held, version = self._zk.read(path)
+        return (json.loads(held) if held else {}), version
+
+    def _fresh_ledger(self, topic: str, path: str, version: int) -> tuple[dict[str, Any], int]:
+        """The node as ZooKeeper has it now; NotFound without a managed ledger (unless
+        ``version`` is -1), VersionConflict when it is not at ``version``."""
+        raw, held_version = self._zk.fresh(path)
+        held = json.loads(raw) if raw else {}
+        if version != -1:
+            if "ledgerInfo" not in held:
+                raise NotFound(f"managed ledger of {topic} does not exist")
+            if held_version != version:
+                raise VersionConflict(f"managed ledger of {topic} is at version {held_version}, not {version}")
+        return held, held_version
+
+    def _keep_or_delete(self, path: str, rest: dict[str, Any], version: int) -> None:
+        """What is left of a topic's node: kept while it holds something, else deleted."""
+        if rest or self._zk.children(path):
+            self._zk.set(path, _bytes("managed ledger info", rest) if rest else b"", version)
+        else:
+            self._zk.delete(path, version)
 
     def _topics_under(self, root: str, namespace: str) -> list[str]:
         if not _valid(namespace_tenant, namespace):
