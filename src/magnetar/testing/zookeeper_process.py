@@ -7,8 +7,10 @@ manifest names every jar it needs); :func:`zookeeper_unavailable` says why none 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -40,6 +42,19 @@ def four_letter_word(port: int, word: str, timeout_s: float = 1.0) -> str:
         while chunk := sock.recv(4096):
             chunks.append(chunk)
     return b"".join(chunks).decode("utf-8", "replace")
+
+
+def _end_with_parent() -> None:
+    """In the child: Linux ends the server when the process that started it dies, so a test
+    run killed outright leaves no JVM behind."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+
+
+_PR_SET_PDEATHSIG = 1
 
 
 class ZooKeeperProcess:
@@ -90,7 +105,7 @@ class ZooKeeperProcess:
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              f"-Dzookeeper.log.dir={self.data_dir}", "-cp", str(ZOOKEEPER_JAR), _MAIN_CLASS, str(config)],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent,
         )
         log.close()
         self._wait_ready(timeout_s)
