@@ -33,7 +33,7 @@ from magnetar.storage import (
 from magnetar.storage.metadata_store import FIRST_LEDGER_ID
 from magnetar.storage.metadata_stores import open_metadata_store
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
-from magnetar.testing.zookeeper_process import ZooKeeperProcess
+from magnetar.testing.zookeeper_process import ZooKeeperProcess, expire_session
 
 TOPIC = "persistent://public/default/orders"
 BUNDLE = "0x00000000_0x40000000"
@@ -557,6 +557,22 @@ def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:
         finally:
             store.close()
         assert heard[-1] is SessionState.LOST
+
+
+def test_a_lost_session_loses_its_ephemeral_records_and_a_new_one_follows(open_store: OpenStore,
+                                                                           zookeeper: ZooKeeperProcess) -> None:
+    a, b = zookeeper_stores(open_store)
+    assert isinstance(a, ZooKeeperMetadataStore) and a.client_id is not None
+    heard: list[SessionState] = []
+    a.add_session_listener(heard.append)
+    a.register_broker("127.0.0.1:8080", {})
+    assert a.list_brokers() == ["127.0.0.1:8080"]
+    expire_session(zookeeper.hosts, a.client_id)
+    eventually(lambda: SessionState.LOST in heard and heard[-1] is SessionState.CONNECTED, timeout_s=10)
+    eventually(lambda: b.list_brokers() == [])
+    assert a.list_brokers() == [], "what a read before the loss cached is not served after it"
+    a.register_broker("127.0.0.1:8080", {"again": True})
+    eventually(lambda: b.get_broker("127.0.0.1:8080") == {"again": True})
 
 
 def test_an_unreachable_zookeeper_is_a_clear_error() -> None:

@@ -57,6 +57,18 @@ def _end_with_parent() -> None:
 _PR_SET_PDEATHSIG = 1
 
 
+def expire_session(hosts: str, client_id: tuple[int, bytes], timeout_s: float = 10.0) -> None:
+    """Make ZooKeeper expire a session now, as it does one silent past its timeout: a second
+    client joins the session with its id and password and closes it (ZooKeeper's own tests
+    do the same). The first client then hears that its session is lost."""
+    from kazoo.client import KazooClient
+
+    twin = KazooClient(hosts=hosts, client_id=client_id)
+    twin.start(timeout=timeout_s)
+    twin.stop()
+    twin.close()
+
+
 class ZooKeeperProcess:
     """One ZooKeeper server; :meth:`start` waits until it answers, :meth:`stop` ends it.
     Stopped, it keeps its port and data, so a restart finds the same tree and sessions."""

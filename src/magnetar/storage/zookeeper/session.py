@@ -88,6 +88,12 @@ class ZooKeeperSession:
     def session_state(self) -> SessionState:
         return self._state
 
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        """The session's id and password, None before it is established."""
+        found = self._client.client_id
+        return None if found is None else (int(found[0]), bytes(found[1]))
+
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
         """``listener`` is called, on kazoo's thread, at each change of the session's state."""
         self._listeners.append(listener)

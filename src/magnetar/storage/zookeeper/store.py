@@ -51,6 +51,11 @@ class ZooKeeperMetadataStore(ZooKeeperAdmin, ZooKeeperTopics, ZooKeeperCursors, 
         return self._zk.session_timeout_ms
 
     @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        """The ZooKeeper session's id and password (what a test needs to expire it)."""
+        return self._zk.client_id
+
+    @property
     def operation_timeout_s(self) -> float:
         return self._zk.operation_timeout_s
 
