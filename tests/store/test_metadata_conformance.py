@@ -544,16 +544,22 @@ def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:
         try:
             store.add_session_listener(heard.append)
             store.register_broker("127.0.0.1:8080", {})
+            store.put_json("k", 1)
+            assert store.get_json("k") == 1 and store.get_json("w") is None  # both cached, watched
             server.stop()
             eventually(lambda: heard[-1:] == [SessionState.SUSPENDED], timeout_s=10)
             assert store.session_state is SessionState.SUSPENDED
+            assert store.get_json("k") == 1, "what is cached is served while the connection is down"
             with pytest.raises(MetadataUnavailable, match="retry later"):
-                store.put_json("k", 1)
+                store.put_json("k", 2)
             server.start()
             eventually(lambda: heard[-1:] == [SessionState.CONNECTED], timeout_s=15)
-            store.put_json("k", 2)
-            assert store.get_json("k") == 2
+            store.put_json("k", 3)
+            assert store.get_json("k") == 3
             assert store.list_brokers() == ["127.0.0.1:8080"], "the session outlived the restart"
+            with ZooKeeperMetadataStore(server.url("/restart")) as other:
+                other.put_json("w", "changed")
+            eventually(lambda: store.get_json("w") == "changed")  # its watch outlived the restart
         finally:
             store.close()
         assert heard[-1] is SessionState.LOST

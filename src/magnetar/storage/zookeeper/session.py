@@ -4,8 +4,10 @@ Reads come from a cache that ZooKeeper's watches keep current: the first read of
 (or of a node's children) fetches it and leaves a watch; the watch's event drops the
 entry, so the next read fetches the new value. Dropped entries carry a generation, so a
 fetch that raced a change is not cached. A write goes to ZooKeeper and drops what it
-changed from the cache, so a store reads its own writes. After a dropped connection or
-a lost session the whole cache is dropped (watches may have been missed).
+changed from the cache, so a store reads its own writes. kazoo lets go of every watch
+when the connection drops: what was cached is then served as it was until the connection
+is back (a broker keeps its policies through a blip), and read again after; a lost session
+drops it all.
 
 Every call waits at most the operation timeout (``metadataStoreOperationTimeoutSeconds``),
 then raises :class:`MetadataUnavailable`. Errors are the store's own
@@ -66,6 +68,9 @@ class ZooKeeperSession:
         self._lock = threading.Lock()
         self._data: dict[str, tuple[bytes | None, int]] = {}
         self._children: dict[str, list[str]] = {}
+        #: what was cached when the connection dropped, served until it is back
+        self._stale_data: dict[str, tuple[bytes | None, int]] = {}
+        self._stale_children: dict[str, list[str]] = {}
         self._generation: dict[str, int] = {}
         self._listeners: list[Callable[[SessionState], None]] = []
         self._state = SessionState.LOST
@@ -100,7 +105,14 @@ class ZooKeeperSession:
 
     def _on_state(self, state: str) -> None:
         self._state = _STATES[state]
-        self._drop_cache()
+        if self._state is SessionState.CONNECTED:
+            with self._lock:
+                self._stale_data.clear()
+                self._stale_children.clear()
+        else:
+            # kazoo forgets every watch when the connection drops: nothing cached can be kept
+            # current, so it is read again once connected (and meanwhile served as it was)
+            self._drop_cache(keep_stale=self._state is SessionState.SUSPENDED)
         for listener in list(self._listeners):
             listener(self._state)
 
@@ -121,10 +133,16 @@ class ZooKeeperSession:
 
     # -- cache ---------------------------------------------------------------------------
 
-    def _drop_cache(self) -> None:
+    def _drop_cache(self, *, keep_stale: bool) -> None:
         with self._lock:
             for path in list(self._data) + list(self._children):
                 self._generation[path] = self._generation.get(path, 0) + 1
+            if keep_stale:
+                self._stale_data.update(self._data)
+                self._stale_children.update(self._children)
+            else:
+                self._stale_data.clear()
+                self._stale_children.clear()
             self._data.clear()
             self._children.clear()
             self._changes += 1
@@ -140,13 +158,18 @@ class ZooKeeperSession:
                 self._policy_changes += 1
 
     def _on_watch(self, event: WatchedEvent) -> None:
-        self._forget(event.path)
+        if event.path is None:  # kazoo let go of its watches (the connection dropped)
+            self._drop_cache(keep_stale=self._state is SessionState.SUSPENDED)
+        else:
+            self._forget(event.path)
 
     def read(self, path: str) -> tuple[bytes | None, int]:
         """A node's data and version, ``(None, -1)`` when it does not exist."""
         full = self._root + path
         with self._lock:
             found = self._data.get(full)
+            if found is None and self._state is SessionState.SUSPENDED:
+                found = self._stale_data.get(full)
             generation = self._generation.get(full, 0)
         if found is not None:
             return found
@@ -176,6 +199,8 @@ class ZooKeeperSession:
         full = self._root + path
         with self._lock:
             found = self._children.get(full)
+            if found is None and self._state is SessionState.SUSPENDED:
+                found = self._stale_children.get(full)
             generation = self._generation.get(full, 0)
         if found is not None:
             return list(found)
