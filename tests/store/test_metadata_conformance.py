@@ -388,6 +388,10 @@ def test_broker_registrations(store: BrokerMetadataStore) -> None:
     with pytest.raises(AlreadyExists, match="already registered"):
         store.register_broker("10.0.0.1:8080", {})
     assert store.get_broker("10.0.0.1:8080") == data
+    store.update_broker("10.0.0.1:8080", {**data, "cpu": 0.5})
+    assert store.get_broker("10.0.0.1:8080") == {**data, "cpu": 0.5}
+    with pytest.raises(NotFound, match="not registered"):
+        store.update_broker("10.0.0.9:8080", {})
     assert store.get_broker("10.0.0.3:8080") is None
     assert store.list_brokers() == ["10.0.0.1:8080", "10.0.0.2:8080"]
     assert store.unregister_broker("10.0.0.2:8080")

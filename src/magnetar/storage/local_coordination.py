@@ -45,6 +45,13 @@ class LocalCoordination:
             raise AlreadyExists(f"broker {broker_id!r} is already registered")
         self._brokers[broker_id] = copy.deepcopy(data)
 
+    def update_broker(self, broker_id: str, data: dict[str, Any]) -> None:
+        """Replace a registered broker's data (its load report, say); NotFound if it is not registered."""
+        dump_json("broker data", data)
+        if broker_id not in self._brokers:
+            raise NotFound(f"broker {broker_id!r} is not registered")
+        self._brokers[broker_id] = copy.deepcopy(data)
+
     def unregister_broker(self, broker_id: str) -> bool:
         return self._brokers.pop(broker_id, None) is not None
 

@@ -531,6 +531,14 @@ class ZooKeeperCoordination(ZooKeeperRecords):
         except AlreadyExists:
             raise AlreadyExists(f"broker {broker_id!r} is already registered") from None
 
+    def update_broker(self, broker_id: str, data: dict[str, Any]) -> None:
+        """Replace a registered broker's data (its load report, say); NotFound if it is not registered."""
+        body = _bytes("broker data", data)
+        try:
+            self._zk.set(f"{paths.BROKERS}/{check_broker_id(broker_id)}", body)
+        except NotFound:
+            raise NotFound(f"broker {broker_id!r} is not registered") from None
+
     def unregister_broker(self, broker_id: str) -> bool:
         return _valid(check_broker_id, broker_id) and self._zk.delete(f"{paths.BROKERS}/{broker_id}")
 
