@@ -561,10 +561,14 @@ def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:
             with pytest.raises(MetadataUnavailable, match="retry later"):
                 store.put_json("k", 2)
             server.start()
-            eventually(lambda: heard[-1:] == [SessionState.CONNECTED], timeout_s=15)
+            # A reconnection that reaches ZooKeeper while it starts can wait for kazoo's handshake
+            # timeout (the session timeout over the number of servers), and the session may
+            # expire meanwhile: then the store says so, and its ephemeral records are gone.
+            eventually(lambda: heard[-1:] == [SessionState.CONNECTED], timeout_s=45)
             store.put_json("k", 3)
             assert store.get_json("k") == 3
-            assert store.list_brokers() == ["127.0.0.1:8080"], "the session outlived the restart"
+            survived = SessionState.LOST not in heard
+            assert store.list_brokers() == (["127.0.0.1:8080"] if survived else [])
             with ZooKeeperMetadataStore(server.url("/restart")) as other:
                 other.put_json("w", "changed")
             eventually(lambda: store.get_json("w") == "changed")  # its watch outlived the restart

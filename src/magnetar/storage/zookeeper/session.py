@@ -20,7 +20,7 @@ import json
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -51,6 +51,7 @@ DEFAULT_SESSION_TIMEOUT_MS = 30_000
 DEFAULT_OPERATION_TIMEOUT_S = 30
 _STATES = {KazooState.CONNECTED: SessionState.CONNECTED, KazooState.SUSPENDED: SessionState.SUSPENDED,
            KazooState.LOST: SessionState.LOST}
+T = TypeVar("T")
 #: a node that is absent, in the data cache
 _ABSENT: tuple[bytes | None, int] = (None, -1)
 
@@ -165,28 +166,12 @@ class ZooKeeperSession:
 
     def read(self, path: str) -> tuple[bytes | None, int]:
         """A node's data and version, ``(None, -1)`` when it does not exist."""
-        full = self._root + path
-        with self._lock:
-            found = self._data.get(full)
-            if found is None and self._state is SessionState.SUSPENDED:
-                found = self._stale_data.get(full)
-            generation = self._generation.get(full, 0)
-        if found is not None:
-            return found
-        with self._errors(path):
-            while True:
-                try:
-                    data, stat = self._wait(self._client.get_async(full, watch=self._on_watch))
-                    found = (data, stat.version)
-                    break
-                except NoNodeError:
-                    if self._wait(self._client.exists_async(full, watch=self._on_watch)) is None:
-                        found = _ABSENT
-                        break
-        with self._lock:
-            if self._generation.get(full, 0) == generation:
-                self._data[full] = found
-        return found
+
+        def fetch(full: str) -> tuple[bytes | None, int]:
+            data, stat = self._wait(self._client.get_async(full, watch=self._on_watch))
+            return data, stat.version
+
+        return self._cached(path, self._data, self._stale_data, fetch, _ABSENT)
 
     def read_json(self, path: str) -> dict[str, Any] | None:
         """A node's JSON object; None when the node is absent or holds no data (a node that
@@ -196,27 +181,37 @@ class ZooKeeperSession:
 
     def children(self, path: str) -> list[str]:
         """A node's children, sorted; none when it does not exist."""
+
+        def fetch(full: str) -> list[str]:
+            return sorted(self._wait(self._client.get_children_async(full, watch=self._on_watch)))
+
+        found: list[str] = self._cached(path, self._children, self._stale_children, fetch, [])
+        return list(found)
+
+    def _cached(self, path: str, cache: dict[str, T], stale: dict[str, T], fetch: Callable[[str], T], absent: T) -> T:
+        """The cached value of ``path``, else ``fetch(path)`` leaving a watch (``absent``, and a
+        watch for its creation, when the node does not exist), cached unless a change raced it."""
         full = self._root + path
         with self._lock:
-            found = self._children.get(full)
+            found = cache.get(full)
             if found is None and self._state is SessionState.SUSPENDED:
-                found = self._stale_children.get(full)
+                found = stale.get(full)
             generation = self._generation.get(full, 0)
         if found is not None:
-            return list(found)
+            return found
         with self._errors(path):
             while True:
                 try:
-                    found = sorted(self._wait(self._client.get_children_async(full, watch=self._on_watch)))
+                    found = fetch(full)
                     break
                 except NoNodeError:
                     if self._wait(self._client.exists_async(full, watch=self._on_watch)) is None:
-                        found = []
+                        found = absent
                         break
         with self._lock:
             if self._generation.get(full, 0) == generation:
-                self._children[full] = found
-        return list(found)
+                cache[full] = found
+        return found
 
     # -- writes --------------------------------------------------------------------------
 
