@@ -548,7 +548,7 @@ def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:
     with ZooKeeperProcess() as server:
         server.start()
         heard: list[SessionState] = []
-        store = ZooKeeperMetadataStore(server.url("/restart"), session_timeout_ms=20_000, operation_timeout_s=1)
+        store = ZooKeeperMetadataStore(server.url("/restart"), session_timeout_ms=8_000, operation_timeout_s=1)
         try:
             store.add_session_listener(heard.append)
             store.register_broker("127.0.0.1:8080", {})
@@ -564,7 +564,7 @@ def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:
             # A reconnection that reaches ZooKeeper while it starts can wait for kazoo's handshake
             # timeout (the session timeout over the number of servers), and the session may
             # expire meanwhile: then the store says so, and its ephemeral records are gone.
-            eventually(lambda: heard[-1:] == [SessionState.CONNECTED], timeout_s=45)
+            eventually(lambda: heard[-1:] == [SessionState.CONNECTED], timeout_s=20)
             store.put_json("k", 3)
             assert store.get_json("k") == 3
             survived = SessionState.LOST not in heard
