@@ -52,6 +52,9 @@ def standalone(
         broker_config = load_config(config, overrides)
     except ConfigError as exc:
         _fail(str(exc))
+    if broker_config.metadataStoreUrl:
+        _fail(f"metadataStoreUrl={broker_config.metadataStoreUrl}: the standalone broker keeps its metadata in "
+              "SQLite under --data-dir; leave metadataStoreUrl empty")
     from magnetar.server.standalone import run_standalone
     try:
         run_standalone(broker_config, data_dir)

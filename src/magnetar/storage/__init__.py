@@ -6,7 +6,11 @@
 - ``segment_ledger``  segment files per ledger, torn-tail recovery, tail read cache.
 - ``memory_ledger``   the in-memory twin for core tests and simulation.
 - ``group_commit``    the fsync worker: many appends, one fsync per ledger per round.
-- ``metadata_store``  tenants, namespaces, topics, cursors, schemas, ledger ids in SQLite.
+- ``metadata_store``  tenants, namespaces, topics, cursors, schemas, ledger ids in SQLite (the
+                      standalone broker's), split by concept in ``sqlite_metadata*``.
+- ``zookeeper``       the same records in ZooKeeper, for brokers of a cluster.
+- ``metadata_stores`` which of the two a broker's config names. Both implement
+                      :mod:`magnetar.core.metadata.interfaces`.
 """
 
 from magnetar.storage.group_commit import GroupCommitter, SyncedBatch

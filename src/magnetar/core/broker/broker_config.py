@@ -10,6 +10,8 @@ import dataclasses
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from magnetar.core.metadata.store_url import MetadataStoreUrlError, ZooKeeperUrl, parse_metadata_store_url
+
 
 class ConfigError(ValueError):
     """A config value that cannot be used; the message names the key and the fix."""
@@ -28,6 +30,13 @@ class BrokerConfig:
     advertisedListeners: str = ""
     internalListenerName: str = ""
     clusterName: str = "standalone"
+    #: the metadata store (Pulsar's keys and defaults): zk:host:port[,host:port...][/chroot], or
+    #: the older bare host:port; empty keeps the standalone broker's SQLite store in its data dir
+    metadataStoreUrl: str = ""
+    #: the cluster-wide configuration store; empty: metadataStoreUrl
+    configurationMetadataStoreUrl: str = ""
+    metadataStoreSessionTimeoutMillis: int = 30000
+    metadataStoreOperationTimeoutSeconds: int = 30
     keepAliveIntervalSeconds: int = 30
     brokerShutdownTimeoutMs: int = 60000
     maxMessageSize: int = 5 * 1024 * 1024
@@ -228,6 +237,18 @@ class BrokerConfig:
     def tls_protocols(self) -> list[str]:
         return _names(self.tlsProtocols)
 
+    @property
+    def metadata_store_url(self) -> ZooKeeperUrl | None:
+        """Where the metadata store is, None for the standalone broker's SQLite store."""
+        return parse_metadata_store_url(self.metadataStoreUrl) if self.metadataStoreUrl else None
+
+    @property
+    def configuration_metadata_store_url(self) -> ZooKeeperUrl | None:
+        """The configuration store: configurationMetadataStoreUrl, else the metadata store."""
+        if self.configurationMetadataStoreUrl:
+            return parse_metadata_store_url(self.configurationMetadataStoreUrl, key="configurationMetadataStoreUrl")
+        return self.metadata_store_url
+
     def validate(self) -> None:
         for key in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
             port = getattr(self, key)
@@ -254,6 +275,7 @@ class BrokerConfig:
                 f"{self.diskUsageThreshold}: need 0 < diskUsageWarnThreshold <= diskUsageThreshold <= 1"
             )
         self._validate_lifecycle()
+        self._validate_metadata_store()
         positive = ("maxMessageSize", "pulsarChannelWriteBufferHighWaterMark", "diskCheckInterval",
                     "defaultNumPartitions", "managedLedgerMaxEntriesPerLedger",
                     "keepAliveIntervalSeconds", "retentionCheckIntervalInSeconds",
@@ -278,6 +300,19 @@ class BrokerConfig:
                 raise ConfigError(f"{key}={getattr(self, key)} must not be negative")
         if self.managedLedgerCacheSizeMB is not None and self.managedLedgerCacheSizeMB < 0:
             raise ConfigError(f"managedLedgerCacheSizeMB={self.managedLedgerCacheSizeMB} must not be negative")
+
+    def _validate_metadata_store(self) -> None:
+        try:
+            self.metadata_store_url  # noqa: B018 - parsed to check it
+            if self.configurationMetadataStoreUrl and not self.metadataStoreUrl:
+                raise MetadataStoreUrlError("configurationMetadataStoreUrl needs metadataStoreUrl: a broker "
+                                            "keeps its own metadata in the same kind of store")
+            self.configuration_metadata_store_url  # noqa: B018
+        except MetadataStoreUrlError as exc:
+            raise ConfigError(str(exc)) from None
+        for key in ("metadataStoreSessionTimeoutMillis", "metadataStoreOperationTimeoutSeconds"):
+            if getattr(self, key) <= 0:
+                raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
 
     def _validate_lifecycle(self) -> None:
         for key in ("defaultRetentionTimeInMinutes", "defaultRetentionSizeInMB", "backlogQuotaDefaultLimitBytes",

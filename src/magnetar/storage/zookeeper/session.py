@@ -1,0 +1,306 @@
+"""One kazoo session to a ZooKeeper ensemble, as the metadata store uses it.
+
+Reads come from a cache that ZooKeeper's watches keep current: the first read of a node
+(or of a node's children) fetches it and leaves a watch; the watch's event drops the
+entry, so the next read fetches the new value. Dropped entries carry a generation, so a
+fetch that raced a change is not cached. A write goes to ZooKeeper and drops what it
+changed from the cache, so a store reads its own writes. kazoo lets go of every watch
+when the connection drops: what was cached is then served as it was until the connection
+is back (a broker keeps its policies through a blip), and read again after; a lost session
+drops it all.
+
+Every call waits at most the operation timeout (``metadataStoreOperationTimeoutSeconds``),
+then raises :class:`MetadataUnavailable`. Errors are the store's own
+(:class:`AlreadyExists`, :class:`NotFound`, :class:`VersionConflict`), never kazoo's.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import WatchedEvent
+
+from magnetar.core.metadata.records import (
+    AlreadyExists,
+    MetadataError,
+    MetadataUnavailable,
+    NotFound,
+    SessionState,
+    VersionConflict,
+)
+from magnetar.core.metadata.store_url import ZooKeeperUrl, parse_metadata_store_url
+from magnetar.storage.zookeeper import paths
+
+#: Pulsar's ``metadataStoreSessionTimeoutMillis`` and ``metadataStoreOperationTimeoutSeconds``
+DEFAULT_SESSION_TIMEOUT_MS = 30_000
+DEFAULT_OPERATION_TIMEOUT_S = 30
+_STATES = {KazooState.CONNECTED: SessionState.CONNECTED, KazooState.SUSPENDED: SessionState.SUSPENDED,
+           KazooState.LOST: SessionState.LOST}
+T = TypeVar("T")
+#: a node that is absent, in the data cache
+_ABSENT: tuple[bytes | None, int] = (None, -1)
+
+
+class ZooKeeperSession:
+    """The kazoo client, its session's state and the watched cache; paths are absolute
+    within the store (the URL's chroot is prefixed here)."""
+
+    def __init__(self, url: ZooKeeperUrl | str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 operation_timeout_s: float = DEFAULT_OPERATION_TIMEOUT_S) -> None:
+        self.url = url if isinstance(url, ZooKeeperUrl) else parse_metadata_store_url(url)
+        self.operation_timeout_s = operation_timeout_s
+        self.session_timeout_ms = session_timeout_ms
+        self._root = self.url.chroot
+        self._lock = threading.Lock()
+        self._data: dict[str, tuple[bytes | None, int]] = {}
+        self._children: dict[str, list[str]] = {}
+        #: what was cached when the connection dropped, served until it is back
+        self._stale_data: dict[str, tuple[bytes | None, int]] = {}
+        self._stale_children: dict[str, list[str]] = {}
+        self._generation: dict[str, int] = {}
+        self._listeners: list[Callable[[SessionState], None]] = []
+        self._state = SessionState.LOST
+        self._changes = 0
+        self._policy_changes = 0
+        self._client = KazooClient(hosts=self.url.hosts, timeout=session_timeout_ms / 1000,
+                                   connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
+        self._client.add_listener(self._on_state)
+        try:
+            self._client.start(timeout=operation_timeout_s)
+        except KazooTimeoutError:
+            self._client.close()
+            raise MetadataUnavailable(
+                f"cannot reach ZooKeeper at {self.url.hosts} within {operation_timeout_s} s") from None
+        self._state = SessionState.CONNECTED
+
+    # -- session -------------------------------------------------------------------------
+
+    @property
+    def session_state(self) -> SessionState:
+        return self._state
+
+    @property
+    def client_id(self) -> tuple[int, bytes] | None:
+        """The session's id and password, None before it is established."""
+        found = self._client.client_id
+        return None if found is None else (int(found[0]), bytes(found[1]))
+
+    def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
+        """``listener`` is called, on kazoo's thread, at each change of the session's state."""
+        self._listeners.append(listener)
+
+    def _on_state(self, state: str) -> None:
+        self._state = _STATES[state]
+        if self._state is SessionState.CONNECTED:
+            with self._lock:
+                self._stale_data.clear()
+                self._stale_children.clear()
+        else:
+            # kazoo forgets every watch when the connection drops: nothing cached can be kept
+            # current, so it is read again once connected (and meanwhile served as it was)
+            self._drop_cache(keep_stale=self._state is SessionState.SUSPENDED)
+        for listener in list(self._listeners):
+            listener(self._state)
+
+    def close(self) -> None:
+        """End the session: ZooKeeper deletes its ephemeral nodes now, not at its timeout."""
+        self._client.stop()
+        self._client.close()
+
+    @property
+    def changes(self) -> int:
+        """Writes made or seen (through watches) by this session so far."""
+        return self._changes
+
+    @property
+    def policy_changes(self) -> int:
+        """Policy writes made or seen by this session so far."""
+        return self._policy_changes
+
+    # -- cache ---------------------------------------------------------------------------
+
+    def _drop_cache(self, *, keep_stale: bool) -> None:
+        with self._lock:
+            for path in list(self._data) + list(self._children):
+                self._generation[path] = self._generation.get(path, 0) + 1
+            if keep_stale:
+                self._stale_data.update(self._data)
+                self._stale_children.update(self._children)
+            else:
+                self._stale_data.clear()
+                self._stale_children.clear()
+            self._data.clear()
+            self._children.clear()
+            self._changes += 1
+            self._policy_changes += 1
+
+    def _forget(self, path: str) -> None:
+        with self._lock:
+            self._generation[path] = self._generation.get(path, 0) + 1
+            self._data.pop(path, None)
+            self._children.pop(path, None)
+            self._changes += 1
+            if paths.is_policy(path[len(self._root):]):
+                self._policy_changes += 1
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        if event.path is None:  # kazoo let go of its watches (the connection dropped)
+            self._drop_cache(keep_stale=self._state is SessionState.SUSPENDED)
+        else:
+            self._forget(event.path)
+
+    def read(self, path: str) -> tuple[bytes | None, int]:
+        """A node's data and version, ``(None, -1)`` when it does not exist."""
+
+        def fetch(full: str) -> tuple[bytes | None, int]:
+            data, stat = self._wait(self._client.get_async(full, watch=self._on_watch))
+            return data, stat.version
+
+        return self._cached(path, self._data, self._stale_data, fetch, _ABSENT)
+
+    def read_json(self, path: str) -> dict[str, Any] | None:
+        """A node's JSON object; None when the node is absent or holds no data (a node that
+        only holds others, such as a tenant's namespaces after the tenant was deleted)."""
+        data, _ = self.read(path)
+        return json.loads(data) if data else None
+
+    def children(self, path: str) -> list[str]:
+        """A node's children, sorted; none when it does not exist."""
+
+        def fetch(full: str) -> list[str]:
+            return sorted(self._wait(self._client.get_children_async(full, watch=self._on_watch)))
+
+        found: list[str] = self._cached(path, self._children, self._stale_children, fetch, [])
+        return list(found)
+
+    def _cached(self, path: str, cache: dict[str, T], stale: dict[str, T], fetch: Callable[[str], T], absent: T) -> T:
+        """The cached value of ``path``, else ``fetch(path)`` leaving a watch (``absent``, and a
+        watch for its creation, when the node does not exist), cached unless a change raced it."""
+        full = self._root + path
+        with self._lock:
+            found = cache.get(full)
+            if found is None and self._state is SessionState.SUSPENDED:
+                found = stale.get(full)
+            generation = self._generation.get(full, 0)
+        if found is not None:
+            return found
+        with self._errors(path):
+            while True:
+                try:
+                    found = fetch(full)
+                    break
+                except NoNodeError:
+                    if self._wait(self._client.exists_async(full, watch=self._on_watch)) is None:
+                        found = absent
+                        break
+        with self._lock:
+            if self._generation.get(full, 0) == generation:
+                cache[full] = found
+        return found
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, path: str, data: bytes, *, ephemeral: bool = False) -> None:
+        """Create a node, and its parents as empty nodes; :class:`AlreadyExists` if it is there."""
+        full = self._root + path
+        with self._errors(path):
+            self._wait(self._client.create_async(full, data, ephemeral=ephemeral, makepath=True))
+        self._written(full)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> int:
+        """Replace a node's data (at ``version`` if not -1); its new version."""
+        full = self._root + path
+        with self._errors(path):
+            stat = self._wait(self._client.set_async(full, data, version))
+        self._written(full)
+        return int(stat.version)
+
+    def delete(self, path: str, version: int = -1) -> bool:
+        """Delete a node without children; False if it was not there. A node with children
+        raises :class:`MetadataError`."""
+        full = self._root + path
+        try:
+            with self._errors(path):
+                self._wait(self._client.delete_async(full, version))
+        except NotFound:
+            return False
+        finally:
+            self._written(full)
+        return True
+
+    def ensure(self, path: str) -> None:
+        """The node exists (empty if this call made it), and so do its parents."""
+        full = self._root + path
+        with self._errors(path):
+            self._wait(self._client.ensure_path_async(full))
+        self._written(full)
+
+    def fresh(self, path: str) -> tuple[bytes | None, int]:
+        """A node's data and version read from ZooKeeper, not the cache (for a compare-and-set)."""
+        full = self._root + path
+        try:
+            with self._errors(path):
+                data, stat = self._wait(self._client.get_async(full))
+        except NotFound:
+            return _ABSENT
+        return data, stat.version
+
+    def transaction(self, operations: list[tuple[str, str, bytes, int]]) -> None:
+        """``("create" | "set" | "delete", path, data, version)`` all applied or none; the
+        first failed operation's error is raised."""
+        tx = self._client.transaction()
+        for kind, path, data, version in operations:
+            full = self._root + path
+            if kind == "create":
+                tx.create(full, data)
+            elif kind == "set":
+                tx.set_data(full, data, version)
+            else:
+                tx.delete(full, version)
+        with self._errors(operations[0][1] if operations else "/"):
+            results = self._wait(tx.commit_async())
+        for _, path, _, _ in operations:
+            self._written(self._root + path)
+        for (_, path, _, _), result in zip(operations, results, strict=True):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                with self._errors(path):
+                    raise result
+
+    def _written(self, full: str) -> None:
+        self._forget(full)
+        self._forget(full.rsplit("/", 1)[0] or "/")
+
+    def _wait(self, result: Any) -> Any:
+        return result.get(timeout=self.operation_timeout_s)
+
+    @contextmanager
+    def _errors(self, path: str) -> Iterator[None]:
+        try:
+            yield
+        except NodeExistsError:
+            raise AlreadyExists(f"{path} already exists") from None
+        except NoNodeError:
+            raise NotFound(f"{path} does not exist") from None
+        except BadVersionError:
+            raise VersionConflict(f"{path} was changed by someone else (version mismatch)") from None
+        except NotEmptyError:
+            raise MetadataError(f"{path} still has children") from None
+        except (KazooTimeoutError, ConnectionLoss, SessionExpiredError) as exc:
+            raise MetadataUnavailable(
+                f"ZooKeeper at {self.url.hosts} did not answer for {path} within "
+                f"{self.operation_timeout_s} s ({type(exc).__name__}); retry later") from None
