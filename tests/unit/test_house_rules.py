@@ -113,3 +113,23 @@ def test_the_checks_can_fail() -> None:
     assert "magnetar.server.broker_service" in server_modules_used_by_doors(edges) - DOORS_MAY_USE
     grown = {name: size - 1 for name, size in OVER_THE_LIMIT.items()}
     assert set(oversized(MAX_METHODS, grown)) == set(OVER_THE_LIMIT)
+
+
+#: the one place that sets a loop timer: the alarm of the broker's one timer
+TIMER_ALARM = "magnetar.server.timer_alarm"
+
+
+def loop_timers_outside_the_alarm() -> set[str]:
+    """Modules that call ``call_later``/``call_at`` themselves instead of the broker's timer."""
+    found = set()
+    for name, path in layering.modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {node.func.attr for node in ast.walk(tree)
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)}
+        if calls & {"call_later", "call_at"} and name != TIMER_ALARM and layering.layer_of(name) != "testing":
+            found.add(name)
+    return found
+
+
+def test_every_timer_goes_through_the_broker_timer() -> None:
+    assert loop_timers_outside_the_alarm() == set()

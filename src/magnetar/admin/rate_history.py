@@ -27,6 +27,7 @@ from fastapi import APIRouter
 from magnetar import __version__
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker
+from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.topics.topic import Topic
 
 RESOLUTION_S = 5
@@ -106,20 +107,22 @@ class RateHistory:
         self.resolution_s = resolution_s
         self.samples: deque[Sample] = deque(maxlen=size)
         self._last: tuple[int, Totals] | None = None
-        self._handle: asyncio.Handle | None = None
+        self._task: PeriodicTask | None = None
         self._walking = False
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Samples are taken on the broker's one timer; a walk's slices take turns of ``loop``."""
         self._walk(loop, first=True)
-        self._handle = loop.call_later(self.resolution_s, self._tick, loop)
+        self._task = PeriodicTask(self.broker.timers, max(1, round(self.resolution_s * 1000)),
+                                  lambda now: self._tick(loop))
+        self._task.start(self.broker.now_ms())
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self._task is not None:
+            self.broker.timers.cancel(self._task)
+            self._task = None
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._handle = loop.call_later(self.resolution_s, self._tick, loop)
         if not self._walking:  # the previous walk is still going: this sample is skipped
             self._walk(loop, first=False)
 

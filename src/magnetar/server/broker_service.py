@@ -28,7 +28,7 @@ from typing import Protocol
 from magnetar.core import policies
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
-from magnetar.core.broker.broker_timers import PeriodicTask
+from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.errors import ServiceNotReady
@@ -421,6 +421,10 @@ class BrokerService:
 
     def cursors_durable(self, topic: Topic) -> concurrent.futures.Future[None]:
         return self.cursors.persist_topic_cursors(topic)
+
+    @property
+    def timers(self) -> BrokerTimers:
+        return self.core.timers
 
     @staticmethod
     def now_ms() -> int:

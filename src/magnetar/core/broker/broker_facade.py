@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.names import TopicName
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -112,6 +113,10 @@ class AdminFacade(BrokerFacade, Protocol):
     @property
     def topics(self) -> dict[str, Topic]:
         """The loaded topics by name."""
+
+    @property
+    def timers(self) -> BrokerTimers:
+        """The broker's one timer: admin's periodic work (the rate history) runs on it too."""
 
     @property
     def disk(self) -> DiskUsage: ...
