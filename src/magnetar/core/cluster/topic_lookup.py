@@ -75,8 +75,8 @@ class BundleView:
     state: BundleState
     #: the ownership node's value, ``None`` when there is no node
     owner: NamespaceEphemeralData | None
-    #: the node names this broker but another of its sessions (a node that will vanish)
-    owner_is_stale_self: bool = False
+    #: the node is this broker's under its current session (a create whose answer was lost)
+    owner_session_is_ours: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +95,9 @@ def decide_lookup(me: str, view: BundleView, brokers: Mapping[str, RegisteredBro
     if view.state is not BundleState.UNOWNED:
         return NotReady(f"bundle is {view.state} on {me}; look up again")
     if view.owner is not None:
-        if view.owner.broker_id == me or view.owner_is_stale_self:
+        if view.owner.broker_id == me:
+            if view.owner_session_is_ours:
+                return Acquire()
             return NotReady(f"bundle is held by an earlier session of {me}; look up again")
         return _redirect(view.owner, listener)
     if authoritative:

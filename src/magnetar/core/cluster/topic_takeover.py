@@ -103,15 +103,16 @@ TakeoverEffect = ReadLedgerList | ReadLedgerEnd | WriteLedgerList | StartServing
 class TopicTakeover:
     """One topic's takeover on one broker; see the module docstring for the steps."""
 
-    __slots__ = ("writer", "wait_until_ms", "step", "_info", "_version")
+    __slots__ = ("writer", "wait_until_ms", "step", "info", "version")
 
     def __init__(self, writer: LedgerWriter, owned_since_ms: int, wait_ms: int) -> None:
         self.writer = writer
         #: the earliest moment the previous writer's ledger may be read and closed
         self.wait_until_ms = owned_since_ms + wait_ms
         self.step = TakeoverStep.READ_LEDGERS
-        self._info = ManagedLedgerInfo()
-        self._version = -1
+        #: the ledger list as last read or written, and its version (-1: no list yet)
+        self.info = ManagedLedgerInfo()
+        self.version = -1
 
     def start(self) -> list[TakeoverEffect]:
         return [ReadLedgerList()]
@@ -124,8 +125,8 @@ class TopicTakeover:
 
     def on_ledger_list(self, info: ManagedLedgerInfo | None, version: int, now_ms: int) -> list[TakeoverEffect]:
         """The list as read (``None``, version -1: the topic has no list yet)."""
-        self._info, self._version = info or ManagedLedgerInfo(), version
-        last = self._info.open_ledger
+        self.info, self.version = info or ManagedLedgerInfo(), version
+        last = self.info.open_ledger
         if last is None:
             self._move(V.LEDGERS_READ_CLOSED)
             return [self._fence_write()]
@@ -142,21 +143,22 @@ class TopicTakeover:
         if self.step is not TakeoverStep.WAIT_PREVIOUS_SESSION or now_ms < self.wait_until_ms:
             return []
         self._move(V.WAITED)
-        last = self._info.open_ledger
+        last = self.info.open_ledger
         assert last is not None
         return [ReadLedgerEnd(last.ledger_id)]
 
     def on_ledger_end(self, entries: int) -> list[TakeoverEffect]:
         self._move(V.LEDGER_END_READ)
-        self._info = self._info.with_open_closed_at(entries)
+        self.info = self.info.with_open_closed_at(entries)
         return [self._fence_write()]
 
     def _fence_write(self) -> WriteLedgerList:
-        return WriteLedgerList(self._info.with_new_ledger(self.writer), self._version)
+        return WriteLedgerList(self.info.with_new_ledger(self.writer), self.version)
 
-    def on_written(self, info: ManagedLedgerInfo) -> list[TakeoverEffect]:
-        """The fence's write landed; ``info`` is what was written."""
+    def on_written(self, info: ManagedLedgerInfo, version: int) -> list[TakeoverEffect]:
+        """The fence's write landed: ``info`` at ``version`` is the list now."""
         self._move(V.WRITTEN)
+        self.info, self.version = info, version
         last = info.open_ledger
         assert last is not None and last.writer == self.writer
         return [StartServing(last.ledger_id)]
