@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from magnetar.core.cluster.bundle_ownership import BundleOwnership, BundleState, OwnershipAction, OwnershipEvent
 from magnetar.core.cluster.managed_ledger_info import LedgerWriter, ManagedLedgerInfo
@@ -41,6 +42,12 @@ from magnetar.core.cluster.topic_takeover import (
 )
 from magnetar.core.names import TopicName
 from magnetar.testing.sim.cluster_store import SimStoreClient, StoreMessage
+
+
+@lru_cache(maxsize=1024)
+def _owner_data(value: bytes) -> NamespaceEphemeralData:
+    """Node values parsed once: the simulation reads the same few nodes very often."""
+    return NamespaceEphemeralData.from_json(value)
 
 
 @dataclass
@@ -233,7 +240,7 @@ class SimBroker:
         if isinstance(result, Stat):
             self._apply(self.ownership.handle(bundle, OwnershipEvent.CREATED, now, result.session_id))
         elif isinstance(result, AlreadyExists) and result.existing is not None:
-            owner = NamespaceEphemeralData.from_json(result.existing.value)
+            owner = _owner_data(result.existing.value)
             self._apply(self.ownership.on_exists(bundle, owner.broker_id, result.existing.stat.session_id, now,
                                                  call.session_id or 0))
         else:
@@ -410,18 +417,18 @@ class SimBroker:
     def view(self, bundle: NamespaceBundle) -> BundleView:
         """The bundle as this broker sees it: its own state and the store's node."""
         got = self.client.store.read(bundle_ownership_path(bundle))
-        owner = NamespaceEphemeralData.from_json(got.value) if got else None
+        owner = _owner_data(got.value) if got else None
         ours = got is not None and got.stat.session_id == self.ownership.session_id
         return BundleView(self.ownership.state(bundle), owner, ours)
 
     def registered(self) -> dict[str, RegisteredBroker]:
         store = self.client.store
-        owners = [NamespaceEphemeralData.from_json(store.nodes[p].value).broker_id
+        owners = [_owner_data(store.nodes[p].value).broker_id
                   for p in self._bundle_of_path if p in store.nodes]
         registered = {}
         for path, node in store.nodes.items():
             if path.startswith("/loadbalance/brokers/"):
-                data = NamespaceEphemeralData.from_json(node.value)
+                data = _owner_data(node.value)
                 registered[data.broker_id] = RegisteredBroker(data, owners.count(data.broker_id))
         return registered
 

@@ -12,6 +12,7 @@ from the store's ledger lists, the files and the receipts producers got.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from magnetar.core.cluster.managed_ledger_info import LedgerWriter, ManagedLedgerInfo
 from magnetar.core.cluster.metadata_paths import managed_ledger_path
@@ -35,8 +36,18 @@ class Receipt:
 
 
 def ledger_list(store: SimMetadataStore, topic: str) -> ManagedLedgerInfo:
-    got = store.read(managed_ledger_path(TopicName.parse(topic)))
-    return ManagedLedgerInfo.from_json(got.value) if got else ManagedLedgerInfo()
+    got = store.read(_path(topic))
+    return _parsed(got.value) if got else ManagedLedgerInfo()
+
+
+@lru_cache(maxsize=64)
+def _path(topic: str) -> str:
+    return managed_ledger_path(TopicName.parse(topic))
+
+
+@lru_cache(maxsize=1024)
+def _parsed(value: bytes) -> ManagedLedgerInfo:
+    return ManagedLedgerInfo.from_json(value)
 
 
 class ClusterChecker:
