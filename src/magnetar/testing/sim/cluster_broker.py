@@ -11,11 +11,17 @@ not paused. Its clock is its own monotonic clock (an offset and a rate off the w
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
-from magnetar.core.cluster.bundle_ownership import BundleOwnership, BundleState, OwnershipAction, OwnershipEvent
+from magnetar.core.cluster.bundle_ownership import (
+    BundleOwnership,
+    BundleState,
+    OwnershipAction,
+    OwnershipEffect,
+    OwnershipEvent,
+)
 from magnetar.core.cluster.managed_ledger_info import LedgerWriter, ManagedLedgerInfo
 from magnetar.core.cluster.metadata_paths import broker_registration_path, bundle_ownership_path, managed_ledger_path
 from magnetar.core.cluster.metadata_store import (
@@ -127,14 +133,23 @@ class Options:
     skip_takeover_wait: bool = False
 
 
-class Hooks:
-    """What the broker tells the world: receipts, errors, file creation."""
+class Hooks(Protocol):
+    """What a broker tells the world it runs in (``ClusterWorld``)."""
 
-    ack: Callable[[SimBroker, str, str, LedgerWriter, int, int, str], None]
-    fail: Callable[[str, str], None]
-    #: open a ledger's file for its writer: create it, or reopen the writer's own; its entries
-    create_file: Callable[[str, int, LedgerWriter], int]
-    append: Callable[[str, int, str], int]
+    def receipt(self, broker: SimBroker, producer: str, topic: str, writer: LedgerWriter, ledger_id: int,
+                index: int, message: str) -> None:
+        """The broker acknowledged an append to its producer."""
+
+    def send_error(self, producer: str, message: str) -> None:
+        """The broker answered an append with a retriable error."""
+
+    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> int:
+        """Create the ledger's file for its writer, or reopen the writer's own; its entries."""
+        ...
+
+    def append_entry(self, topic: str, ledger_id: int, message: str) -> int:
+        """Write one entry to the ledger's file; its index."""
+        ...
 
 
 class SimBroker:
@@ -283,7 +298,7 @@ class SimBroker:
         if isinstance(result, Stat) and writer.closing == "rollover":
             new = call.info.open_ledger
             assert new is not None
-            self.hooks.create_file(call.topic, new.ledger_id, writer.writer)
+            self.hooks.open_ledger_file(call.topic, new.ledger_id, writer.writer)
             self.writers[call.topic] = Writer(new.ledger_id, writer.writer, call.info, result.version)
             return
         # closed for an unload, or the close failed (the topic was lost): stop serving it
@@ -292,7 +307,7 @@ class SimBroker:
 
     # -- effects ----------------------------------------------------------------------------
 
-    def _apply(self, effects: list) -> None:  # type: ignore[type-arg]
+    def _apply(self, effects: list[OwnershipEffect]) -> None:
         for effect in effects:
             action, bundle = effect.action, effect.bundle
             if action is OwnershipAction.CREATE_NODE:
@@ -333,7 +348,7 @@ class SimBroker:
                 takeover.abandon()
             writer = self.writers.pop(topic, None)
             for producer, message in (writer.pending.values() if writer else ()):
-                self.hooks.fail(producer, message)
+                self.hooks.send_error(producer, message)
 
     def _close_topics(self, bundle: NamespaceBundle) -> None:
         for topic in self._topics_of(bundle):
@@ -363,7 +378,7 @@ class SimBroker:
                            topic=topic, info=effect.info)
             elif isinstance(effect, StartServing):
                 takeover = self.takeovers.pop(topic)
-                entries = self.hooks.create_file(topic, effect.ledger_id, takeover.writer)
+                entries = self.hooks.open_ledger_file(topic, effect.ledger_id, takeover.writer)
                 self.writers[topic] = Writer(effect.ledger_id, takeover.writer, takeover.info, takeover.version,
                                              appended=entries)
 
@@ -381,7 +396,7 @@ class SimBroker:
 
     def send(self, topic: str, producer: str, message: str) -> None:
         writer = self.writers[topic]
-        index = self.hooks.append(topic, writer.ledger_id, message)
+        index = self.hooks.append_entry(topic, writer.ledger_id, message)
         writer.pending[index] = (producer, message)
         writer.appended = index + 1
         self.file_ops.append(FileOp("fsync", topic, writer.ledger_id))
@@ -396,9 +411,9 @@ class SimBroker:
         for index in sorted(i for i in writer.pending if i < durable):
             producer, message = writer.pending.pop(index)
             if self.options.skip_session_check or self.lease.may_acknowledge(now, writer.writer.session_id):
-                self.hooks.ack(self, producer, topic, writer.writer, ledger_id, index, message)
+                self.hooks.receipt(self, producer, topic, writer.writer, ledger_id, index, message)
             else:
-                self.hooks.fail(producer, message)
+                self.hooks.send_error(producer, message)
         self._maybe_close(topic, writer)
 
     def _maybe_close(self, topic: str, writer: Writer) -> None:

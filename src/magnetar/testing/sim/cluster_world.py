@@ -23,7 +23,6 @@ from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 from magnetar.core.cluster.topic_lookup import Acquire, Connect, Redirect, decide_lookup
 from magnetar.testing.sim.cluster_broker import (
     FsyncDone,
-    Hooks,
     LedgerEndRead,
     Options,
     SimBroker,
@@ -81,9 +80,6 @@ class ClusterWorld:
         self.producers = {f"p{i}": SimProducer(f"p{i}", setup.topics[i % len(setup.topics)])
                           for i in range(setup.producers)}
         self.figures: dict[str, int] = {}
-        self.hooks = Hooks()
-        self.hooks.ack, self.hooks.fail = self._ack, self._fail
-        self.hooks.create_file, self.hooks.append = self._create_file, self._append
         for i in range(setup.brokers):
             self._start(f"b{i}")
 
@@ -93,7 +89,7 @@ class ClusterWorld:
     def _start(self, name: str) -> None:
         index = int(name[1:])
         broker = SimBroker(name, self.store.client(name), self.bundles, list(self.setup.topics), self.setup.options,
-                           self.hooks, clock_offset_ms=1000 * index + self.rng.randint(0, 999),
+                           self, clock_offset_ms=1000 * index + self.rng.randint(0, 999),
                            clock_rate=self.setup.clock_rates[index])
         broker.world_now_ms = self.now_ms
         self.brokers[name] = broker
@@ -108,7 +104,7 @@ class ClusterWorld:
 
     # -- hooks the brokers call -------------------------------------------------------------
 
-    def _ack(self, broker: SimBroker, producer: str, topic: str, writer: LedgerWriter, ledger_id: int,
+    def receipt(self, broker: SimBroker, producer: str, topic: str, writer: LedgerWriter, ledger_id: int,
              index: int, message: str) -> None:
         self.checker.on_ack(Receipt(topic, ledger_id, index, message, str(writer), broker.name))
         p = self.producers[producer]
@@ -116,7 +112,7 @@ class ClusterWorld:
         p.acked.add(message)
         self.count("receipts")
 
-    def _fail(self, producer: str, message: str) -> None:
+    def send_error(self, producer: str, message: str) -> None:
         p = self.producers[producer]
         if message in p.inflight:
             p.inflight.discard(message)
@@ -124,7 +120,7 @@ class ClusterWorld:
         p.broker = None
         self.count("send_errors")
 
-    def _create_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> int:
+    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> int:
         self.checker.on_file_created(topic, ledger_id, writer)
         existing = self.files.files.get((topic, ledger_id))
         if existing is not None and existing.creator == str(writer):
@@ -135,7 +131,7 @@ class ClusterWorld:
             raise ClusterViolation(str(exc)) from exc
         return 0
 
-    def _append(self, topic: str, ledger_id: int, message: str) -> int:
+    def append_entry(self, topic: str, ledger_id: int, message: str) -> int:
         return self.files.append((topic, ledger_id), message)
 
     # -- the actions ------------------------------------------------------------------------
