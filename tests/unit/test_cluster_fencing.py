@@ -93,8 +93,11 @@ def test_no_open_ledger_means_no_wait_and_a_lost_race_reads_again() -> None:
     [write] = takeover.on_ledger_list(None, -1, 0)
     assert write == WriteLedgerList(ManagedLedgerInfo((LedgerInfo(1, None, ME),)), -1)
     assert takeover.on_write_failed() == [ReadLedgerList()]
-    # our write had landed after all: the list shows our own open ledger
-    assert takeover.on_ledger_list(write.info, 0, 1) == [StartServing(1)]
+    # our write had landed after all: our own open ledger is closed and replaced, no wait
+    assert takeover.on_ledger_list(write.info, 0, 1) == [ReadLedgerEnd(1)]
+    [again] = takeover.on_ledger_end(0)
+    assert again == WriteLedgerList(ManagedLedgerInfo((LedgerInfo(1, 0, ME), LedgerInfo(2, None, ME))), 0)
+    assert takeover.on_written(again.info, 1) == [StartServing(2)]
 
 
 def test_answers_out_of_step_are_refused_and_abandon_is_final() -> None:

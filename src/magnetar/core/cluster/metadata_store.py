@@ -9,6 +9,9 @@ store delivered them. That order matters: ZooKeeper sends a watch notification b
 answer to any later request of the same client, so a broker learns its node is gone before
 a later heartbeat answer could renew its lease (see ``session_lease``).
 
+A call runs in the session it was sent in: the calls of a session that expired fail
+(:class:`SessionExpired`), they never run in the next session.
+
 Versions follow ZooKeeper: a node is created at version 0 and each ``put`` adds one;
 ``expected_version`` ``None`` means any, :data:`NOT_EXISTS` (-1) means the node must not
 exist (Pulsar's convention).

@@ -18,6 +18,12 @@ The steps, each an effect the shell performs and answers:
    goes back to step 1.
 5. ``SERVING`` — create the new ledger's file and accept appends.
 
+An open ledger of this very writer (a fence whose answer was lost, a topic reloaded after
+a failed close) needs no wait, but goes through steps 3 and 4 like any other: serving
+always begins with a compare-and-set that won, so a write still in flight from a broker
+that lost the bundle (its node removed while its session lived) cannot close a ledger
+under a broker that serves it.
+
 An ownership or session loss at any step abandons the takeover. A previous writer that
 closed its own ledger (a graceful unload) leaves nothing to wait for.
 """
@@ -57,7 +63,7 @@ T, V = TakeoverStep, TakeoverEvent
 TRANSITIONS: Mapping[tuple[TakeoverStep, TakeoverEvent], TakeoverStep] = {
     (T.READ_LEDGERS, V.LEDGERS_READ_OTHER_OPEN): T.WAIT_PREVIOUS_SESSION,
     (T.READ_LEDGERS, V.LEDGERS_READ_CLOSED): T.FENCE,
-    (T.READ_LEDGERS, V.LEDGERS_READ_OURS_OPEN): T.SERVING,
+    (T.READ_LEDGERS, V.LEDGERS_READ_OURS_OPEN): T.READ_LEDGER_END,
     (T.WAIT_PREVIOUS_SESSION, V.WAITED): T.READ_LEDGER_END,
     (T.READ_LEDGER_END, V.LEDGER_END_READ): T.FENCE,
     (T.FENCE, V.WRITTEN): T.SERVING,
@@ -131,8 +137,11 @@ class TopicTakeover:
             self._move(V.LEDGERS_READ_CLOSED)
             return [self._fence_write()]
         if last.writer == self.writer:
+            # our own (a fence whose answer was lost, a topic reloaded): nobody else's lease
+            # to wait out, but it is closed and replaced all the same, so that serving
+            # always starts with a write that wins over any other in flight
             self._move(V.LEDGERS_READ_OURS_OPEN)
-            return [StartServing(last.ledger_id)]
+            return [ReadLedgerEnd(last.ledger_id)]
         self._move(V.LEDGERS_READ_OTHER_OPEN)
         return self.on_timer(now_ms)
 

@@ -68,6 +68,8 @@ class StoreCall:
     bundle: NamespaceBundle | None = None
     topic: str | None = None
     info: ManagedLedgerInfo | None = None
+    #: the takeover or the writer that asked: an answer goes only to the one that asked
+    asker: object = None
 
 
 @dataclass
@@ -75,6 +77,7 @@ class FileOp:
     kind: str  # "fsync" | "read-end"
     topic: str
     ledger_id: int
+    asker: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +105,7 @@ class FsyncDone:
 class LedgerEndRead:
     topic: str
     entries: int
+    asker: object
 
 
 Inbound = StoreAnswer | StoreNote | FsyncDone | LedgerEndRead
@@ -143,9 +147,8 @@ class Hooks(Protocol):
     def send_error(self, producer: str, message: str) -> None:
         """The broker answered an append with a retriable error."""
 
-    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> int:
-        """Create the ledger's file for its writer, or reopen the writer's own; its entries."""
-        ...
+    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> None:
+        """Create the ledger's file for its writer."""
 
     def append_entry(self, topic: str, ledger_id: int, message: str) -> int:
         """Write one entry to the ledger's file; its index."""
@@ -217,7 +220,7 @@ class SimBroker:
             self._on_fsync(item.topic, item.ledger_id, item.durable)
         else:
             takeover = self.takeovers.get(item.topic)
-            if takeover is not None:
+            if takeover is not None and takeover is item.asker:
                 self._run(item.topic, takeover.on_ledger_end(item.entries))
 
     def _on_notification(self, message: StoreMessage) -> None:
@@ -271,10 +274,10 @@ class SimBroker:
     def _answer_read_ledgers(self, call: StoreCall, result: object) -> None:
         assert call.topic is not None
         takeover = self.takeovers.get(call.topic)
-        if takeover is None or takeover.writer.session_id != call.session_id:
+        if takeover is None or takeover is not call.asker:
             return
         if isinstance(result, MetadataStoreError):
-            self._call("read-ledgers", call.path, topic=call.topic)
+            self._call("read-ledgers", call.path, topic=call.topic, asker=takeover)
             return
         got = result if isinstance(result, GetResult) else None
         info = ManagedLedgerInfo.from_json(got.value) if got else None
@@ -283,7 +286,7 @@ class SimBroker:
     def _answer_fence(self, call: StoreCall, result: object) -> None:
         assert call.topic is not None and call.info is not None
         takeover = self.takeovers.get(call.topic)
-        if takeover is None or takeover.writer.session_id != call.session_id:
+        if takeover is None or takeover is not call.asker:
             return
         if isinstance(result, Stat):
             self._run(call.topic, takeover.on_written(call.info, result.version))
@@ -293,7 +296,7 @@ class SimBroker:
     def _answer_close_ledger(self, call: StoreCall, result: object) -> None:
         assert call.topic is not None and call.info is not None
         writer = self.writers.get(call.topic)
-        if writer is None or writer.writer.session_id != call.session_id:
+        if writer is None or writer is not call.asker:
             return
         if isinstance(result, Stat) and writer.closing == "rollover":
             new = call.info.open_ledger
@@ -368,19 +371,19 @@ class SimBroker:
 
     def _run(self, topic: str, effects: list[TakeoverEffect]) -> None:
         path = managed_ledger_path(TopicName.parse(topic))
+        takeover = self.takeovers[topic]
         for effect in effects:
             if isinstance(effect, ReadLedgerList):
-                self._call("read-ledgers", path, topic=topic)
+                self._call("read-ledgers", path, topic=topic, asker=takeover)
             elif isinstance(effect, ReadLedgerEnd):
-                self.file_ops.append(FileOp("read-end", topic, effect.ledger_id))
+                self.file_ops.append(FileOp("read-end", topic, effect.ledger_id, takeover))
             elif isinstance(effect, WriteLedgerList):
                 self._call("fence", path, value=effect.info.to_json(), expected_version=effect.expected_version,
-                           topic=topic, info=effect.info)
+                           topic=topic, info=effect.info, asker=takeover)
             elif isinstance(effect, StartServing):
-                takeover = self.takeovers.pop(topic)
-                entries = self.hooks.open_ledger_file(topic, effect.ledger_id, takeover.writer)
-                self.writers[topic] = Writer(effect.ledger_id, takeover.writer, takeover.info, takeover.version,
-                                             appended=entries)
+                del self.takeovers[topic]
+                self.hooks.open_ledger_file(topic, effect.ledger_id, takeover.writer)
+                self.writers[topic] = Writer(effect.ledger_id, takeover.writer, takeover.info, takeover.version)
 
     # -- appends ----------------------------------------------------------------------------
 
@@ -425,7 +428,7 @@ class SimBroker:
         if writer.closing == "rollover":
             info = info.with_new_ledger(writer.writer)
         self._call("close-ledger", managed_ledger_path(TopicName.parse(topic)), value=info.to_json(),
-                   expected_version=writer.version, topic=topic, info=info)
+                   expected_version=writer.version, topic=topic, info=info, asker=writer)
 
     # -- lookups ----------------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from magnetar.core.cluster.managed_ledger_info import LedgerWriter, ManagedLedgerInfo
-from magnetar.core.cluster.metadata_store import NOT_EXISTS, MetadataStoreError
+from magnetar.core.cluster.metadata_store import NOT_EXISTS, MetadataStoreError, SessionExpired
 from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 from magnetar.core.cluster.topic_lookup import Acquire, Connect, Redirect, decide_lookup
 from magnetar.testing.sim.cluster_broker import (
@@ -120,16 +120,12 @@ class ClusterWorld:
         p.broker = None
         self.count("send_errors")
 
-    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> int:
+    def open_ledger_file(self, topic: str, ledger_id: int, writer: LedgerWriter) -> None:
         self.checker.on_file_created(topic, ledger_id, writer)
-        existing = self.files.files.get((topic, ledger_id))
-        if existing is not None and existing.creator == str(writer):
-            return len(existing.entries)  # its own ledger, reopened after an unload in the same session
         try:
             self.files.create((topic, ledger_id), str(writer))
         except FileExistsError as exc:
             raise ClusterViolation(str(exc)) from exc
-        return 0
 
     def append_entry(self, topic: str, ledger_id: int, message: str) -> int:
         return self.files.append((topic, ledger_id), message)
@@ -213,6 +209,9 @@ class ClusterWorld:
 
     def _execute(self, client: SimStoreClient, call: StoreCall) -> object:
         try:
+            if call.session_id is None or call.session_id != client.current_session_id():
+                # a call sent in a session that is gone fails; no later session runs it
+                raise SessionExpired(f"{client.name}'s session {call.session_id} is gone")
             if call.kind == "heartbeat":
                 return client.heartbeat()
             if call.kind in ("register", "create-owner"):
@@ -251,7 +250,7 @@ class ClusterWorld:
         if op.kind == "fsync":
             broker.inbound.append(FsyncDone(op.topic, op.ledger_id, self.files.fsync(key)))
         else:
-            broker.inbound.append(LedgerEndRead(op.topic, self.files.open_and_sync(key)))
+            broker.inbound.append(LedgerEndRead(op.topic, self.files.open_and_sync(key), op.asker))
             self.count("ledger_ends_read")
 
     def _do_process(self, name: str) -> None:
