@@ -101,6 +101,15 @@ def test_a_new_session_without_a_lost_one_first_still_drops_everything() -> None
     assert ownership.on_session_event(SessionEvent.CONNECTION_LOST, 8, 6) == []
 
 
+def test_a_reconnection_within_the_session_keeps_what_is_owned() -> None:
+    ownership = started(7)
+    ownership.handle(BUNDLE, E.ACQUIRE, 0)
+    ownership.handle(BUNDLE, E.CREATED, 1, session_id=7)
+    assert ownership.on_session_event(SessionEvent.CONNECTION_LOST, 7, 2) == []
+    assert ownership.on_session_event(SessionEvent.RECONNECTED, 7, 3) == []
+    assert ownership.owned() == [BUNDLE] and ownership.owned_since_ms(BUNDLE) == 1
+
+
 def test_release_closes_topics_then_deletes_the_node() -> None:
     ownership = started()
     ownership.handle(BUNDLE, E.ACQUIRE, 0)

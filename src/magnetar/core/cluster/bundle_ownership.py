@@ -91,7 +91,10 @@ TRANSITIONS: Mapping[tuple[BundleState, OwnershipEvent], tuple[BundleState, Owne
     (S.RELEASING, E.SESSION_LOST): (S.UNOWNED, A.STOP_SERVING),
 }
 
-#: the events that are answers to a store call this broker made, and so carry its session
+#: the events that come from the store (answers to this broker's calls, and notifications),
+#: each given with the session it came in: the session the call was sent in, or for a
+#: notification the broker's session when it is handled (notifications arrive in store
+#: order, so one of a lost session is handled before that session's loss)
 ANSWERS = frozenset({E.CREATED, E.EXISTS_OURS, E.EXISTS_OTHER, E.FAILED, E.DELETED, E.NODE_DELETED})
 
 
