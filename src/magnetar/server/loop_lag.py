@@ -1,0 +1,180 @@
+"""How late the event loop is: the broker's own measure of its pauses.
+
+The broker's one timer (:class:`~magnetar.server.timer_alarm.TimerAlarm`) tells this, at
+each ring, how late it rang (when it ran minus when it was due) and how long the ring's
+own work took; a heartbeat through the same timer (:data:`HEARTBEAT_MS`) makes it ring
+while nothing else is due. A ring late by L means the loop was held for at least about
+L, by whatever ran before it: nothing is done per frame or per message.
+
+What held it is named where it can be known cheaply:
+
+- a garbage collection whose start and stop (``gc.callbacks``) fall in the late window;
+- the timer's own work (a ring longer than the threshold names the owners it ran: a
+  sweep's check, cursor persistence, ...);
+- otherwise other work on the loop (a connection's frames, HTTP, a scrape slice), another
+  thread holding the interpreter lock, or the process not being scheduled at all.
+
+Exported on ``/metrics`` (``magnetar_event_loop_lag_seconds``, a histogram of lateness,
+and ``magnetar_event_loop_longest_stall_seconds``, the longest stall over the last
+interval or two); a stall longer than ``loopStallThresholdMillis`` is logged, the first
+at once and then at most once per :data:`INTERVAL_S`, the longest since the last line.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
+
+log = logging.getLogger("magnetar.loop")
+
+#: the heartbeat's period: a stall is seen to within about this much while the loop is idle
+HEARTBEAT_MS = 10
+#: the longest-stall gauge covers the current interval and the one before; log lines are
+#: at most one per interval
+INTERVAL_S = 10.0
+#: upper bounds of the lateness histogram's buckets (seconds)
+BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+
+
+def owner_name(owner: object) -> str:
+    """A timer owner by what it runs: a periodic task's or a sweep's function, else its class."""
+    work = getattr(owner, "run", None) or getattr(owner, "visit", None)
+    name = getattr(work, "__qualname__", None)
+    return name if isinstance(name, str) else type(owner).__qualname__
+
+
+class Stall:
+    __slots__ = ("seconds", "cause")
+
+    def __init__(self, seconds: float, cause: str) -> None:
+        self.seconds = seconds
+        self.cause = cause
+
+
+class LoopLag:
+    def __init__(self, threshold_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
+        """``threshold_ms``: stalls longer than this are logged (0: none is)."""
+        self.threshold_s = threshold_ms / 1000
+        self.clock = clock
+        #: lateness histogram: counts per bucket (the last one: above every bound), sum
+        self.bucket_counts = [0] * (len(BUCKETS_S) + 1)
+        self.count = 0
+        self.sum_s = 0.0
+        #: stalls longer than the threshold, since start
+        self.stalls_over_threshold = 0
+        self._current: Stall | None = None
+        self._previous: Stall | None = None
+        self._interval_end = clock() + INTERVAL_S
+        #: the longest stall not logged yet, and how many over the threshold it stands for
+        self._unlogged: Stall | None = None
+        self._unlogged_count = 0
+        self._next_log_at = 0.0
+        #: the last garbage collection: when it started and stopped, and its generation
+        self._gc_started = 0.0
+        self._gc_window = (0.0, 0.0, -1)
+        self._installed = False
+        #: rings are measured from begin() on: start-up (imports, listeners) holds the loop
+        #: for seconds before any client may connect, which is no stall a client sees
+        self.measuring = False
+
+    def begin(self) -> None:
+        """Measure from now on, from nothing."""
+        self.measuring = True
+        self.bucket_counts = [0] * (len(BUCKETS_S) + 1)
+        self.count = 0
+        self.sum_s = 0.0
+        self.stalls_over_threshold = 0
+        self._current = self._previous = self._unlogged = None
+        self._unlogged_count = 0
+        self._next_log_at = 0.0
+        self._interval_end = self.clock() + INTERVAL_S
+
+    # -- wiring ----------------------------------------------------------------------
+    def start(self, timers: BrokerTimers, now_ms: int) -> None:
+        PeriodicTask(timers, HEARTBEAT_MS, self._heartbeat).start(now_ms)
+        if not self._installed:
+            gc.callbacks.append(self._on_gc)
+            self._installed = True
+
+    def stop(self) -> None:
+        if self._installed:
+            gc.callbacks.remove(self._on_gc)
+            self._installed = False
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._gc_started = self.clock()
+        else:
+            self._gc_window = (self._gc_started, self.clock(), int(info.get("generation", -1)))
+
+    def _heartbeat(self, now_ms: int) -> None:
+        self._roll(self.clock())
+
+    # -- what the timer reports ------------------------------------------------------------
+    def rang(self, late_s: float, started: float, ended: float, ran: Sequence[object]) -> None:
+        """A ring of the timer: due ``late_s`` before ``started``; its work took until ``ended``."""
+        if not self.measuring:
+            return
+        late_s = max(0.0, late_s)
+        self.bucket_counts[bisect.bisect_left(BUCKETS_S, late_s)] += 1
+        self.count += 1
+        self.sum_s += late_s
+        work_s = ended - started
+        if late_s >= work_s and late_s > 0.0:
+            self._stall(late_s, self._cause_before(started - late_s, started))
+        elif work_s > 0.0:
+            self._stall(work_s, "timer work: " + ", ".join(sorted({owner_name(o) for o in ran})) if ran
+                        else "timer work")
+        self._roll(ended)
+
+    def _cause_before(self, window_start: float, window_end: float) -> str:
+        other = ("other work on the loop (connections' frames, HTTP, scrape slices), another thread "
+                 "holding the interpreter lock, or the process not scheduled")
+        gc_start, gc_end, generation = self._gc_window
+        if generation < 0 or gc_end <= window_start or gc_start >= window_end:
+            return other
+        collection = f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms)"
+        if (gc_end - gc_start) * 2 >= window_end - window_start:
+            return collection
+        return f"{other}; a {collection} in it"
+
+    def _stall(self, seconds: float, cause: str) -> None:
+        current = self._current
+        if current is None or seconds > current.seconds:
+            self._current = Stall(seconds, cause)
+        if self.threshold_s <= 0 or seconds <= self.threshold_s:
+            return
+        self.stalls_over_threshold += 1
+        self._unlogged_count += 1
+        if self._unlogged is None or seconds > self._unlogged.seconds:
+            self._unlogged = Stall(seconds, cause)
+
+    def _roll(self, now: float) -> None:
+        if now >= self._interval_end:
+            self._previous, self._current = self._current, None
+            self._interval_end = now + INTERVAL_S
+        stall = self._unlogged
+        if stall is not None and now >= self._next_log_at:
+            log.warning("event loop stalled %.1f ms (the longest of %d over %.0f ms since the last report): %s",
+                        stall.seconds * 1000, self._unlogged_count, self.threshold_s * 1000, stall.cause)
+            self._unlogged, self._unlogged_count = None, 0
+            self._next_log_at = now + INTERVAL_S
+
+    # -- what /metrics reads -----------------------------------------------------------
+    def longest_stall_s(self) -> float:
+        """The longest stall of the current interval and the one before."""
+        return max((s.seconds for s in (self._current, self._previous) if s is not None), default=0.0)
+
+    def cumulative_buckets(self) -> list[tuple[float, int]]:
+        """(upper bound, count of rings at most that late), ending with +Inf."""
+        total, out = 0, []
+        for bound, count in zip((*BUCKETS_S, float("inf")), self.bucket_counts, strict=True):
+            total += count
+            out.append((bound, total))
+        return out

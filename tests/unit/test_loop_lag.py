@@ -1,0 +1,126 @@
+"""LoopLag on a hand-driven clock: what it counts, names and logs for the timer's rings."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
+from magnetar.server.loop_lag import INTERVAL_S, LoopLag
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def measuring(lag: LoopLag) -> LoopLag:
+    lag.begin()
+    return lag
+
+
+def sweep_check(now_ms: int) -> None:
+    pass
+
+
+def test_lateness_goes_into_the_histogram_and_the_longest_stall() -> None:
+    clock = Clock()
+    lag = measuring(LoopLag(20, clock))
+    lag.rang(0.0004, 1000.0, 1000.0, [])
+    lag.rang(0.030, 1000.1, 1000.1, [])
+    lag.rang(-0.001, 1000.2, 1000.2, [])  # rang early: counted as on time
+    buckets = dict(lag.cumulative_buckets())
+    assert buckets[0.001] == 2
+    assert buckets[0.02] == 2
+    assert buckets[0.05] == 3
+    assert buckets[float("inf")] == 3
+    assert lag.sum_s == pytest.approx(0.0304)
+    assert lag.longest_stall_s() == pytest.approx(0.030)
+    assert lag.stalls_over_threshold == 1
+
+
+def test_the_longest_stall_covers_two_intervals_then_goes() -> None:
+    clock = Clock()
+    lag = measuring(LoopLag(20, clock))
+    lag.rang(0.1, 1000.0, 1000.0, [])
+    clock.now = 1000.0 + INTERVAL_S
+    lag.rang(0.0, clock.now, clock.now, [])
+    assert lag.longest_stall_s() == pytest.approx(0.1)
+    clock.now += INTERVAL_S
+    lag.rang(0.0, clock.now, clock.now, [])
+    assert lag.longest_stall_s() == 0.0
+
+
+def test_a_long_ring_names_the_work_it_ran(caplog: pytest.LogCaptureFixture) -> None:
+    lag = measuring(LoopLag(20, Clock()))
+    task = PeriodicTask(BrokerTimers(), 1000, sweep_check)
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.0, 1000.0, 1000.05, [task])
+    assert "stalled 50.0 ms" in caplog.text
+    assert "timer work: sweep_check" in caplog.text
+
+
+def test_a_late_ring_over_a_garbage_collection_names_it(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = measuring(LoopLag(20, clock))
+    clock.now = 1000.010
+    lag._on_gc("start", {"generation": 2})
+    clock.now = 1000.090
+    lag._on_gc("stop", {"generation": 2, "collected": 0})
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.095, 1000.1, 1000.1, [])
+    assert "garbage collection of generation 2 (80.0 ms)" in caplog.text
+
+
+def test_stalls_are_logged_at_most_once_per_interval_with_the_longest(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = measuring(LoopLag(20, clock))
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.030, 1000.0, 1000.0, [])
+        lag.rang(0.060, 1001.0, 1001.0, [])
+        lag.rang(0.040, 1002.0, 1002.0, [])
+        lag.rang(0.010, 1003.0, 1003.0, [])  # under the threshold: neither logged nor counted
+        assert len(caplog.records) == 1
+        clock.now = 1000.0 + INTERVAL_S
+        lag.rang(0.0, clock.now, clock.now, [])
+    assert len(caplog.records) == 2
+    assert "stalled 60.0 ms (the longest of 2 over 20 ms" in caplog.records[1].getMessage()
+    assert lag.stalls_over_threshold == 3
+
+
+def test_threshold_zero_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    lag = measuring(LoopLag(0, Clock()))
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(1.0, 1000.0, 1000.0, [])
+    assert not caplog.records
+    assert lag.longest_stall_s() == 1.0
+
+
+@pytest.mark.parametrize("value", ["-1", "soon", "2.5"])
+def test_bad_stall_thresholds_are_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match="loopStallThresholdMillis"):
+        BrokerConfig().with_overrides({"loopStallThresholdMillis": value})
+
+
+def test_a_short_collection_in_a_long_stall_is_not_blamed_for_it(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = measuring(LoopLag(20, clock))
+    lag._on_gc("start", {"generation": 0})
+    clock.now = 1000.005
+    lag._on_gc("stop", {"generation": 0})
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.5, 1000.4, 1000.4, [])
+    assert "process not scheduled; a garbage collection of generation 0 (5.0 ms) in it" in caplog.text
+
+
+def test_nothing_is_measured_before_begin() -> None:
+    lag = LoopLag(20, Clock())
+    lag.rang(2.0, 1000.0, 1000.0, [])
+    assert lag.count == 0
+    assert lag.longest_stall_s() == 0.0
+    assert lag.stalls_over_threshold == 0
