@@ -303,6 +303,8 @@ def magnetar(tmp: Path, args: argparse.Namespace) -> Iterator[Target]:
         yield Target("magnetar", broker.port, broker.web_url, broker.proc.pid, broker.stop)
     finally:
         broker.stop()
+        if args.broker_log:
+            shutil.copyfile(broker.log_path, args.broker_log)
 
 
 def pulsar_lite_binary(args: argparse.Namespace) -> Path:
@@ -426,6 +428,7 @@ def parser() -> argparse.ArgumentParser:
                    help="where a downloaded peer is kept")
     p.add_argument("--no-sync", action="store_true", help="journalSyncData=false")
     p.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    p.add_argument("--broker-log", help="keep Magnetar's log here (its stall lines name what held the loop)")
     p.add_argument("--timeout", type=float, default=120, help="seconds to wait for a load's last receipts")
     return p
 

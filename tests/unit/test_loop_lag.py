@@ -14,12 +14,18 @@ from magnetar.server.loop_lag import INTERVAL_S, LoopLag
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
+        #: CPU seconds of the loop's thread and of the process
+        self.loop_cpu = self.process_cpu = 0.0
 
     def __call__(self) -> float:
         return self.now
 
+    def cpu(self) -> tuple[float, float]:
+        return self.loop_cpu, self.process_cpu
 
-def measuring(lag: LoopLag) -> LoopLag:
+
+def lag_on(clock: Clock, threshold_ms: int = 20) -> LoopLag:
+    lag = LoopLag(threshold_ms, clock, clock.cpu)
     lag.begin()
     return lag
 
@@ -30,7 +36,7 @@ def sweep_check(now_ms: int) -> None:
 
 def test_lateness_goes_into_the_histogram_and_the_longest_stall() -> None:
     clock = Clock()
-    lag = measuring(LoopLag(20, clock))
+    lag = lag_on(clock, 20)
     lag.rang(0.0004, 1000.0, 1000.0, [])
     lag.rang(0.030, 1000.1, 1000.1, [])
     lag.rang(-0.001, 1000.2, 1000.2, [])  # rang early: counted as on time
@@ -46,7 +52,7 @@ def test_lateness_goes_into_the_histogram_and_the_longest_stall() -> None:
 
 def test_the_longest_stall_covers_two_intervals_then_goes() -> None:
     clock = Clock()
-    lag = measuring(LoopLag(20, clock))
+    lag = lag_on(clock, 20)
     lag.rang(0.1, 1000.0, 1000.0, [])
     clock.now = 1000.0 + INTERVAL_S
     lag.rang(0.0, clock.now, clock.now, [])
@@ -57,7 +63,7 @@ def test_the_longest_stall_covers_two_intervals_then_goes() -> None:
 
 
 def test_a_long_ring_names_the_work_it_ran(caplog: pytest.LogCaptureFixture) -> None:
-    lag = measuring(LoopLag(20, Clock()))
+    lag = lag_on(Clock(), 20)
     task = PeriodicTask(BrokerTimers(), 1000, sweep_check)
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.0, 1000.0, 1000.05, [task])
@@ -67,7 +73,7 @@ def test_a_long_ring_names_the_work_it_ran(caplog: pytest.LogCaptureFixture) -> 
 
 def test_a_late_ring_over_a_garbage_collection_names_it(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
-    lag = measuring(LoopLag(20, clock))
+    lag = lag_on(clock, 20)
     clock.now = 1000.010
     lag._on_gc("start", {"generation": 2})
     clock.now = 1000.090
@@ -79,7 +85,7 @@ def test_a_late_ring_over_a_garbage_collection_names_it(caplog: pytest.LogCaptur
 
 def test_stalls_are_logged_at_most_once_per_interval_with_the_longest(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
-    lag = measuring(LoopLag(20, clock))
+    lag = lag_on(clock, 20)
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.030, 1000.0, 1000.0, [])
         lag.rang(0.060, 1001.0, 1001.0, [])
@@ -94,7 +100,7 @@ def test_stalls_are_logged_at_most_once_per_interval_with_the_longest(caplog: py
 
 
 def test_threshold_zero_logs_nothing(caplog: pytest.LogCaptureFixture) -> None:
-    lag = measuring(LoopLag(0, Clock()))
+    lag = lag_on(Clock(), 0)
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(1.0, 1000.0, 1000.0, [])
     assert not caplog.records
@@ -109,13 +115,31 @@ def test_bad_stall_thresholds_are_refused(value: str) -> None:
 
 def test_a_short_collection_in_a_long_stall_is_not_blamed_for_it(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
-    lag = measuring(LoopLag(20, clock))
+    lag = lag_on(clock, 20)
     lag._on_gc("start", {"generation": 0})
     clock.now = 1000.005
     lag._on_gc("stop", {"generation": 0})
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.5, 1000.4, 1000.4, [])
-    assert "process not scheduled; a garbage collection of generation 0 (5.0 ms) in it" in caplog.text
+    assert "the loop's thread off the CPU" in caplog.text
+    assert "process not scheduled" in caplog.text
+    assert "; a garbage collection of generation 0 (5.0 ms) in it" in caplog.text
+
+
+@pytest.mark.parametrize(("loop_cpu", "process_cpu", "cause"), [
+    (0.09, 0.09, "work on the loop (connections' frames, HTTP, scrape slices): 90.0 ms of CPU on the loop's thread"),
+    (0.01, 0.09, "other threads holding the interpreter lock (group commit, worker threads): 10.0 ms of CPU on "
+                 "the loop's thread, 80.0 ms on others"),
+    (0.01, 0.02, "the loop's thread off the CPU (the process not scheduled, or waiting on the kernel"),
+])
+def test_the_cpu_time_since_the_ring_before_says_who_held_the_loop(
+        loop_cpu: float, process_cpu: float, cause: str, caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = lag_on(clock)
+    clock.loop_cpu, clock.process_cpu = loop_cpu, process_cpu
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.1, 1000.1, 1000.1, [])
+    assert cause in caplog.text
 
 
 def test_nothing_is_measured_before_begin() -> None:

@@ -11,8 +11,11 @@ What held it is named where it can be known cheaply:
 - a garbage collection whose start and stop (``gc.callbacks``) fall in the late window;
 - the timer's own work (a ring longer than the threshold names the owners it ran: a
   sweep's check, cursor persistence, ...);
-- otherwise other work on the loop (a connection's frames, HTTP, a scrape slice), another
-  thread holding the interpreter lock, or the process not being scheduled at all.
+- otherwise, by the CPU time spent since the previous ring (two clock reads per ring): the
+  loop's own thread busy (a connection's frames, HTTP, a scrape slice), other threads of the
+  process busy while the loop waited for the interpreter lock (the group commit, a worker
+  thread), or neither: the loop's thread was off the CPU (the process not scheduled on a
+  shared machine, or a call that waited on the kernel: a disk, page faults).
 
 Exported on ``/metrics`` (``magnetar_event_loop_lag_seconds``, a histogram of lateness,
 and ``magnetar_event_loop_longest_stall_seconds``, the longest stall over the last
@@ -58,10 +61,14 @@ class Stall:
 
 
 class LoopLag:
-    def __init__(self, threshold_ms: int, clock: Callable[[], float] = time.monotonic) -> None:
-        """``threshold_ms``: stalls longer than this are logged (0: none is)."""
+    def __init__(self, threshold_ms: int, clock: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], tuple[float, float]] | None = None) -> None:
+        """``threshold_ms``: stalls longer than this are logged (0: none is). ``cpu()``: CPU
+        seconds of the loop's thread and of the whole process so far."""
         self.threshold_s = threshold_ms / 1000
         self.clock = clock
+        self.cpu = cpu or _cpu_times
+        self._cpu_at_last_ring = (0.0, 0.0)
         #: lateness histogram: counts per bucket (the last one: above every bound), sum
         self.bucket_counts = [0] * (len(BUCKETS_S) + 1)
         self.count = 0
@@ -86,6 +93,7 @@ class LoopLag:
     def begin(self) -> None:
         """Measure from now on, from nothing."""
         self.measuring = True
+        self._cpu_at_last_ring = self.cpu()
         self.bucket_counts = [0] * (len(BUCKETS_S) + 1)
         self.count = 0
         self.sum_s = 0.0
@@ -125,24 +133,39 @@ class LoopLag:
         self.bucket_counts[bisect.bisect_left(BUCKETS_S, late_s)] += 1
         self.count += 1
         self.sum_s += late_s
+        loop_cpu, process_cpu = cpu = self.cpu()
+        loop_before, process_before = self._cpu_at_last_ring
+        self._cpu_at_last_ring = cpu
         work_s = ended - started
         if late_s >= work_s and late_s > 0.0:
-            self._stall(late_s, self._cause_before(started - late_s, started))
+            loop_s = loop_cpu - loop_before
+            self._stall(late_s, self._cause_before(started - late_s, started, loop_s,
+                                                   process_cpu - process_before - loop_s))
         elif work_s > 0.0:
             self._stall(work_s, "timer work: " + ", ".join(sorted({owner_name(o) for o in ran})) if ran
                         else "timer work")
         self._roll(ended)
 
-    def _cause_before(self, window_start: float, window_end: float) -> str:
-        other = ("other work on the loop (connections' frames, HTTP, scrape slices), another thread "
-                 "holding the interpreter lock, or the process not scheduled")
+    def _cause_before(self, window_start: float, window_end: float, loop_s: float, others_s: float) -> str:
+        """What held the loop from ``window_start`` to ``window_end``, given the CPU time its
+        thread (``loop_s``) and the process's other threads (``others_s``) spent since the
+        ring before."""
+        late_s = window_end - window_start
         gc_start, gc_end, generation = self._gc_window
-        if generation < 0 or gc_end <= window_start or gc_start >= window_end:
-            return other
-        collection = f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms)"
-        if (gc_end - gc_start) * 2 >= window_end - window_start:
-            return collection
-        return f"{other}; a {collection} in it"
+        collection = ""
+        if generation >= 0 and gc_end > window_start and gc_start < window_end:
+            collection = f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms)"
+            if (gc_end - gc_start) * 2 >= late_s:
+                return collection
+        figures = f"{loop_s * 1000:.1f} ms of CPU on the loop's thread, {others_s * 1000:.1f} ms on others"
+        if loop_s * 2 >= late_s:
+            cause = "work on the loop (connections' frames, HTTP, scrape slices)"
+        elif others_s * 2 >= late_s:
+            cause = "other threads holding the interpreter lock (group commit, worker threads)"
+        else:
+            cause = ("the loop's thread off the CPU (the process not scheduled, or waiting on the kernel: "
+                     "disk, page faults)")
+        return f"{cause}: {figures}" + (f"; a {collection} in it" if collection else "")
 
     def _stall(self, seconds: float, cause: str) -> None:
         current = self._current
@@ -178,3 +201,7 @@ class LoopLag:
             total += count
             out.append((bound, total))
         return out
+
+
+def _cpu_times() -> tuple[float, float]:
+    return time.thread_time(), time.process_time()
