@@ -3,25 +3,26 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
-from magnetar.server.loop_lag import INTERVAL_S, LoopLag
+from magnetar.server.loop_lag import INTERVAL_S, CpuTimes, LoopLag, ThreadSchedule
 
 
 class Clock:
     def __init__(self) -> None:
         self.now = 1000.0
-        #: CPU seconds of the loop's thread and of the process
-        self.loop_cpu = self.process_cpu = 0.0
+        #: CPU seconds of the loop's thread and of the process, and the loop's wait for a CPU
+        self.loop_cpu = self.process_cpu = self.waiting = 0.0
 
     def __call__(self) -> float:
         return self.now
 
-    def cpu(self) -> tuple[float, float]:
-        return self.loop_cpu, self.process_cpu
+    def cpu(self) -> CpuTimes:
+        return CpuTimes(self.loop_cpu, self.process_cpu, self.waiting)
 
 
 def lag_on(clock: Clock, threshold_ms: int = 20) -> LoopLag:
@@ -63,8 +64,10 @@ def test_the_longest_stall_covers_two_intervals_then_goes() -> None:
 
 
 def test_a_long_ring_names_the_work_it_ran(caplog: pytest.LogCaptureFixture) -> None:
-    lag = lag_on(Clock(), 20)
+    clock = Clock()
+    lag = lag_on(clock)
     task = PeriodicTask(BrokerTimers(), 1000, sweep_check)
+    clock.loop_cpu = clock.process_cpu = 0.05
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.0, 1000.0, 1000.05, [task])
     assert "stalled 50.0 ms" in caplog.text
@@ -121,22 +124,23 @@ def test_a_short_collection_in_a_long_stall_is_not_blamed_for_it(caplog: pytest.
     lag._on_gc("stop", {"generation": 0})
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.5, 1000.4, 1000.4, [])
-    assert "the loop's thread off the CPU" in caplog.text
-    assert "process not scheduled" in caplog.text
+    assert "the loop's thread off the CPU (the process stopped" in caplog.text
     assert "; a garbage collection of generation 0 (5.0 ms) in it" in caplog.text
 
 
-@pytest.mark.parametrize(("loop_cpu", "process_cpu", "cause"), [
-    (0.09, 0.09, "work on the loop (connections' frames, HTTP, scrape slices): 90.0 ms of CPU on the loop's thread"),
-    (0.01, 0.09, "other threads holding the interpreter lock (group commit, worker threads): 10.0 ms of CPU on "
-                 "the loop's thread, 80.0 ms on others"),
-    (0.01, 0.02, "the loop's thread off the CPU (the process not scheduled, or waiting on the kernel"),
+@pytest.mark.parametrize(("loop_cpu", "process_cpu", "waiting", "cause"), [
+    (0.09, 0.09, 0.0, "work on the loop (connections' frames, HTTP, scrape slices): 90.0 ms of CPU on the loop's "
+                      "thread"),
+    (0.01, 0.09, 0.0, "other threads holding the interpreter lock (group commit, worker threads): 10.0 ms of CPU "
+                      "on the loop's thread, 80.0 ms on others"),
+    (0.01, 0.02, 0.08, "the loop's thread waiting for a CPU (the machine busy)"),
+    (0.01, 0.02, 0.0, "the loop's thread off the CPU (the process stopped, or waiting on the kernel"),
 ])
 def test_the_cpu_time_since_the_ring_before_says_who_held_the_loop(
-        loop_cpu: float, process_cpu: float, cause: str, caplog: pytest.LogCaptureFixture) -> None:
+        loop_cpu: float, process_cpu: float, waiting: float, cause: str, caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     lag = lag_on(clock)
-    clock.loop_cpu, clock.process_cpu = loop_cpu, process_cpu
+    clock.loop_cpu, clock.process_cpu, clock.waiting = loop_cpu, process_cpu, waiting
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.1, 1000.1, 1000.1, [])
     assert cause in caplog.text
@@ -148,3 +152,25 @@ def test_nothing_is_measured_before_begin() -> None:
     assert lag.count == 0
     assert lag.longest_stall_s() == 0.0
     assert lag.stalls_over_threshold == 0
+
+
+def test_a_long_ring_without_cpu_is_not_blamed_on_its_work(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = lag_on(clock)
+    clock.waiting = 0.05
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.0, 1000.0, 1000.05, [PeriodicTask(BrokerTimers(), 1000, sweep_check)])
+    assert "waiting for a CPU" in caplog.text
+    assert "sweep_check" not in caplog.text
+
+
+def test_the_thread_schedule_reads_this_threads_cpu_time() -> None:
+    schedule = ThreadSchedule()
+    before = schedule.read()
+    deadline = time.thread_time() + 0.02
+    while time.thread_time() < deadline:
+        pass
+    after = schedule.read()
+    assert after.loop - before.loop >= 0.015
+    assert after.process >= after.loop - 0.001
+    assert after.waiting_for_cpu >= before.waiting_for_cpu

@@ -28,9 +28,10 @@ from __future__ import annotations
 import bisect
 import gc
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
 
@@ -62,13 +63,13 @@ class Stall:
 
 class LoopLag:
     def __init__(self, threshold_ms: int, clock: Callable[[], float] = time.monotonic,
-                 cpu: Callable[[], tuple[float, float]] | None = None) -> None:
-        """``threshold_ms``: stalls longer than this are logged (0: none is). ``cpu()``: CPU
-        seconds of the loop's thread and of the whole process so far."""
+                 cpu: Callable[[], CpuTimes] | None = None) -> None:
+        """``threshold_ms``: stalls longer than this are logged (0: none is). ``cpu()``: the
+        loop thread's CPU times so far (call it on the loop's thread)."""
         self.threshold_s = threshold_ms / 1000
         self.clock = clock
-        self.cpu = cpu or _cpu_times
-        self._cpu_at_last_ring = (0.0, 0.0)
+        self.cpu = cpu or ThreadSchedule().read
+        self._cpu_at_last_ring = CpuTimes(0.0, 0.0, 0.0)
         #: lateness histogram: counts per bucket (the last one: above every bound), sum
         self.bucket_counts = [0] * (len(BUCKETS_S) + 1)
         self.count = 0
@@ -133,38 +134,41 @@ class LoopLag:
         self.bucket_counts[bisect.bisect_left(BUCKETS_S, late_s)] += 1
         self.count += 1
         self.sum_s += late_s
-        loop_cpu, process_cpu = cpu = self.cpu()
-        loop_before, process_before = self._cpu_at_last_ring
+        cpu = self.cpu()
+        spent = CpuTimes(*(now - before for now, before in zip(cpu, self._cpu_at_last_ring, strict=True)))
         self._cpu_at_last_ring = cpu
         work_s = ended - started
-        if late_s >= work_s and late_s > 0.0:
-            loop_s = loop_cpu - loop_before
-            self._stall(late_s, self._cause_before(started - late_s, started, loop_s,
-                                                   process_cpu - process_before - loop_s))
-        elif work_s > 0.0:
-            self._stall(work_s, "timer work: " + ", ".join(sorted({owner_name(o) for o in ran})) if ran
-                        else "timer work")
+        stall_s = max(late_s, work_s)
+        if stall_s > 0.0:
+            if work_s > late_s and spent.loop * 2 >= work_s:
+                names = ", ".join(sorted({owner_name(o) for o in ran}))
+                cause = f"timer work: {names}" if names else "timer work"
+            else:
+                cause = self._cause(started - late_s, started + work_s, spent)
+            self._stall(stall_s, cause)
         self._roll(ended)
 
-    def _cause_before(self, window_start: float, window_end: float, loop_s: float, others_s: float) -> str:
-        """What held the loop from ``window_start`` to ``window_end``, given the CPU time its
-        thread (``loop_s``) and the process's other threads (``others_s``) spent since the
-        ring before."""
-        late_s = window_end - window_start
+    def _cause(self, window_start: float, window_end: float, spent: CpuTimes) -> str:
+        """What held the loop from ``window_start`` to ``window_end``, given the CPU times
+        spent since the ring before."""
+        stall_s = window_end - window_start
         gc_start, gc_end, generation = self._gc_window
         collection = ""
         if generation >= 0 and gc_end > window_start and gc_start < window_end:
             collection = f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms)"
-            if (gc_end - gc_start) * 2 >= late_s:
+            if (gc_end - gc_start) * 2 >= stall_s:
                 return collection
-        figures = f"{loop_s * 1000:.1f} ms of CPU on the loop's thread, {others_s * 1000:.1f} ms on others"
-        if loop_s * 2 >= late_s:
+        others = spent.process - spent.loop
+        if spent.loop * 2 >= stall_s:
             cause = "work on the loop (connections' frames, HTTP, scrape slices)"
-        elif others_s * 2 >= late_s:
+        elif spent.waiting_for_cpu * 2 >= stall_s:
+            cause = "the loop's thread waiting for a CPU (the machine busy)"
+        elif others * 2 >= stall_s:
             cause = "other threads holding the interpreter lock (group commit, worker threads)"
         else:
-            cause = ("the loop's thread off the CPU (the process not scheduled, or waiting on the kernel: "
-                     "disk, page faults)")
+            cause = "the loop's thread off the CPU (the process stopped, or waiting on the kernel: disk, page faults)"
+        figures = (f"{spent.loop * 1000:.1f} ms of CPU on the loop's thread, {others * 1000:.1f} ms on others, "
+                   f"{spent.waiting_for_cpu * 1000:.1f} ms waiting for a CPU")
         return f"{cause}: {figures}" + (f"; a {collection} in it" if collection else "")
 
     def _stall(self, seconds: float, cause: str) -> None:
@@ -203,5 +207,35 @@ class LoopLag:
         return out
 
 
-def _cpu_times() -> tuple[float, float]:
-    return time.thread_time(), time.process_time()
+class CpuTimes(NamedTuple):
+    """Seconds: the loop thread's CPU time, the process's, and the time the loop's thread
+    was ready to run but waited for a CPU."""
+
+    loop: float
+    process: float
+    waiting_for_cpu: float
+
+
+class ThreadSchedule:
+    """The calling thread's CPU times, from Linux's ``/proc/thread-self/schedstat`` (run
+    time, run-queue wait) read with one ``pread`` of a descriptor kept open; elsewhere
+    ``thread_time`` with no wait known. Opened by the thread it reads, on first use."""
+
+    def __init__(self) -> None:
+        self._fd: int | None = None
+        self._tried = False
+
+    def read(self) -> CpuTimes:
+        if not self._tried:
+            self._tried = True
+            try:
+                self._fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+            except OSError:
+                self._fd = None
+        if self._fd is not None:
+            try:
+                fields = os.pread(self._fd, 128, 0).split()
+                return CpuTimes(int(fields[0]) / 1e9, time.process_time(), int(fields[1]) / 1e9)
+            except (OSError, ValueError, IndexError):
+                pass
+        return CpuTimes(time.thread_time(), time.process_time(), 0.0)
