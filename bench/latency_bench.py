@@ -179,7 +179,8 @@ def protocol_load(port: int, topic: str, rate: float, total: int, size: int,
 
 
 def load_idle_topics(port: int, count: int, prefix: str) -> None:
-    """``count`` topics with one message each and no producer left on them."""
+    """``count`` topics with one message and a subscription each (so the inactive-topic
+    check keeps them, as it keeps any topic with a subscription) and no client left on them."""
     sock, decoder = connect(port), FrameDecoder(64 << 20)
     try:
         receive(sock, decoder)
@@ -204,6 +205,22 @@ def load_idle_topics(port: int, count: int, prefix: str) -> None:
             for pid in ids:
                 close = T(type=T.CLOSE_PRODUCER)
                 close.close_producer.producer_id, close.close_producer.request_id = pid, count + pid
+                sock.sendall(encode_command(close))
+                sub = T(type=T.SUBSCRIBE)
+                sub.subscribe.topic, sub.subscribe.subscription = f"{prefix}-{pid}", "idle"
+                sub.subscribe.consumer_id, sub.subscribe.request_id = pid, 2 * count + pid
+                sub.subscribe.subType = pb.CommandSubscribe.Exclusive
+                sock.sendall(encode_command(sub))
+            subscribed = 0
+            while subscribed < len(ids):
+                for frame in receive(sock, decoder):
+                    if frame.command.type == T.SUCCESS and frame.command.success.request_id > 2 * count:
+                        subscribed += 1
+                    elif frame.command.type == T.ERROR:
+                        raise RuntimeError(f"idle topic not subscribed: {frame.command.error}")
+            for pid in ids:
+                close = T(type=T.CLOSE_CONSUMER)
+                close.close_consumer.consumer_id, close.close_consumer.request_id = pid, 3 * count + pid
                 sock.sendall(encode_command(close))
     finally:
         sock.close()
@@ -286,7 +303,7 @@ class Target:
 
 @contextmanager
 def magnetar(tmp: Path, args: argparse.Namespace) -> Iterator[Target]:
-    config = {"journalSyncData": "false" if args.no_sync else "true"}
+    config = {"journalSyncData": "false" if args.no_sync else "true", **dict(args.set)}
     broker = BrokerProcess(tmp / "magnetar", config)
     saved = os.environ.get("PYTHONPATH")
     if args.broker_src:
@@ -413,6 +430,13 @@ def parse_loads(text: str) -> list[str]:
     return loads
 
 
+def parse_setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=VALUE")
+    return key.strip(), value.strip()
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--rates", type=parse_rates, default=[1000, 10000, 50000], help="msgs/s, comma-separated")
@@ -428,6 +452,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where a downloaded peer is kept")
     p.add_argument("--no-sync", action="store_true", help="journalSyncData=false")
     p.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    p.add_argument("--set", type=parse_setting, action="append", default=[], metavar="KEY=VALUE",
+                   help="a setting of Magnetar's (repeatable), e.g. loopStallThresholdMillis=5")
     p.add_argument("--broker-log", help="keep Magnetar's log here (its stall lines name what held the loop)")
     p.add_argument("--timeout", type=float, default=120, help="seconds to wait for a load's last receipts")
     return p

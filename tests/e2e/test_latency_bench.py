@@ -33,6 +33,7 @@ def test_a_short_run_reports_every_load() -> None:
     (["--loads", "official,raw"], "loads are 'official' and/or 'protocol'"),
     (["--duration", "0"], "must be above 0"),
     (["--peer", "kafka"], "invalid choice"),
+    (["--set", "loopStallThresholdMillis"], "give KEY=VALUE"),
     (["--peer", "pulsar-lite", "--peer-binary", "/no/such/pulsar-lite"], "no such file"),
 ])
 def test_bad_options_are_refused(args: list[str], message: str) -> None:

@@ -80,10 +80,11 @@ def test_a_late_ring_over_a_garbage_collection_names_it(caplog: pytest.LogCaptur
     clock.now = 1000.010
     lag._on_gc("start", {"generation": 2})
     clock.now = 1000.090
+    clock.loop_cpu = 0.075
     lag._on_gc("stop", {"generation": 2, "collected": 0})
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.095, 1000.1, 1000.1, [])
-    assert "garbage collection of generation 2 (80.0 ms)" in caplog.text
+    assert "garbage collection of generation 2 (80.0 ms, 75.0 ms of CPU)" in caplog.text
 
 
 def test_stalls_are_logged_at_most_once_per_interval_with_the_longest(caplog: pytest.LogCaptureFixture) -> None:
@@ -121,11 +122,12 @@ def test_a_short_collection_in_a_long_stall_is_not_blamed_for_it(caplog: pytest.
     lag = lag_on(clock, 20)
     lag._on_gc("start", {"generation": 0})
     clock.now = 1000.005
+    clock.loop_cpu = 0.005
     lag._on_gc("stop", {"generation": 0})
     with caplog.at_level(logging.WARNING, "magnetar.loop"):
         lag.rang(0.5, 1000.4, 1000.4, [])
     assert "the loop's thread off the CPU (the process stopped" in caplog.text
-    assert "; a garbage collection of generation 0 (5.0 ms) in it" in caplog.text
+    assert "; a garbage collection of generation 0 (5.0 ms, 5.0 ms of CPU) in it" in caplog.text
 
 
 @pytest.mark.parametrize(("loop_cpu", "process_cpu", "waiting", "cause"), [
@@ -174,3 +176,15 @@ def test_the_thread_schedule_reads_this_threads_cpu_time() -> None:
     assert after.loop - before.loop >= 0.015
     assert after.process >= after.loop - 0.001
     assert after.waiting_for_cpu >= before.waiting_for_cpu
+
+
+def test_a_collection_that_spent_little_cpu_is_not_blamed(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    lag = lag_on(clock)
+    lag._on_gc("start", {"generation": 1})
+    clock.now, clock.loop_cpu, clock.process_cpu, clock.waiting = 1000.05, 0.005, 0.005, 0.045
+    lag._on_gc("stop", {"generation": 1})
+    with caplog.at_level(logging.WARNING, "magnetar.loop"):
+        lag.rang(0.05, 1000.05, 1000.05, [])
+    assert "waiting for a CPU (the machine busy)" in caplog.text
+    assert "a garbage collection of generation 1 (50.0 ms, 5.0 ms of CPU) in it" in caplog.text

@@ -85,7 +85,9 @@ class LoopLag:
         self._next_log_at = 0.0
         #: the last garbage collection: when it started and stopped, and its generation
         self._gc_started = 0.0
-        self._gc_window = (0.0, 0.0, -1)
+        self._gc_cpu_started = 0.0
+        #: the last collection: started, stopped, generation, CPU seconds of the loop's thread
+        self._gc_window = (0.0, 0.0, -1, 0.0)
         self._installed = False
         #: rings are measured from begin() on: start-up (imports, listeners) holds the loop
         #: for seconds before any client may connect, which is no stall a client sees
@@ -117,10 +119,13 @@ class LoopLag:
             self._installed = False
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if not self.measuring:
+            return
         if phase == "start":
-            self._gc_started = self.clock()
+            self._gc_started, self._gc_cpu_started = self.clock(), self.cpu().loop
         else:
-            self._gc_window = (self._gc_started, self.clock(), int(info.get("generation", -1)))
+            self._gc_window = (self._gc_started, self.clock(), int(info.get("generation", -1)),
+                               self.cpu().loop - self._gc_cpu_started)
 
     def _heartbeat(self, now_ms: int) -> None:
         self._roll(self.clock())
@@ -152,11 +157,12 @@ class LoopLag:
         """What held the loop from ``window_start`` to ``window_end``, given the CPU times
         spent since the ring before."""
         stall_s = window_end - window_start
-        gc_start, gc_end, generation = self._gc_window
+        gc_start, gc_end, generation, gc_cpu = self._gc_window
         collection = ""
         if generation >= 0 and gc_end > window_start and gc_start < window_end:
-            collection = f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms)"
-            if (gc_end - gc_start) * 2 >= stall_s:
+            collection = (f"garbage collection of generation {generation} ({(gc_end - gc_start) * 1000:.1f} ms, "
+                          f"{gc_cpu * 1000:.1f} ms of CPU)")
+            if gc_cpu * 2 >= stall_s:
                 return collection
         others = spent.process - spent.loop
         if spent.loop * 2 >= stall_s:
