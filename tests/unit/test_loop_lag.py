@@ -9,7 +9,7 @@ import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
-from magnetar.server.loop_lag import INTERVAL_S, CpuTimes, LoopLag, ThreadSchedule
+from magnetar.server.loop_lag import INTERVAL_S, CpuTimes, LoopLag, ThreadSchedule, owner_name
 
 
 class Clock:
@@ -188,3 +188,10 @@ def test_a_collection_that_spent_little_cpu_is_not_blamed(caplog: pytest.LogCapt
         lag.rang(0.05, 1000.05, 1000.05, [])
     assert "waiting for a CPU (the machine busy)" in caplog.text
     assert "a garbage collection of generation 1 (50.0 ms, 5.0 ms of CPU) in it" in caplog.text
+
+
+def test_a_sweep_given_a_lambda_is_named_by_what_it_calls() -> None:
+    timers = BrokerTimers()
+    assert owner_name(PeriodicTask(timers, 10, sweep_check)) == "sweep_check"
+    assert owner_name(PeriodicTask(timers, 10, lambda now: sweep_check(now))).endswith("<lambda> calling sweep_check")
+    assert owner_name(timers) == "BrokerTimers"

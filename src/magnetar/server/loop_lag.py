@@ -47,10 +47,16 @@ BUCKETS_S = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0
 
 
 def owner_name(owner: object) -> str:
-    """A timer owner by what it runs: a periodic task's or a sweep's function, else its class."""
+    """A timer owner by what it runs: a periodic task's or a sweep's function (a lambda by
+    the names it calls), else its class."""
     work = getattr(owner, "run", None) or getattr(owner, "visit", None)
     name = getattr(work, "__qualname__", None)
-    return name if isinstance(name, str) else type(owner).__qualname__
+    if not isinstance(name, str):
+        return type(owner).__qualname__
+    code = getattr(work, "__code__", None)
+    if name.endswith("<lambda>") and code is not None and code.co_names:
+        return f"{name} calling {code.co_names[0]}"
+    return name
 
 
 class Stall:
