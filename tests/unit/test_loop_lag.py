@@ -195,3 +195,15 @@ def test_a_sweep_given_a_lambda_is_named_by_what_it_calls() -> None:
     assert owner_name(PeriodicTask(timers, 10, sweep_check)) == "sweep_check"
     assert owner_name(PeriodicTask(timers, 10, lambda now: sweep_check(now))).endswith("<lambda> calling sweep_check")
     assert owner_name(timers) == "BrokerTimers"
+
+
+def test_the_heartbeat_quickens_while_the_loop_is_busy() -> None:
+    clock = Clock()
+    lag = lag_on(clock)
+    lag._heartbeat(0)
+    clock.now += 0.1
+    assert lag._heartbeat(100) is None  # idle: the period stands
+    clock.loop_cpu = clock.process_cpu = 0.02
+    lag.rang(0.0, clock.now, clock.now, [])
+    clock.now += 0.1
+    assert lag._heartbeat(200) == 210  # 20 ms of CPU in 100 ms: busy

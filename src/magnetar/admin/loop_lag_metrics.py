@@ -12,7 +12,8 @@ def loop_lag_families(lag: LoopLag, cluster: str) -> list[Metric]:
     labels = ["cluster"]
     histogram = HistogramMetricFamily(
         "magnetar_event_loop_lag_seconds",
-        "How late the broker's timer rang on the event loop (it rings at least every 10 ms)", labels=labels)
+        "How late the broker's timer rang on the event loop (at least every 10 ms while busy, 100 ms idle)",
+        labels=labels)
     histogram.add_metric([cluster], [(floatToGoString(bound), count) for bound, count in lag.cumulative_buckets()],
                          lag.sum_s)
     longest = GaugeMetricFamily("magnetar_event_loop_longest_stall_seconds",
