@@ -82,7 +82,11 @@ class LoopLag:
         loop thread's CPU times so far (call it on the loop's thread)."""
         self.threshold_s = threshold_ms / 1000
         self.clock = clock
-        self.cpu = cpu or ThreadSchedule().read
+        self._schedule: ThreadSchedule | None = None
+        if cpu is None:
+            self._schedule = ThreadSchedule()
+            cpu = self._schedule.read
+        self.cpu = cpu
         self._cpu_at_last_ring = CpuTimes(0.0, 0.0, 0.0)
         #: when the last heartbeat rang, and the loop thread's CPU time then (as of the ring before)
         self._heartbeat_at = self._heartbeat_cpu = 0.0
@@ -133,6 +137,8 @@ class LoopLag:
         if self._installed:
             gc.callbacks.remove(self._on_gc)
             self._installed = False
+        if self._schedule is not None:
+            self._schedule.close()
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if not self.measuring:
@@ -267,3 +273,8 @@ class ThreadSchedule:
             except (OSError, ValueError, IndexError):
                 pass
         return CpuTimes(time.thread_time(), time.process_time(), 0.0)
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
