@@ -234,7 +234,8 @@ def _send_frame(producer_id: int, name: str) -> bytes:
 
 
 # -- the broker's loop lag -----------------------------------------------------------------------
-_SAMPLE = re.compile(r"^(magnetar_event_loop_\w+?)(?:\{([^}]*)\})? (\S+)$", re.MULTILINE)
+_SAMPLE = re.compile(r"^(magnetar_event_loop_\w+?|pulsar_broker_publish_latency\w*)(?:\{([^}]*)\})? (\S+)$",
+                     re.MULTILINE)
 
 
 def read_lag(web_url: str) -> dict[str, Any]:
@@ -242,8 +243,12 @@ def read_lag(web_url: str) -> dict[str, Any]:
         text = answer.read().decode()
     buckets: dict[float, float] = {}
     values: dict[str, float] = {}
+    durable: dict[str, float] = {}
     for name, labels, value in _SAMPLE.findall(text):
-        if name.endswith("_bucket"):
+        quantile = re.search(r'quantile="([^"]+)"', labels or "")
+        if name == "pulsar_broker_publish_latency" and quantile is not None:
+            durable[quantile.group(1)] = float(value)
+        elif name.endswith("_bucket"):
             le = re.search(r'le="([^"]+)"', labels or "")
             if le is not None:
                 buckets[float(le.group(1))] = float(value)
@@ -251,7 +256,9 @@ def read_lag(web_url: str) -> dict[str, Any]:
             values[name] = float(value)
     return {"buckets": buckets, "count": values.get("magnetar_event_loop_lag_seconds_count", 0.0),
             "longest_s": values.get("magnetar_event_loop_longest_stall_seconds", 0.0),
-            "stalls": values.get("magnetar_event_loop_stalls_total", 0.0)}
+            "stalls": values.get("magnetar_event_loop_stalls_total", 0.0), "durable_quantiles": durable,
+            "durable_count": values.get("pulsar_broker_publish_latency_count", 0.0),
+            "durable_sum": values.get("pulsar_broker_publish_latency_sum", 0.0)}
 
 
 class LagWatch:
@@ -279,6 +286,8 @@ class LagWatch:
         def later_than(bound_s: float) -> int:
             return round(rings - (after["buckets"].get(bound_s, 0.0) - before["buckets"].get(bound_s, 0.0)))
 
+        durable = after["durable_count"] - before["durable_count"]
+        durable_s = after["durable_sum"] - before["durable_sum"]
         latest = None
         for bound in sorted(after["buckets"]):
             if after["buckets"][bound] - before["buckets"].get(bound, 0.0) >= rings:
@@ -288,7 +297,11 @@ class LagWatch:
                 "rings_later_than_20ms": later_than(0.02),
                 "latest_ring_at_most_ms": None if latest is None else latest * 1000,
                 "longest_stall_gauge_ms": round(max(self.longest_s, after["longest_s"]) * 1000, 1),
-                "stalls_over_threshold": round(after["stalls"] - before["stalls"])}
+                "stalls_over_threshold": round(after["stalls"] - before["stalls"]),
+                # the broker's own append-to-durable time (pulsar_broker_publish_latency): its
+                # mean over the load, and its quantiles over its most recent samples
+                "append_to_durable_mean_ms": round(durable_s * 1000 / durable, 3) if durable else None,
+                "append_to_durable_recent_ms": {q: round(v * 1000, 3) for q, v in after["durable_quantiles"].items()}}
 
 
 # -- the brokers ---------------------------------------------------------------------------------
@@ -408,7 +421,8 @@ def summary(row: dict[str, Any]) -> str:
     if loop:
         line += (f"  | loop: {loop['rings_later_than_5ms']}/{loop['timer_rings']} rings >5 ms, "
                  f"{loop['rings_later_than_20ms']} >20 ms, latest <= {loop['latest_ring_at_most_ms']} ms, "
-                 f"longest stall {loop['longest_stall_gauge_ms']} ms")
+                 f"longest stall {loop['longest_stall_gauge_ms']} ms; append to durable: mean "
+                 f"{loop['append_to_durable_mean_ms']} ms, recent {loop['append_to_durable_recent_ms']}")
     return line + f"  (load {row['load_avg_1m'][0]}-{row['load_avg_1m'][1]})"
 
 

@@ -192,7 +192,7 @@ class LoopLag:
                           f"{gc_cpu * 1000:.1f} ms of CPU)")
             if gc_cpu * 2 >= stall_s:
                 return collection
-        others = spent.process - spent.loop
+        others = max(0.0, spent.process - spent.loop)  # two clocks: a little apart at times
         if spent.loop * 2 >= stall_s:
             cause = "work on the loop (connections' frames, HTTP, scrape slices)"
         elif spent.waiting_for_cpu * 2 >= stall_s:
