@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.broker.broker_timers import BrokerTimers
-from magnetar.core.broker.topic_sweep import TopicSweep
+from magnetar.core.broker.topic_sweep import SLICE_SIZE, TopicSweep
 from magnetar.core.names import TopicName
 from magnetar.core.topics.topic import Topic
 from magnetar.storage.memory_ledger import MemoryLedger
@@ -95,4 +95,4 @@ def test_the_core_checks_run_as_sweeps(count: int) -> None:
     core.topics.update(loaded(count))
     core.retention_check.start(0)
     rings = run_until(core.timers, 1_999)
-    assert rings == [1_000 + i for i in range(max(1, -(-count // 200)))]
+    assert rings == [1_000 + i for i in range(max(1, -(-count // SLICE_SIZE)))]

@@ -55,6 +55,7 @@ from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.long_lived_objects import LongLivedObjects
+from magnetar.server.loop_lag import LoopLag
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.server.timer_alarm import TimerAlarm
@@ -94,6 +95,7 @@ class BrokerService:
         self.writer = MetadataWriter(data_dir / "metadata.db")
         self.core = BrokerCore(config)
         self.timer = TimerAlarm(self.core.timers)
+        self.loop_lag = self.timer.lag = LoopLag(config.loopStallThresholdMillis)
         self.topics: dict[str, Topic] = self.core.topics
         self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata, self.writer)
@@ -187,6 +189,7 @@ class BrokerService:
             check_ms = min(max(idle_s * 500, 100), 60_000)
             self.core.sweep(check_ms, self._unload_idle_topics).start(now_ms())
         topic_lifecycle.start(self, now_ms())
+        self.loop_lag.start(self.core.timers, now_ms())
         self.timer.start(loop)
         self.long_lived.install()
         self.ready = True
@@ -394,6 +397,7 @@ class BrokerService:
         if self._loading:  # topics whose ledger is being opened join the others before they close
             await asyncio.wait([asyncio.shield(f) for f in self._loading.values()])
         self.timer.stop()
+        self.loop_lag.stop()
         self.long_lived.uninstall()
         for topic in list(self.topics.values()):
             topic_activity.close_all_clients(topic)

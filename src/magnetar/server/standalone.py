@@ -48,6 +48,7 @@ class Standalone:
         if exposed is not None:
             log.warning("%s", exposed)
         urls = self.broker.addresses
+        self.broker.loop_lag.begin()
         print(f"magnetar standalone ready: {urls.broker_url} {urls.web_url}", flush=True)
         await self.stopping.wait()
         await self._shutdown(servers, http)

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.server.clock import now_ms
+from magnetar.server.loop_lag import LoopLag
 
 log = logging.getLogger("magnetar.timer")
 
@@ -28,6 +30,9 @@ class TimerAlarm:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._handle: asyncio.TimerHandle | None = None
         self._at_ms: int | None = None
+        #: when the armed ring is due, on the monotonic clock: how late it rang is the loop's lag
+        self._due = 0.0
+        self.lag: LoopLag | None = None
         timers.alarm = self.arm
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -50,13 +55,17 @@ class TimerAlarm:
             self._handle.cancel()
         delay_s = max(0, at_ms - self.clock_ms()) / 1000
         self._at_ms = at_ms
+        self._due = time.monotonic() + delay_s
         self._handle = loop.call_at(loop.time() + delay_s, self._ring)
 
     def _ring(self) -> None:
         self._handle = self._at_ms = None
+        started, due = time.monotonic(), self._due
         try:
             at_ms = self.timers.on_timer(self.clock_ms())
         finally:
+            if self.lag is not None:
+                self.lag.rang(started - due, started, time.monotonic(), self.timers.ran)
             for owner, exc in self.timers.failures:
                 log.error("timer work of %r failed", owner, exc_info=exc)
             self.timers.failures.clear()

@@ -100,6 +100,9 @@ class BrokerConfig:
     #: ...a warning is logged from this one, and usage is read every diskCheckInterval ms
     diskUsageWarnThreshold: float = 0.90
     diskCheckInterval: int = 10000
+    #: Magnetar: an event-loop stall longer than this (ms) is logged with what ran in it,
+    #: at most once per interval (0: none is logged; /metrics has the figures either way)
+    loopStallThresholdMillis: int = 20
     #: BookKeeper's name: ledgers that may hold open files at once (the least recently used
     #: give theirs back); 0: a quarter of the process's descriptor limit
     openFileLimit: int = 0
@@ -290,7 +293,8 @@ class BrokerConfig:
                     "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
                     "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",
                     "maxPendingPublishRequestsPerConnection", "pulsarChannelWriteBufferLowWaterMark",
-                    "idleTopicUnloadSeconds", "openFileLimit", "maxPublishRatePerTopicInMessages",
+                    "idleTopicUnloadSeconds", "openFileLimit", "loopStallThresholdMillis",
+                    "maxPublishRatePerTopicInMessages",
                     "maxPublishRatePerTopicInBytes", "brokerPublisherThrottlingMaxMessageRate",
                     "brokerPublisherThrottlingMaxByteRate", "tlsCertRefreshCheckDurationSec",
                     "dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte",

@@ -44,6 +44,8 @@ class BrokerTimers:
         self._armed: int | None = None
         #: owners whose on_timer raised, for the shell to log; core does not log
         self.failures: list[tuple[TimerOwner, Exception]] = []
+        #: the owners the last on_timer ran, for the shell to name what a long ring did
+        self.ran: list[TimerOwner] = []
 
     def wake_up(self, owner: TimerOwner, at_ms: int) -> None:
         self.queue.schedule(owner, at_ms)
@@ -61,7 +63,8 @@ class BrokerTimers:
     def on_timer(self, now_ms: int) -> int | None:
         """Run every owner that came due; the next deadline, for the shell to arm."""
         self._armed = None
-        for owner in self.queue.pop_due(now_ms):
+        self.ran = due = self.queue.pop_due(now_ms)
+        for owner in due:
             try:
                 owner.on_timer(now_ms)
             except Exception as exc:  # one owner's bug must not stop the others' timers

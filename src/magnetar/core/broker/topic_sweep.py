@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.core.topics.topic import Topic
 
-#: topics visited per ring; a visit costs tens of microseconds, so a slice a few milliseconds
-SLICE_SIZE = 200
+#: topics visited per ring; a visit costs up to about 12 microseconds (the inactive-topic
+#: check), and the sweeps started together ring together: at 200 their slices held the loop
+#: 5.6 to 5.9 ms in one ring (1,000 idle topics with a subscription each), at 100 2.7 ms
+SLICE_SIZE = 100
 
 #: ``visit(now_ms, topics)``: the check, run on one slice of the loaded topics
 Visit = Callable[[int, Sequence[Topic]], None]
