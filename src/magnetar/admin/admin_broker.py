@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Protocol
 
+from magnetar.admin.loop_lag_metrics import LoopLagReadings
 from magnetar.admin.scrape_pacing import Activity
 from magnetar.core.broker.broker_facade import AdminFacade
 from magnetar.core.schemas.topic_schemas import SchemaHistory
@@ -31,6 +32,9 @@ class LedgerFactory(Protocol):
 class AdminBroker(AdminFacade, Protocol):
     @property
     def metadata(self) -> MetadataStore: ...
+
+    @property
+    def loop_lag(self) -> LoopLagReadings: ...
 
     @property
     def schemas(self) -> SchemaRegistry: ...

@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
-from magnetar.server.loop_lag import LoopLag
+
+class LoopLagReadings(Protocol):
+    """What the broker's loop-lag meter tells a scrape."""
+
+    @property
+    def sum_s(self) -> float: ...
+
+    @property
+    def stalls_over_threshold(self) -> int: ...
+
+    def longest_stall_s(self) -> float: ...
+
+    def cumulative_buckets(self) -> list[tuple[float, int]]: ...
 
 
-def loop_lag_families(lag: LoopLag, cluster: str) -> list[Metric]:
+def loop_lag_families(lag: LoopLagReadings, cluster: str) -> list[Metric]:
     labels = ["cluster"]
     histogram = HistogramMetricFamily(
         "magnetar_event_loop_lag_seconds",
