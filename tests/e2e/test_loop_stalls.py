@@ -20,6 +20,9 @@ from magnetar.testing.broker_process import BrokerProcess
 
 STOPPED_S = 1.3
 THRESHOLD_MS = 1000
+#: the timer rings at least every idle heartbeat (100 ms): the ring due first after the stop
+#: began is late by the stop less up to that much
+SEEN_AT_LEAST_S = STOPPED_S - 0.1 - 0.05
 
 
 @pytest.fixture
@@ -52,7 +55,7 @@ def test_a_stopped_broker_reports_the_stall_on_metrics_and_in_its_log(lag_broker
 
         def stall_seen() -> str | None:
             text = admin.get("/metrics").text
-            return text if sample(text, "magnetar_event_loop_longest_stall_seconds") >= STOPPED_S - 0.05 else None
+            return text if sample(text, "magnetar_event_loop_longest_stall_seconds") >= SEEN_AT_LEAST_S else None
 
         after = wait_until(stall_seen, timeout_s=10, what="the stall on /metrics")
     late_after = sample(after, "magnetar_event_loop_lag_seconds_count") - \
@@ -66,5 +69,5 @@ def test_a_stopped_broker_reports_the_stall_on_metrics_and_in_its_log(lag_broker
             return re.search(r"event loop stalled (\d+\.\d) ms \(.*?\): (.*)", log.read())
 
     line = wait_until(logged, timeout_s=10, what="the stall in the broker's log")
-    assert float(line.group(1)) >= (STOPPED_S - 0.05) * 1000, lag_broker.log_tail()
+    assert float(line.group(1)) >= SEEN_AT_LEAST_S * 1000, lag_broker.log_tail()
     assert "the process stopped" in line.group(2)
