@@ -19,6 +19,13 @@ sub-command:
     python -m magnetar.testing.sim broker --seed 1 --schedules 10000 --jobs 2
     python -m magnetar.testing.sim broker --seed 1 --schedules 1000000 --minutes 15
     python -m magnetar.testing.sim broker --seed 42 --schedule failing.txt
+
+Several brokers over one metadata store with sessions and shared ledger files
+(``cluster_schedules``: ownership, lookups, fencing through pauses, cuts, kills and store
+restarts; docs/cluster.md) is the ``cluster`` sub-command:
+
+    python -m magnetar.testing.sim cluster --seed 1 --schedules 10000 --jobs 2
+    python -m magnetar.testing.sim cluster --seed 1 --scenario pulsar-24478
 """
 
 from magnetar.testing.sim.actions import Action, parse_schedule

@@ -12,6 +12,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from magnetar.testing.sim.broker_schedules import main as broker_main
+from magnetar.testing.sim.cluster_schedules import main as cluster_main
 from magnetar.testing.sim.options import ALL_TYPES, parse_type_mix
 from magnetar.testing.sim.runner import RunResult, read_schedule_file, run
 
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["broker"]:  # the broker-wide simulation (broker_schedules)
         return broker_main(argv[1:])
+    if argv[:1] == ["cluster"]:  # several brokers over one store and shared files (cluster_schedules)
+        return cluster_main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m magnetar.testing.sim", description=__doc__)
     parser.add_argument("--seed", type=int, default=None, help="first seed (random when omitted)")
     parser.add_argument("--schedules", type=int, default=1, help="how many seeds, from --seed on")
