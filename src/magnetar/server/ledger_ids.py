@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import concurrent.futures
 
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.metadata_stores import local_store
 
 Block = tuple[int, int]
 
 
 class LedgerIds:
-    def __init__(self, store: MetadataStore, writer: MetadataWriter, block: int = 64) -> None:
+    def __init__(self, store: BrokerMetadataStore, writer: MetadataWriter, block: int = 64) -> None:
         """``store``: the loop's connection (used for the fallback); ``block``: ids per reservation."""
         self._store = store
         self._writer = writer
@@ -42,5 +43,7 @@ class LedgerIds:
             return ahead.result()
         # not there yet (or failed): a block reserved here; one still coming is simply skipped
         block = self._store.reserve_ledger_ids(self._block)
-        self._store.sync_log()
+        local = local_store(self._store)
+        if local is not None:
+            local.sync_log()
         return block

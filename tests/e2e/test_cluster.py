@@ -1,0 +1,135 @@
+"""Two ``magnetar broker`` processes over one ZooKeeper and one data directory: the official
+client, connected to either broker, reaches each topic's owner through lookups."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from cluster_helpers import CLI, Cluster, initialize, start_cluster
+from e2e_helpers import EARLIEST, quiet_logger, receive_n
+
+from magnetar.core.cluster.namespace_bundles import NamespaceBundles
+from magnetar.testing.zookeeper_process import ZooKeeperProcess
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    running = start_cluster(zookeeper, tmp_path_factory.mktemp("cluster") / "data")
+    yield running
+    running.stop()
+
+
+def one_topic_per_bundle() -> list[str]:
+    """Fresh topics of public/default, one in each of its four bundles."""
+    bundles = NamespaceBundles("public/default")
+    found: dict[str, str] = {}
+    prefix = uuid.uuid4().hex[:8]
+    i = 0
+    while len(found) < len(bundles):
+        topic = f"persistent://public/default/c-{prefix}-{i}"
+        found.setdefault(bundles.find_bundle(topic).range_name, topic)
+        i += 1
+    return list(found.values())
+
+
+def test_each_broker_owns_some_bundles_and_the_client_reaches_them_through_either(cluster: Cluster) -> None:
+    a, b = cluster.brokers
+    topics = one_topic_per_bundle()
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        for topic in topics:
+            client.create_producer(topic).send(topic.encode())
+        owners = {topic: cluster.owner_of(topic) for topic in topics}
+        # the placement spreads fresh bundles over the least loaded broker
+        assert set(owners.values()) == {cluster.broker_id(a), cluster.broker_id(b)}, owners
+        on_b = [topic for topic, owner in owners.items() if owner == cluster.broker_id(b)]
+    finally:
+        client.close()
+    # a client of broker A produces and consumes a topic broker B owns
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        topic = on_b[0]
+        consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+        producer = client.create_producer(topic)
+        for i in range(10):
+            producer.send(f"m{i}".encode())
+        got = [m.data() for m in receive_n(consumer, 11)]
+        assert got == [topic.encode()] + [f"m{i}".encode() for i in range(10)]
+        assert cluster.owner_of(topic) == cluster.broker_id(b)
+    finally:
+        client.close()
+
+
+def test_a_broker_registers_with_its_urls(cluster: Cluster) -> None:
+    from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
+    with ZooKeeperMetadataStore(cluster.url) as store:
+        registered = {broker_id: store.get_broker(broker_id) for broker_id in store.list_brokers()}
+    assert set(registered) == {cluster.broker_id(b) for b in cluster.brokers}
+    for broker in cluster.brokers:
+        data = registered[cluster.broker_id(broker)]
+        assert data is not None
+        assert data["pulsarServiceUrl"] == broker.service_url
+        assert data["webServiceUrl"] == broker.web_url
+
+
+def test_partitioned_topic_metadata_from_either_broker(cluster: Cluster) -> None:
+    import httpx
+    a, b = cluster.brokers
+    topic = f"persistent://public/default/p-{uuid.uuid4().hex[:8]}"
+    resp = httpx.put(f"{a.web_url}/admin/v2/persistent/public/default/{topic.rsplit('/', 1)[1]}/partitions",
+                     json=3, timeout=10)
+    assert resp.status_code == 204, resp.text
+    client = pulsar.Client(b.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "s", initial_position=EARLIEST)
+        for i in range(6):
+            producer.send(f"p{i}".encode(), partition_key=str(i))
+        assert sorted(m.data() for m in receive_n(consumer, 6)) == [f"p{i}".encode() for i in range(6)]
+    finally:
+        client.close()
+
+
+def test_initialize_again_keeps_the_records(cluster: Cluster) -> None:
+    done = initialize(cluster.url)
+    assert done.returncode == 0, done.stderr
+    assert "already there, kept" in done.stdout
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--metadata-store", "etcd:127.0.0.1:2379"], "not supported"),
+    (["--metadata-store", ""], "--metadata-store is empty"),
+    (["--metadata-store", "zk:127.0.0.1:notaport"], "--metadata-store"),
+    (["--metadata-store", "zk:127.0.0.1:2181", "--web-service-url", "pulsar://x:1"], "is not a webServiceUrl"),
+    (["--metadata-store", "zk:127.0.0.1:2181", "--broker-service-url", "http://x:1"], "is not a brokerServiceUrl"),
+])
+def test_initialize_bad_input_is_a_clear_error(args: list[str], message: str) -> None:
+    done = subprocess.run([*CLI, "initialize-cluster-metadata", "--cluster", "c", *args],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_initialize_without_cluster_is_refused() -> None:
+    done = subprocess.run([*CLI, "initialize-cluster-metadata", "--metadata-store", "zk:127.0.0.1:2181"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--cluster" in done.stderr
+
+
+def test_broker_without_metadata_store_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([*CLI, "broker", "--data-dir", str(tmp_path / "d")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "needs metadataStoreUrl" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_standalone_refuses_a_metadata_store(tmp_path: Path) -> None:
+    done = subprocess.run([*CLI, "standalone", "--data-dir", str(tmp_path / "d"),
+                           "--set", "metadataStoreUrl=zk:127.0.0.1:2181"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "magnetar broker" in done.stderr
