@@ -65,6 +65,57 @@ def test_each_broker_owns_some_bundles_and_the_client_reaches_them_through_eithe
         client.close()
 
 
+@pytest.fixture(scope="module")
+def on_b(cluster: Cluster) -> str:
+    """A topic with a message, whose bundle broker B owns."""
+    a, b = cluster.brokers
+    client = pulsar.Client(b.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        for topic in one_topic_per_bundle():
+            client.create_producer(topic).send(b"first")
+            if cluster.owner_of(topic) == cluster.broker_id(b):
+                return topic
+    finally:
+        client.close()
+    raise AssertionError("broker B owns none of the four bundles")
+
+
+def test_admin_on_a_topic_another_broker_owns_answers_307_to_its_owner(cluster: Cluster, on_b: str) -> None:
+    import httpx
+    a, b = cluster.brokers
+    path = f"/admin/v2/persistent/public/default/{on_b.rsplit('/', 1)[1]}/stats"
+    resp = httpx.get(a.web_url + path + "?getPreciseBacklog=true", timeout=10)
+    assert resp.status_code == 307
+    assert resp.headers["location"] == b.web_url + path + "?getPreciseBacklog=true"
+    followed = httpx.get(a.web_url + path, timeout=10, follow_redirects=True)
+    assert followed.status_code == 200, followed.text
+    assert followed.json()["msgInCounter"] >= 1
+    # the owner serves it itself; partitioned metadata is served by any broker
+    assert httpx.get(b.web_url + path, timeout=10).status_code == 200
+    assert httpx.get(f"{a.web_url}/admin/v2/persistent/public/default/{on_b.rsplit('/', 1)[1]}/partitions",
+                     timeout=10).status_code == 200
+
+
+def test_lookup_over_http_works_on_every_broker(cluster: Cluster, on_b: str) -> None:
+    import httpx
+    a, b = cluster.brokers
+    path = f"/lookup/v2/topic/persistent/public/default/{on_b.rsplit('/', 1)[1]}"
+    for broker in (a, b):
+        resp = httpx.get(broker.web_url + path, timeout=10, follow_redirects=True)
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["brokerUrl"] == b.service_url
+        assert resp.json()["httpUrl"] == b.web_url
+
+
+def test_admin_lists_the_registered_brokers_on_every_broker(cluster: Cluster) -> None:
+    import httpx
+    expected = sorted(cluster.broker_id(b) for b in cluster.brokers)
+    for broker in cluster.brokers:
+        resp = httpx.get(f"{broker.web_url}/admin/v2/brokers/test-cluster", timeout=10)
+        assert resp.status_code == 200 and resp.json() == expected
+        assert httpx.get(f"{broker.web_url}/admin/v2/brokers/nope", timeout=10).status_code == 404
+
+
 def test_a_broker_registers_with_its_urls(cluster: Cluster) -> None:
     from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
     with ZooKeeperMetadataStore(cluster.url) as store:
@@ -133,3 +184,26 @@ def test_standalone_refuses_a_metadata_store(tmp_path: Path) -> None:
     done = subprocess.run([*CLI, "standalone", "--data-dir", str(tmp_path / "d"),
                            "--set", "metadataStoreUrl=zk:127.0.0.1:2181"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "magnetar broker" in done.stderr
+
+
+def test_commands_on_a_topic_another_broker_owns_get_service_not_ready(cluster: Cluster, on_b: str) -> None:
+    from magnetar.testing.raw_client import RawConnection, T, lookup, producer, subscribe
+    from magnetar.wire import pulsar_api_pb2 as pb
+    a, b = cluster.brokers
+    with RawConnection.to_service(a.service_url) as conn:
+        conn.handshake()
+        conn.send_command(lookup(on_b, 1))
+        answer = conn.expect_reply(1, T.LOOKUP_RESPONSE).command.lookupTopicResponse
+        assert answer.response == pb.CommandLookupTopicResponse.Redirect
+        assert answer.brokerServiceUrl == b.service_url and answer.authoritative
+        conn.send_command(producer(on_b, 0, 2))
+        error = conn.expect_reply(2, T.ERROR).command.error
+        assert error.error == pb.ServiceNotReady and "redo the lookup" in error.message
+        conn.send_command(subscribe(on_b, "s", 0, 3))
+        assert conn.expect_reply(3, T.ERROR).command.error.error == pb.ServiceNotReady
+    with RawConnection.to_service(b.service_url) as conn:
+        conn.handshake()
+        conn.send_command(lookup(on_b, 1))
+        answer = conn.expect_reply(1, T.LOOKUP_RESPONSE).command.lookupTopicResponse
+        assert answer.response == pb.CommandLookupTopicResponse.Connect
+        assert conn.create_producer(on_b, 0, 2).producer_name

@@ -47,6 +47,8 @@ async def active_brokers(broker: Broker, cluster: str) -> list[str]:
         raise not_found("Cluster does not exist")
     if cluster != broker.config.clusterName:
         return []
+    if broker.cluster is not None:
+        return await broker.cluster.broker_ids()
     return [f"{broker.config.advertisedAddress}:{broker.config.webServicePort or broker.config.webServicePortTls}"]
 
 

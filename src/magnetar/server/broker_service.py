@@ -28,6 +28,7 @@ from typing import Protocol
 from magnetar.core import policies
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.broker.broker_facade import TopicOwners
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
@@ -153,6 +154,8 @@ class BrokerService:
         self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
         #: handlers that take the place of core's for some commands (a cluster's broker's)
         self.cluster_handlers: dict[int, Callable[..., None]] = {}
+        #: who serves which topic among a cluster's brokers; None on a standalone broker
+        self.cluster: TopicOwners | None = None
         self.started_at = now_ms()
         self._ensure_defaults()
 

@@ -28,6 +28,7 @@ class ClusterBroker(Standalone):
         broker_id = broker_id_of(config.advertisedAddress, config.webServicePort)
         self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id)
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
+        self.broker.cluster = self.membership
 
     async def _joined(self) -> None:
         await self.membership.join(asyncio.get_running_loop())

@@ -220,9 +220,9 @@ class ClusterMembership:
                 return Connect()
         return NotReady(f"bundle {bundle} changed hands while looked up; try again")
 
-    async def brokers(self) -> dict[str, RegisteredBroker]:
-        """The registered brokers, by id."""
-        return await self._off_loop(self._read_brokers)
+    async def broker_ids(self) -> list[str]:
+        """The registered brokers' ids, sorted."""
+        return sorted(await self._off_loop(self.store.list_brokers))
 
     # -- I/O -------------------------------------------------------------------------
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.cluster.topic_lookup import AdminRedirect, Connect, NotReady
 from magnetar.core.names import TopicName
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
@@ -59,6 +60,19 @@ class LatencyRecords(Protocol):
     def write_latency_of(self, topic: str) -> LatencyValues | None: ...
 
     def ledger_write_latency_of(self, topic: str) -> LatencyValues | None: ...
+
+
+class TopicOwners(Protocol):
+    """Who serves a topic among the brokers of a cluster (absent on a standalone broker,
+    which serves every topic)."""
+
+    async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
+        """Serve an admin request on ``name`` here (this broker owns or just acquired its
+        bundle), or redirect it to the owner's web service (``path``: the request's path
+        and query)."""
+
+    async def broker_ids(self) -> list[str]:
+        """The registered brokers (``host:port``), sorted."""
 
 
 class BrokerFacade(Protocol):
@@ -127,6 +141,10 @@ class AdminFacade(BrokerFacade, Protocol):
 
     @property
     def recorder(self) -> LatencyRecords: ...
+
+    @property
+    def cluster(self) -> TopicOwners | None:
+        """The cluster's topic owners; None on a standalone broker."""
 
     def terminate(self, name: TopicName) -> Position:
         """Terminate a persistent topic; its last message id, stored before it is answered."""
