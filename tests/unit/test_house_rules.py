@@ -39,7 +39,7 @@ SERVER_MAY_USE = {
     # ownership and lookups whose I/O the cluster membership does
     "metadata.interfaces", "metadata.records", "security.authorization",
     "cluster.bundle_ownership", "cluster.namespace_bundles", "cluster.namespace_ephemeral_data",
-    "cluster.topic_lookup", "broker.broker_facade",
+    "cluster.topic_lookup", "broker.broker_facade", "cluster.session_lease", "cluster.metadata_store",
 }
 
 #: the only modules of server/ that admin/ and cli/ may import: the HTTP ports' connections

@@ -26,7 +26,9 @@ class ClusterBroker(Standalone):
                               "without one, run magnetar standalone")
         super().__init__(config, data_dir)
         broker_id = broker_id_of(config.advertisedAddress, config.webServicePort)
-        self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id)
+        self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id,
+                                            config.metadataStoreSessionTimeoutMillis)
+        self.broker.appends.may_acknowledge = self.membership.may_acknowledge
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
         self.broker.cluster = self.membership
 

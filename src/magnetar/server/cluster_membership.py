@@ -23,8 +23,10 @@ from typing import Any, Protocol, TypeVar
 
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.cluster.bundle_ownership import BundleState
+from magnetar.core.cluster.metadata_store import SessionEvent
 from magnetar.core.cluster.namespace_bundles import NamespaceBundle, NamespaceBundles
 from magnetar.core.cluster.namespace_ephemeral_data import InvalidOwnerData, NamespaceEphemeralData
+from magnetar.core.cluster.session_lease import SessionLease
 from magnetar.core.cluster.topic_lookup import (
     Acquire,
     AdminRedirect,
@@ -38,12 +40,13 @@ from magnetar.core.cluster.topic_lookup import (
     decide_lookup,
 )
 from magnetar.core.errors import ServiceNotReady
-from magnetar.core.metadata.interfaces import CoordinationStore
+from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore
 from magnetar.core.metadata.records import AlreadyExists, MetadataError, SessionState
 from magnetar.core.names import TopicName
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.security.authorization import Operation
 from magnetar.core.topics.topic import Topic
+from magnetar.server.clock import monotonic_ms
 from magnetar.server.connection import ServerConnection, finish_command
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
@@ -61,6 +64,17 @@ class Unloads(Protocol):
     def unload_topic(self, name: TopicName) -> Coroutine[Any, Any, bool]: ...
 
 
+class MembershipStore(CoordinationStore, LedgerIdStore, Protocol):
+    """What membership uses of the metadata store: coordination, and ledger id reservations."""
+
+
+class LedgerIdBlocks(Protocol):
+    @property
+    def block(self) -> int: ...
+
+    def restart_from(self, block: tuple[int, int]) -> None: ...
+
+
 class ClusterShell(Protocol):
     """What membership uses of the broker service."""
 
@@ -71,6 +85,9 @@ class ClusterShell(Protocol):
     @property
     def release(self) -> Unloads: ...
 
+    @property
+    def ledger_ids(self) -> LedgerIdBlocks: ...
+
 
 def broker_id_of(advertised_address: str, web_port: int | None) -> str:
     """Pulsar's broker id: the advertised host and the web service port."""
@@ -78,7 +95,8 @@ def broker_id_of(advertised_address: str, web_port: int | None) -> str:
 
 
 class ClusterMembership:
-    def __init__(self, shell: ClusterShell, store: CoordinationStore, broker_id: str) -> None:
+    def __init__(self, shell: ClusterShell, store: MembershipStore, broker_id: str,
+                 session_timeout_ms: int) -> None:
         self.shell = shell
         self.store = store
         self.broker_id = broker_id
@@ -89,6 +107,9 @@ class ClusterMembership:
         self.owned: dict[tuple[str, str], int] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="magnetar-cluster")
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: whether appends may be acknowledged: renewed by heartbeats answered in the session
+        self.lease = SessionLease(session_timeout_ms)
+        self._heartbeats: asyncio.Task[None] | None = None
 
     # -- start and stop ----------------------------------------------------------------
     async def join(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -97,8 +118,33 @@ class ClusterMembership:
         def changed(state: SessionState) -> None:
             loop.call_soon_threadsafe(self._session_changed, state)
         self.store.add_session_listener(changed)
+        await self._heartbeat()
+        self._heartbeats = asyncio.ensure_future(self._keep_heartbeating())
         await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
         log.info("registered as %s in the cluster", self.broker_id)
+
+    def may_acknowledge(self) -> bool:
+        """Whether an append made durable now may be acknowledged (the session's lease holds)."""
+        return self.lease.may_acknowledge(int(monotonic_ms()))
+
+    async def _heartbeat(self) -> None:
+        sent = int(monotonic_ms())
+        try:
+            session_id = await self._off_loop(self.store.ping)
+        except MetadataError as exc:
+            log.warning("metadata store heartbeat failed: %s", exc)
+            return
+        if session_id is None:
+            return
+        if session_id != self.lease.session_id:
+            self.lease.on_session_event(SessionEvent.SESSION_REESTABLISHED, session_id)
+        self.lease.on_heartbeat_answered(session_id, sent)
+
+    async def _keep_heartbeating(self) -> None:
+        interval_s = self.lease.heartbeat_interval_ms() / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self._heartbeat()
 
     async def leave(self) -> None:
         """Hand every owned bundle over (Pulsar's graceful unload) and unregister."""
@@ -115,9 +161,13 @@ class ClusterMembership:
         except MetadataError as exc:
             log.warning("could not unregister %s: %s", self.broker_id, exc)
         log.info("released %d bundles and left the cluster", len(owned))
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
         self._pool.shutdown(wait=False)
 
     def _session_changed(self, state: SessionState) -> None:
+        if state is SessionState.LOST and self.lease.session_id is not None:
+            self.lease.on_session_event(SessionEvent.SESSION_LOST, self.lease.session_id)
         if state is SessionState.LOST and self.owned:
             log.warning("metadata store session lost: %d bundles are no longer served here", len(self.owned))
             self.owned.clear()
@@ -259,6 +309,9 @@ class ClusterMembership:
             version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
         except AlreadyExists:
             return False
+        # ids reserved from now on are above every id the previous owner was handed
+        ids = self.shell.ledger_ids
+        ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
         self.owned[self._key(bundle)] = version
         log.info("acquired bundle %s", bundle)
         try:

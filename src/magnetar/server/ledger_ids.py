@@ -37,6 +37,17 @@ class LedgerIds:
             self._ahead = self._writer.submit(lambda store: store.reserve_ledger_ids(self._block))
         return ledger_id
 
+    def restart_from(self, block: Block) -> None:
+        """Hand out ids from ``block`` on, dropping what was reserved before it. A cluster's
+        broker does this when it takes a bundle over: its own earlier reservations may be
+        below the ids the previous owner used, and a topic's ledger ids must increase."""
+        self._next, self._end = block
+        self._ahead = None
+
+    @property
+    def block(self) -> int:
+        return self._block
+
     def _take_block(self) -> Block:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead.done() and ahead.exception() is None:
