@@ -207,3 +207,11 @@ def test_commands_on_a_topic_another_broker_owns_get_service_not_ready(cluster: 
         answer = conn.expect_reply(1, T.LOOKUP_RESPONSE).command.lookupTopicResponse
         assert answer.response == pb.CommandLookupTopicResponse.Connect
         assert conn.create_producer(on_b, 0, 2).producer_name
+
+
+def test_magnetar_admin_follows_the_redirect_to_the_owner(cluster: Cluster, on_b: str) -> None:
+    a, _ = cluster.brokers
+    done = subprocess.run([*CLI, "admin", "--admin-url", a.web_url, "--json", "topics", "stats", on_b],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert '"msgInCounter"' in done.stdout
