@@ -4,9 +4,12 @@ every acknowledged message stays readable."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
@@ -90,3 +93,53 @@ def test_sigkill_of_the_owner_under_load_loses_no_acknowledged_message(cluster: 
         assert missing == [], f"{len(missing)} acknowledged messages lost"
     finally:
         client.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_paused_owner_past_its_session_stops_serving_and_loses_nothing(cluster: Cluster) -> None:
+    """SIGSTOP of the owner for longer than its session, then SIGCONT: it learns it lost its
+    bundles, acknowledges nothing more, and the client carries on through the other broker."""
+    a, b = cluster.brokers
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    results: dict[bytes, bool] = {}
+    lock = threading.Lock()
+
+    def sent(payload: bytes) -> Callable[[pulsar.Result, pulsar.MessageId], None]:
+        def done(result: pulsar.Result, _: pulsar.MessageId) -> None:
+            with lock:
+                results[payload] = result == pulsar.Result.Ok
+        return done
+    try:
+        topic = topic_owned_by(cluster, b, client)
+        producer = client.create_producer(topic, send_timeout_millis=60_000, batching_enabled=False)
+        payloads = [f"m{i}".encode() for i in range(120)]
+        for payload in payloads[:50]:
+            producer.send(payload)
+            results[payload] = True
+        os.kill(b.proc.pid, signal.SIGSTOP)  # type: ignore[union-attr]
+        try:
+            for payload in payloads[50:80]:  # queued while the owner is paused
+                producer.send_async(payload, sent(payload))
+            wait_until(lambda: cluster.owner_of(topic) is None, 30, "the paused owner's session expired")
+        finally:
+            os.kill(b.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
+        for payload in payloads[80:]:
+            producer.send(payload)
+            results[payload] = True
+        wait_until(lambda: len(results) == len(payloads), 60, "every send answered")
+        assert cluster.owner_of(topic) == cluster.broker_id(a)
+        wait_until(lambda: "metadata store session lost" in b.log_tail(200), 10, "the owner saw its session lost")
+        stored = set(read_topic(client, topic))
+        acknowledged = [payload for payload, ok in results.items() if ok]
+        assert [m for m in acknowledged if m not in stored] == []
+        # it rejoined: registered again under a new session, serving nothing it lost
+        wait_until(lambda: cluster.broker_id(b) in registered(cluster), 20, "the paused broker registered again")
+    finally:
+        client.close()
+
+
+def registered(cluster: Cluster) -> list[str]:
+    from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
+    with ZooKeeperMetadataStore(cluster.url) as store:
+        return store.list_brokers()

@@ -149,6 +149,7 @@ class Appends:
         """The session that lets this broker acknowledge is no longer valid: another broker
         may own these topics by now, so nothing more is acknowledged; the producers get a
         retriable error and the topics are unloaded (their clients look up again)."""
+        log.warning("the metadata store session is not valid: receipts refused on %d ledgers", len(synced))
         for ledger, _ in synced:
             topic = self._topics.get(ledger.name)
             if topic is None or topic.ledger is not ledger:
