@@ -215,3 +215,23 @@ def test_magnetar_admin_follows_the_redirect_to_the_owner(cluster: Cluster, on_b
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert '"msgInCounter"' in done.stdout
+
+
+def test_broker_of_a_cluster_never_initialised_is_refused(zookeeper: ZooKeeperProcess, tmp_path: Path) -> None:
+    url = zookeeper.url(f"/never-initialised-{uuid.uuid4().hex[:8]}")
+    done = subprocess.run([*CLI, "broker", "--data-dir", str(tmp_path / "d"), "--set", f"metadataStoreUrl={url}",
+                           "--set", "clusterName=nowhere", "--set", "brokerServicePort=0", "--set", "webServicePort=0"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "run magnetar initialize-cluster-metadata --cluster nowhere" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_broker_with_an_unreachable_metadata_store_is_a_clear_error(tmp_path: Path) -> None:
+    from magnetar.testing.broker_process import free_port
+    done = subprocess.run([*CLI, "broker", "--data-dir", str(tmp_path / "d"),
+                           "--set", f"metadataStoreUrl=zk:127.0.0.1:{free_port()}",
+                           "--set", "metadataStoreOperationTimeoutSeconds=2"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "error:" in done.stderr and "Traceback" not in done.stderr

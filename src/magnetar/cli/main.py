@@ -111,9 +111,10 @@ def _broker_config(config: Path | None, set_: list[str] | None, log_level: str) 
 
 
 def _start(run: Callable[[], None]) -> None:
+    from magnetar.core.metadata.records import MetadataError
     try:
         run()
-    except ConfigError as exc:
+    except (ConfigError, MetadataError) as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot start: {exc}")

@@ -25,6 +25,11 @@ class ClusterBroker(Standalone):
             raise ConfigError("magnetar broker needs metadataStoreUrl (zk:host:port[/chroot]); "
                               "without one, run magnetar standalone")
         super().__init__(config, data_dir)
+        if self.broker.metadata.get_cluster(config.clusterName) is None:
+            self.broker.metadata.close()
+            raise ConfigError(f"cluster '{config.clusterName}' is not in the metadata store {config.metadataStoreUrl}: "
+                              f"run magnetar initialize-cluster-metadata --cluster {config.clusterName} "
+                              f"--metadata-store {config.metadataStoreUrl} first (or set clusterName)")
         broker_id = broker_id_of(config.advertisedAddress, config.webServicePort)
         self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id,
                                             config.metadataStoreSessionTimeoutMillis)
