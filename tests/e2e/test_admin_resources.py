@@ -48,6 +48,14 @@ def test_health_ready_and_runtime_configuration(admin: httpx.Client, broker: Bro
     assert admin.get("/admin/v2/brokers/nope").status_code == 404
 
 
+def test_a_standalone_broker_owns_every_bundle(admin: httpx.Client, broker: BrokerProcess) -> None:
+    owned = admin.get(f"/admin/v2/brokers/standalone/127.0.0.1:{broker.web_port}/ownedNamespaces").json()
+    assert "public/default/0x00000000_0x40000000" in owned and "public/default/0xc0000000_0xffffffff" in owned
+    assert owned["public/default/0x00000000_0x40000000"] == {"broker_assignment": "shared", "is_controlled": False,
+                                                             "is_active": True}
+    assert admin.get("/admin/v2/brokers/standalone/other:1/ownedNamespaces").status_code == 404
+
+
 # -- clusters ------------------------------------------------------------------------------
 def test_cluster_lifecycle(admin: httpx.Client) -> None:
     assert "standalone" in admin.get("/admin/v2/clusters").json()

@@ -235,3 +235,27 @@ def test_broker_with_an_unreachable_metadata_store_is_a_clear_error(tmp_path: Pa
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
     assert "error:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_owned_namespaces_of_each_broker(cluster: Cluster, on_b: str) -> None:
+    import httpx
+
+    from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
+    with ZooKeeperMetadataStore(cluster.url) as store:
+        owners = {f"public/default/{bundle_range}": str(node.data["brokerId"])
+                  for bundle_range, node in store.list_owned_bundles("public/default").items()}
+    a, b = cluster.brokers
+    for broker in (a, b):
+        me = cluster.broker_id(broker)
+        resp = httpx.get(f"{broker.web_url}/admin/v2/brokers/test-cluster/{me}/ownedNamespaces", timeout=10)
+        assert resp.status_code == 200, resp.text
+        assert sorted(resp.json()) == sorted(bundle for bundle, owner in owners.items() if owner == me)
+        assert all(status["is_active"] for status in resp.json().values())
+    assert any(owner == cluster.broker_id(b) for owner in owners.values())
+    path = f"/admin/v2/brokers/test-cluster/{cluster.broker_id(b)}/ownedNamespaces"
+    resp = httpx.get(a.web_url + path, timeout=10)
+    assert resp.status_code == 307 and resp.headers["location"] == b.web_url + path
+    assert httpx.get(f"{a.web_url}/admin/v2/brokers/test-cluster/nobody:1/ownedNamespaces",
+                     timeout=10).status_code == 404
+    assert httpx.get(f"{a.web_url}/admin/v2/brokers/nope/{cluster.broker_id(a)}/ownedNamespaces",
+                     timeout=10).status_code == 404

@@ -274,6 +274,13 @@ class ClusterMembership:
         """The registered brokers' ids, sorted."""
         return sorted(await self._off_loop(self.store.list_brokers))
 
+    def owned_bundles(self) -> list[str]:
+        return sorted(f"{namespace}/{bundle_range}" for namespace, bundle_range in self.owned)
+
+    async def web_url_of(self, broker_id: str) -> str | None:
+        data = await self._off_loop(self.store.get_broker, broker_id)
+        return None if data is None else data.get("webServiceUrl")
+
     # -- I/O -------------------------------------------------------------------------
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
         if self._key(bundle) in self.owned:

@@ -74,6 +74,16 @@ class TopicOwners(Protocol):
     async def broker_ids(self) -> list[str]:
         """The registered brokers (``host:port``), sorted."""
 
+    @property
+    def broker_id(self) -> str:
+        """This broker's id."""
+
+    def owned_bundles(self) -> list[str]:
+        """The bundles this broker owns, ``tenant/ns/0x..._0x...``, sorted."""
+
+    async def web_url_of(self, broker_id: str) -> str | None:
+        """A registered broker's web service URL; None when it is not registered."""
+
 
 class BrokerFacade(Protocol):
     """What both doors ask: the rule objects, topics by name, durability and the clock."""
