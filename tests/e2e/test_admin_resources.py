@@ -56,6 +56,14 @@ def test_a_standalone_broker_owns_every_bundle(admin: httpx.Client, broker: Brok
     assert admin.get("/admin/v2/brokers/standalone/other:1/ownedNamespaces").status_code == 404
 
 
+def test_unload_a_bundle_of_a_standalone_broker(admin: httpx.Client) -> None:
+    assert admin.put("/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload").status_code == 204
+    for bad in ("0x00000000_0xffffffff", "0x00000000", "nope"):
+        resp = admin.put(f"/admin/v2/namespaces/public/default/{bad}/unload")
+        assert resp.status_code == 412, (bad, resp.text)
+    assert admin.put("/admin/v2/namespaces/public/nowhere/0x00000000_0x40000000/unload").status_code == 404
+
+
 # -- clusters ------------------------------------------------------------------------------
 def test_cluster_lifecycle(admin: httpx.Client) -> None:
     assert "standalone" in admin.get("/admin/v2/clusters").json()

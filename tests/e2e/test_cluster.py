@@ -11,7 +11,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from cluster_helpers import CLI, Cluster, initialize, start_cluster
-from e2e_helpers import EARLIEST, quiet_logger, receive_n
+from e2e_helpers import EARLIEST, quiet_logger, read_topic, receive_n
 
 from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
@@ -259,3 +259,30 @@ def test_owned_namespaces_of_each_broker(cluster: Cluster, on_b: str) -> None:
                      timeout=10).status_code == 404
     assert httpx.get(f"{a.web_url}/admin/v2/brokers/nope/{cluster.broker_id(a)}/ownedNamespaces",
                      timeout=10).status_code == 404
+
+
+def test_unloading_a_bundle_gives_it_up_and_the_next_lookup_places_it(cluster: Cluster) -> None:
+    import httpx
+    a, b = cluster.brokers
+    namespace = f"public/unload-{uuid.uuid4().hex[:6]}"
+    assert httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10).status_code == 204
+    topic = f"persistent://{namespace}/t"
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        producer = client.create_producer(topic)
+        producer.send(b"before")
+        owner = cluster.by_id(cluster.owner_of(topic) or "")
+        other = b if owner is a else a
+        bundle = NamespaceBundles(namespace).find_bundle(topic).range_name
+        path = f"/admin/v2/namespaces/{namespace}/{bundle}/unload"
+        resp = httpx.put(other.web_url + path, timeout=10)
+        assert resp.status_code == 307 and resp.headers["location"] == owner.web_url + path
+        assert httpx.put(owner.web_url + path, timeout=10).status_code == 204
+        # the producer is closed by its broker, looks the topic up again and carries on
+        producer.send(b"after")
+        assert cluster.owner_of(topic) is not None
+        assert read_topic(client, topic) == [b"before", b"after"]
+        bad = httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}/0x1_nope/unload", timeout=10)
+        assert bad.status_code == 412 and "Invalid bundle range" in bad.text
+    finally:
+        client.close()

@@ -9,7 +9,8 @@ body types are local variables.
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import RedirectResponse
 from pydantic import StrictBool
 
 from magnetar.admin.admin_broker import AdminBroker
@@ -19,6 +20,7 @@ from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_na
 from magnetar.admin.policies import full_policies, policies_to_store
 from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
@@ -92,6 +94,27 @@ async def unload_namespace(broker: Broker, tenant: str, namespace: str) -> None:
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
     await broker.release.unload_namespace(name)
+
+
+@router.put("/{tenant}/{namespace}/{bundle}/unload", status_code=204, response_model=None,
+            summary="Unload a bundle: its owner closes its topics and gives it up; the next lookup places it")
+async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str, namespace: str,
+                                  bundle: str) -> RedirectResponse | None:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    try:
+        unit = NamespaceBundle.parse(name, bundle)
+    except InvalidBundle as exc:
+        raise precondition_failed(str(exc)) from None
+    if unit not in NamespaceBundles(name).bundles:
+        raise precondition_failed(f"Bundle {bundle} is not a bundle of {name}")
+    if broker.cluster is None:  # a standalone broker keeps the bundle; its topics load again on use
+        for topic in [t for t in broker.topics.values() if t.name.namespace_name == name]:
+            if unit.includes(str(topic.name)):
+                await broker.release.unload_topic(topic.name)
+        return None
+    redirect = await broker.cluster.unload_bundle(unit, request.url.path)
+    return None if redirect is None else RedirectResponse(redirect.location, status_code=redirect.status)
 
 
 @router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,

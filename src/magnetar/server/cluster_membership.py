@@ -281,6 +281,25 @@ class ClusterMembership:
         data = await self._off_loop(self.store.get_broker, broker_id)
         return None if data is None else data.get("webServiceUrl")
 
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
+        version = self.owned.pop(self._key(bundle), None)
+        if version is None:
+            view, _ = await self._view(bundle)
+            if view.owner is None or view.owner.broker_id == self.broker_id:
+                return None  # nobody's, or a node of an earlier session of this broker's, which goes with it
+            base = view.owner.web_url(False)
+            return None if base is None else AdminRedirect(base.rstrip("/") + path)
+        for topic in list(self.shell.topics.values()):
+            if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name)):
+                await self.shell.release.unload_topic(topic.name)
+        await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
+        log.info("unloaded bundle %s", bundle)
+        try:
+            await self._off_loop(self.store.update_broker, self.broker_id, self._registration())
+        except MetadataError as exc:
+            log.warning("could not update the registration of %s: %s", self.broker_id, exc)
+        return None
+
     # -- I/O -------------------------------------------------------------------------
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
         if self._key(bundle) in self.owned:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.cluster.namespace_bundles import NamespaceBundle
 from magnetar.core.cluster.topic_lookup import AdminRedirect, Connect, NotReady
 from magnetar.core.names import TopicName
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -83,6 +84,11 @@ class TopicOwners(Protocol):
 
     async def web_url_of(self, broker_id: str) -> str | None:
         """A registered broker's web service URL; None when it is not registered."""
+
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
+        """Release ``bundle`` if this broker owns it (its topics closed, its node deleted:
+        the next lookup places it anew) and answer None; None too when nobody owns it;
+        else the redirect of ``path`` to its owner."""
 
 
 class BrokerFacade(Protocol):
