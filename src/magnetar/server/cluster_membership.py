@@ -294,10 +294,7 @@ class ClusterMembership:
                 await self.shell.release.unload_topic(topic.name)
         await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
-        try:
-            await self._off_loop(self.store.update_broker, self.broker_id, self._registration())
-        except MetadataError as exc:
-            log.warning("could not update the registration of %s: %s", self.broker_id, exc)
+        await self._update_registration()
         return None
 
     # -- I/O -------------------------------------------------------------------------
@@ -340,11 +337,15 @@ class ClusterMembership:
         ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
         self.owned[self._key(bundle)] = version
         log.info("acquired bundle %s", bundle)
+        await self._update_registration()
+        return True
+
+    async def _update_registration(self) -> None:
+        """The registration's ``numBundles`` after a change of what this broker owns."""
         try:
             await self._off_loop(self.store.update_broker, self.broker_id, self._registration())
         except MetadataError as exc:
             log.warning("could not update the registration of %s: %s", self.broker_id, exc)
-        return True
 
     async def _off_loop(self, call: Callable[..., R], *args: Any) -> R:
         return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
