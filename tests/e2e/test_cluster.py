@@ -286,3 +286,32 @@ def test_unloading_a_bundle_gives_it_up_and_the_next_lookup_places_it(cluster: C
         assert bad.status_code == 412 and "Invalid bundle range" in bad.text
     finally:
         client.close()
+
+
+def test_unloading_a_namespace_gives_up_its_bundles_on_every_broker(cluster: Cluster) -> None:
+    import httpx
+
+    from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
+    a, _ = cluster.brokers
+    namespace = f"public/unload-all-{uuid.uuid4().hex[:6]}"
+    assert httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10).status_code == 204
+    bundles = NamespaceBundles(namespace)
+    topics: dict[str, str] = {}
+    i = 0
+    while len(topics) < len(bundles):
+        topic = f"persistent://{namespace}/t{i}"
+        topics.setdefault(bundles.find_bundle(topic).range_name, topic)
+        i += 1
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        for topic in topics.values():
+            client.create_producer(topic).send(b"x")
+    finally:
+        client.close()
+    first_owner = cluster.owner_of(next(iter(topics.values())))
+    assert first_owner is not None
+    # asked of a broker that does not own the first bundle: that one is unloaded at its owner
+    asked = next(b for b in cluster.brokers if cluster.broker_id(b) != first_owner)
+    assert httpx.put(f"{asked.web_url}/admin/v2/namespaces/{namespace}/unload", timeout=30).status_code == 204
+    with ZooKeeperMetadataStore(cluster.url) as store:
+        assert store.list_owned_bundles(namespace) == {}
