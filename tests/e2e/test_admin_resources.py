@@ -56,6 +56,12 @@ def test_a_standalone_broker_owns_every_bundle(admin: httpx.Client, broker: Brok
     assert admin.get("/admin/v2/brokers/standalone/other:1/ownedNamespaces").status_code == 404
 
 
+def test_namespace_bundles(admin: httpx.Client) -> None:
+    assert admin.get("/admin/v2/namespaces/public/default/bundles").json() == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"], "numBundles": 4}
+    assert admin.get("/admin/v2/namespaces/public/nowhere/bundles").status_code == 404
+
+
 def test_unload_a_bundle_of_a_standalone_broker(admin: httpx.Client) -> None:
     assert admin.put("/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload").status_code == 204
     for bad in ("0x00000000_0xffffffff", "0x00000000", "nope"):

@@ -20,7 +20,7 @@ from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_na
 from magnetar.admin.policies import full_policies, policies_to_store
 from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
-from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, format_boundary
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
@@ -115,6 +115,14 @@ async def _forward_put(url: str, authorization: str | None) -> None:
         raise RestError(503, f"cannot reach the owner at {url}: {exc}") from None
     if response.status_code >= 300:
         raise RestError(503, f"the owner answered {response.status_code} to {url}: {response.text[:200]}")
+
+
+@router.get("/{tenant}/{namespace}/bundles", summary="The namespace's bundles (Pulsar's BundlesData)")
+async def namespace_bundles(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    bundles = NamespaceBundles(name)
+    return {"boundaries": [format_boundary(b) for b in bundles.boundaries], "numBundles": len(bundles)}
 
 
 @router.put("/{tenant}/{namespace}/{bundle}/unload", status_code=204, response_model=None,
