@@ -48,6 +48,28 @@ def test_health_ready_and_runtime_configuration(admin: httpx.Client, broker: Bro
     assert admin.get("/admin/v2/brokers/nope").status_code == 404
 
 
+def test_a_standalone_broker_owns_every_bundle(admin: httpx.Client, broker: BrokerProcess) -> None:
+    owned = admin.get(f"/admin/v2/brokers/standalone/127.0.0.1:{broker.web_port}/ownedNamespaces").json()
+    assert "public/default/0x00000000_0x40000000" in owned and "public/default/0xc0000000_0xffffffff" in owned
+    assert owned["public/default/0x00000000_0x40000000"] == {"broker_assignment": "shared", "is_controlled": False,
+                                                             "is_active": True}
+    assert admin.get("/admin/v2/brokers/standalone/other:1/ownedNamespaces").status_code == 404
+
+
+def test_namespace_bundles(admin: httpx.Client) -> None:
+    assert admin.get("/admin/v2/namespaces/public/default/bundles").json() == {
+        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xc0000000", "0xffffffff"], "numBundles": 4}
+    assert admin.get("/admin/v2/namespaces/public/nowhere/bundles").status_code == 404
+
+
+def test_unload_a_bundle_of_a_standalone_broker(admin: httpx.Client) -> None:
+    assert admin.put("/admin/v2/namespaces/public/default/0x00000000_0x40000000/unload").status_code == 204
+    for bad in ("0x00000000_0xffffffff", "0x00000000", "nope"):
+        resp = admin.put(f"/admin/v2/namespaces/public/default/{bad}/unload")
+        assert resp.status_code == 412, (bad, resp.text)
+    assert admin.put("/admin/v2/namespaces/public/nowhere/0x00000000_0x40000000/unload").status_code == 404
+
+
 # -- clusters ------------------------------------------------------------------------------
 def test_cluster_lifecycle(admin: httpx.Client) -> None:
     assert "standalone" in admin.get("/admin/v2/clusters").json()

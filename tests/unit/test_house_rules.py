@@ -35,12 +35,17 @@ SERVER_MAY_USE = {
     # snapshots, compaction's run, the periodic checks
     "delayed.bucket", "delayed.shared_index_record", "delayed.bucket_snapshot_storage", "delayed.delayed_delivery",
     "compaction.compactor", "policies", "policies.limits",
+    # a cluster's broker: the metadata store it opens, and core's decisions on bundle
+    # ownership and lookups whose I/O the cluster membership does
+    "metadata.interfaces", "metadata.records", "security.authorization",
+    "cluster.bundle_ownership", "cluster.namespace_bundles", "cluster.namespace_ephemeral_data",
+    "cluster.topic_lookup", "broker.broker_facade", "cluster.session_lease", "cluster.metadata_store",
 }
 
 #: the only modules of server/ that admin/ and cli/ may import: the HTTP ports' connections
 #: (transport, which is the shell's), and the standalone broker the CLI starts. Everything
 #: else of the broker they reach through core's facade (magnetar.core.broker.broker_facade).
-DOORS_MAY_USE = {"magnetar.server.http_connections", "magnetar.server.standalone"}
+DOORS_MAY_USE = {"magnetar.server.http_connections", "magnetar.server.standalone", "magnetar.server.cluster_broker"}
 DOORS = {"admin", "cli"}
 
 #: classes over the limit, with their size when the limit came: they may shrink, not grow

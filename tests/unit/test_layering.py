@@ -37,8 +37,10 @@ LAYERS: dict[str, set[str]] = {
 }
 for _allowed in LAYERS.values():
     _allowed.add("package")  # ``magnetar/__init__`` holds the version and imports nothing
-#: modules that are layers of their own: the standalone runner composes server and admin
-SPECIAL = {"magnetar.server.standalone": "runner", "magnetar": "package", "magnetar.config": "config"}
+#: modules that are layers of their own: the standalone runner and the cluster's broker (the
+#: same runner with its cluster membership) compose server and admin
+SPECIAL = {"magnetar.server.standalone": "runner", "magnetar.server.cluster_broker": "runner",
+           "magnetar": "package", "magnetar.config": "config"}
 #: what sans-IO code must not touch: the network, threads, the clock, randomness, the OS
 IO_MODULES = {"asyncio", "socket", "threading", "time", "random", "selectors", "subprocess", "os", "uvloop"}
 SANS_IO_LAYERS = {"core", "wire"}

@@ -13,10 +13,10 @@ from typing import Protocol
 from magnetar.admin.loop_lag_metrics import LoopLagReadings
 from magnetar.admin.scrape_pacing import Activity
 from magnetar.core.broker.broker_facade import AdminFacade
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.schemas.topic_schemas import SchemaHistory
 from magnetar.security.authentication import AuthenticationService
 from magnetar.storage.entry_cache_budget import EntryCacheBudget
-from magnetar.storage.metadata_store import MetadataStore
 
 
 class SchemaRegistry(SchemaHistory, Protocol):
@@ -31,7 +31,7 @@ class LedgerFactory(Protocol):
 
 class AdminBroker(AdminFacade, Protocol):
     @property
-    def metadata(self) -> MetadataStore: ...
+    def metadata(self) -> BrokerMetadataStore: ...
 
     @property
     def loop_lag(self) -> LoopLagReadings: ...

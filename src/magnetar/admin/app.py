@@ -38,6 +38,7 @@ from magnetar.admin import (
     routes_topics,
     routes_unsupported,
 )
+from magnetar.admin.cluster_redirect import ClusterRedirect
 from magnetar.admin.common import PLAIN_TEXT, Broker
 from magnetar.admin.durable_answers import DurableAnswers
 from magnetar.admin.metrics import metrics_text
@@ -59,6 +60,8 @@ def create_app(broker: AdminBroker, connections: HttpConnections | None = None) 
                   dependencies=[Depends(access.guard)])
     app.state.broker = broker
     errors.install(app)
+    if broker.cluster is not None:
+        app.add_middleware(ClusterRedirect, owners=broker.cluster)
     app.add_middleware(DurableAnswers, changes=lambda: broker.metadata_changes, durable=broker.metadata_durable)
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:

@@ -1,13 +1,17 @@
-"""``/admin/v2/brokers``: health, readiness, runtime configuration, active brokers."""
+"""``/admin/v2/brokers``: health, readiness, runtime configuration, active brokers and the
+bundles each owns."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import PlainTextResponse
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import PlainTextResponse, RedirectResponse
 
 from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
 from magnetar.admin.errors import RestError, not_found
 from magnetar.core.broker.broker_config import SENSITIVE_KEYS
+from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 
 router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 
@@ -47,7 +51,37 @@ async def active_brokers(broker: Broker, cluster: str) -> list[str]:
         raise not_found("Cluster does not exist")
     if cluster != broker.config.clusterName:
         return []
-    return [f"{broker.config.advertisedAddress}:{broker.config.webServicePort or broker.config.webServicePortTls}"]
+    if broker.cluster is not None:
+        return await broker.cluster.broker_ids()
+    return [_standalone_id(broker)]
+
+
+@router.get("/{cluster}/{broker_id}/ownedNamespaces", response_model=None,
+            summary="The namespace bundles a broker owns")
+async def owned_namespaces(broker: Broker, request: Request, cluster: str,
+                           broker_id: str) -> dict[str, dict[str, Any]] | RedirectResponse:
+    if broker.metadata.get_cluster(check_name("cluster", cluster)) is None:
+        raise not_found("Cluster does not exist")
+    owners = broker.cluster
+    me = _standalone_id(broker) if owners is None else owners.broker_id
+    if broker_id != me:
+        url = None if owners is None or cluster != broker.config.clusterName else await owners.web_url_of(broker_id)
+        if url is None:
+            raise not_found(f"Broker {broker_id} is not a registered broker of cluster {cluster}")
+        return RedirectResponse(url.rstrip("/") + request.url.path, status_code=307)
+    if owners is not None:
+        bundles = owners.owned_bundles()
+    else:  # a standalone broker owns every bundle of every namespace
+        bundles = [str(bundle) for tenant in broker.metadata.list_tenants()
+                   for namespace in broker.metadata.list_namespaces(tenant)
+                   for bundle in NamespaceBundles(namespace).bundles]
+    # Pulsar's NamespaceOwnershipStatus of each bundle
+    return {bundle: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
+            for bundle in sorted(bundles)}
+
+
+def _standalone_id(broker: Broker) -> str:
+    return f"{broker.config.advertisedAddress}:{broker.config.webServicePort or broker.config.webServicePortTls}"
 
 
 def _text(value: object) -> str:

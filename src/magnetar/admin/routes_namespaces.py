@@ -9,16 +9,18 @@ body types are local variables.
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Request
+from fastapi.responses import RedirectResponse
 from pydantic import StrictBool
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
-from magnetar.admin.errors import conflict, precondition_failed
+from magnetar.admin.errors import RestError, conflict, precondition_failed
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
 from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, format_boundary
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
@@ -88,10 +90,60 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
 
 @router.put("/{tenant}/{namespace}/unload", status_code=204,
             summary="Unload every topic of the namespace: clients reconnect and they load again")
-async def unload_namespace(broker: Broker, tenant: str, namespace: str) -> None:
+async def unload_namespace(broker: Broker, request: Request, tenant: str, namespace: str) -> None:
     name = namespace_name(tenant, namespace)
     require_namespace(broker, name)
-    await broker.release.unload_namespace(name)
+    if broker.cluster is None:
+        await broker.release.unload_namespace(name)
+        return
+    # each bundle at its owner: this broker's here, the others' through their admin API (as
+    # Pulsar's broker does, with the caller's credentials)
+    prefix = request.url.path.removesuffix("/unload")
+    for unit in NamespaceBundles(name).bundles:
+        redirect = await broker.cluster.unload_bundle(unit, f"{prefix}/{unit.range_name}/unload")
+        if redirect is not None:
+            await _forward_put(redirect.location, request.headers.get("authorization"))
+
+
+async def _forward_put(url: str, authorization: str | None) -> None:
+    import httpx
+    headers = {} if authorization is None else {"authorization": authorization}
+    try:
+        async with httpx.AsyncClient(timeout=30) as client:
+            response = await client.put(url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise RestError(503, f"cannot reach the owner at {url}: {exc}") from None
+    if response.status_code >= 300:
+        raise RestError(503, f"the owner answered {response.status_code} to {url}: {response.text[:200]}")
+
+
+@router.get("/{tenant}/{namespace}/bundles", summary="The namespace's bundles (Pulsar's BundlesData)")
+async def namespace_bundles(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    bundles = NamespaceBundles(name)
+    return {"boundaries": [format_boundary(b) for b in bundles.boundaries], "numBundles": len(bundles)}
+
+
+@router.put("/{tenant}/{namespace}/{bundle}/unload", status_code=204, response_model=None,
+            summary="Unload a bundle: its owner closes its topics and gives it up; the next lookup places it")
+async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str, namespace: str,
+                                  bundle: str) -> RedirectResponse | None:
+    name = namespace_name(tenant, namespace)
+    require_namespace(broker, name)
+    try:
+        unit = NamespaceBundle.parse(name, bundle)
+    except InvalidBundle as exc:
+        raise precondition_failed(str(exc)) from None
+    if unit not in NamespaceBundles(name).bundles:
+        raise precondition_failed(f"Bundle {bundle} is not a bundle of {name}")
+    if broker.cluster is None:  # a standalone broker keeps the bundle; its topics load again on use
+        for topic in [t for t in broker.topics.values() if t.name.namespace_name == name]:
+            if unit.includes(str(topic.name)):
+                await broker.release.unload_topic(topic.name)
+        return None
+    redirect = await broker.cluster.unload_bundle(unit, request.url.path)
+    return None if redirect is None else RedirectResponse(redirect.location, status_code=redirect.status)
 
 
 @router.post("/{tenant}/{namespace}/clearBacklog", status_code=204,

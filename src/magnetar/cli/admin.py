@@ -47,6 +47,8 @@ for _group, _name in ((clusters_app, "clusters"), (tenants_app, "tenants"), (nam
     admin_app.add_typer(_group, name=_name)
 
 SUB_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+#: 307 answers followed per request (a bundle moving while it is asked about may redirect twice)
+MAX_REDIRECTS = 3
 
 
 @dataclass
@@ -71,8 +73,15 @@ class Admin:
         if self.trust_certs:
             kwargs["verify"] = ssl.create_default_context(cafile=self.trust_certs)
         import httpx
+        url = self.url + path
         try:
-            response = httpx.request(method, self.url + path, timeout=30, **kwargs)
+            # a broker of a cluster answers 307 for a topic another broker owns; followed here,
+            # with the credentials (pulsar-admin does the same; httpx would drop them)
+            for _ in range(MAX_REDIRECTS + 1):
+                response = httpx.request(method, url, timeout=30, **kwargs)
+                if response.status_code != 307 or "location" not in response.headers:
+                    break
+                url, kwargs["params"] = response.headers["location"], None
         except httpx.HTTPError as exc:
             fail(f"cannot reach the admin API at {self.url}: {exc}")
         if response.status_code >= 400 and not (missing_ok and response.status_code == 404):

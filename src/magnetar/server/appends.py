@@ -45,6 +45,9 @@ class Appends:
         #: topics with appends not yet written (an ordered set): written once per loop turn
         self._unwritten: dict[Topic, None] = {}
         self._last_append_error: tuple[str, float] | None = None
+        #: a cluster's broker: whether its metadata store session still lets it acknowledge
+        #: (checked after the fsync, before the receipts); None on a standalone broker
+        self.may_acknowledge: Callable[[], bool] | None = None
 
     def publish(self, topic: Topic, producer: Producer, sends: Sequence[RawSend]) -> int:
         """Core judges and appends a prefix of one producer's sends (see
@@ -133,8 +136,25 @@ class Appends:
     def on_synced(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
         """Entries up to each position are durable: receipts, then dispatch."""
         now = now_ms()
+        if self.may_acknowledge is not None and not self.may_acknowledge():
+            self._refuse_receipts(synced)
+            return
         for ledger, pos in synced:
             topic = self._topics.get(ledger.name)
             if topic is not None and topic.ledger is ledger:
                 self._recorder.persisted(ledger.name, pos)
                 topic.on_persisted(pos, now)
+
+    def _refuse_receipts(self, synced: list[tuple[ManagedLedger, Position]]) -> None:
+        """The session that lets this broker acknowledge is no longer valid: another broker
+        may own these topics by now, so nothing more is acknowledged; the producers get a
+        retriable error and the topics are unloaded (their clients look up again)."""
+        log.warning("the metadata store session is not valid: receipts refused on %d ledgers", len(synced))
+        for ledger, _ in synced:
+            topic = self._topics.get(ledger.name)
+            if topic is None or topic.ledger is not ledger:
+                continue
+            if topic.pending_receipts:
+                topic.appends_taken_back(topic.pending_receipts[0].pos,
+                                         "this broker's metadata store session is not valid")
+            self._unload(topic)

@@ -28,10 +28,12 @@ from typing import Protocol
 from magnetar.core import policies
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.broker.broker_facade import TopicOwners
 from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
 from magnetar.core.errors import ServiceNotReady
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, lifecycle_checks, limits, throttles
 from magnetar.core.policies.disk_usage import DiskUsage
@@ -65,7 +67,7 @@ from magnetar.storage.entry_cache_budget import cache_budget
 from magnetar.storage.interfaces import LedgerConfig, ManagedLedger, StorageError
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.memory_ledger import MemoryLedger
-from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.metadata_stores import SQLITE_FILE, local_store, open_metadata_store
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
 log = logging.getLogger("magnetar.broker")
@@ -90,9 +92,11 @@ class BrokerService:
         self.config = config
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
-        self.metadata = MetadataStore(data_dir / "metadata.db")
-        #: cursor writes, in order, off the event loop (a second connection to the store)
-        self.writer = MetadataWriter(data_dir / "metadata.db")
+        self.metadata = open_metadata_store(config, data_dir)
+        #: the SQLite store (standalone), whose syncs the broker makes itself; None on ZooKeeper
+        self.local_metadata = local_store(self.metadata)
+        #: cursor writes, in order, off the event loop (SQLite: a second connection to the store)
+        self.writer = MetadataWriter(data_dir / SQLITE_FILE, None if self.local_metadata else self.metadata)
         self.core = BrokerCore(config)
         self.timer = TimerAlarm(self.core.timers)
         self.loop_lag = self.timer.lag = LoopLag(config.loopStallThresholdMillis)
@@ -150,11 +154,17 @@ class BrokerService:
         self.connections: set[PumpedConnection] = set()
         self._connections_per_ip: collections.Counter[str] = collections.Counter()
         self.publish_buffer = PublishBuffer(config.publish_buffer_bytes)
+        #: handlers that take the place of core's for some commands (a cluster's broker's)
+        self.cluster_handlers: dict[int, Callable[..., None]] = {}
+        #: who serves which topic among a cluster's brokers; None on a standalone broker
+        self.cluster: TopicOwners | None = None
         self.started_at = now_ms()
         self._ensure_defaults()
 
     # -- start-up --------------------------------------------------------------
     def _ensure_defaults(self) -> None:
+        if self.local_metadata is None:
+            return  # a cluster's records are created by initialize-cluster-metadata
         cluster = self.config.clusterName
         if self.metadata.get_cluster(cluster) is None:
             urls = self.addresses
@@ -169,7 +179,7 @@ class BrokerService:
         namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"
         if self.metadata.get_namespace_policies(namespace) is None:
             self.metadata.create_namespace(namespace, {})
-        moved = self.metadata.move_legacy_topic_policies()
+        moved = self.local_metadata.move_legacy_topic_policies()
         if moved:
             log.info("moved the deduplication policy of %d topic records to their topic policies", moved)
 
@@ -178,7 +188,8 @@ class BrokerService:
         sweep_orphan_snapshots(self)
         # from here on the loop's commits do not wait for the disk; the writer's syncs make
         # them durable, and what must be durable before it is answered waits for one
-        self.metadata.defer_syncs()
+        if self.local_metadata is not None:
+            self.local_metadata.defer_syncs()
         self.committer.start()
         self.core.start(now_ms(), self._persist_tick)
         self.compaction.start(now_ms())
@@ -372,7 +383,7 @@ class BrokerService:
                 ledger_ids=self.ledger_ids.next_id)
         return storage
 
-    def _bucket_work(self, work: Callable[[MetadataStore], None]) -> object:
+    def _bucket_work(self, work: Callable[[BrokerMetadataStore], None]) -> object:
         """Bucket snapshot writes and deletes, on the metadata writer's thread once the broker
         runs (before, at start-up, the sweep may do them here)."""
         if self.loop is None:

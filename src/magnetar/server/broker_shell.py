@@ -12,6 +12,7 @@ from typing import Protocol
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.topics.topic import Topic
 from magnetar.server.appends import Appends
@@ -20,13 +21,12 @@ from magnetar.server.ledger_ids import LedgerIds
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.storage.group_commit import GroupCommitter
 from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
-from magnetar.storage.metadata_store import MetadataStore
 
 
 class BrokerShell(Protocol):
     config: BrokerConfig
     data_dir: Path
-    metadata: MetadataStore
+    metadata: BrokerMetadataStore
     writer: MetadataWriter
     ledger_ids: LedgerIds
     topics: dict[str, Topic]

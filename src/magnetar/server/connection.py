@@ -386,7 +386,7 @@ class ServerConnection(asyncio.Protocol):
         if not self.connected and cmd.type != T.CONNECT:
             self._fail_connection("the first command must be CONNECT")
             return
-        handler = _HANDLERS.get(cmd.type)
+        handler = self.broker.cluster_handlers.get(cmd.type) or _HANDLERS.get(cmd.type)
         if handler is None:
             self._unsupported(cmd)
             return
@@ -460,6 +460,12 @@ class ServerConnection(asyncio.Protocol):
             promoted = topic.remove_producer(producer)
             if promoted is not None:
                 promoted.sink.producer_ready(promoted)
+
+
+def finish_command(conn: ServerConnection, frame: Frame, work: Callable[[], None]) -> None:
+    """Finish handling ``frame`` with ``work`` (after an await elsewhere); a failure
+    answers it as its client expects."""
+    conn._run(frame.command, work)
 
 
 def _raise(failure: BaseException) -> None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import concurrent.futures
 
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.metadata_stores import local_store
 
 Block = tuple[int, int]
 
 
 class LedgerIds:
-    def __init__(self, store: MetadataStore, writer: MetadataWriter, block: int = 64) -> None:
+    def __init__(self, store: BrokerMetadataStore, writer: MetadataWriter, block: int = 64) -> None:
         """``store``: the loop's connection (used for the fallback); ``block``: ids per reservation."""
         self._store = store
         self._writer = writer
@@ -36,11 +37,24 @@ class LedgerIds:
             self._ahead = self._writer.submit(lambda store: store.reserve_ledger_ids(self._block))
         return ledger_id
 
+    def restart_from(self, block: Block) -> None:
+        """Hand out ids from ``block`` on, dropping what was reserved before it. A cluster's
+        broker does this when it takes a bundle over: its own earlier reservations may be
+        below the ids the previous owner used, and a topic's ledger ids must increase."""
+        self._next, self._end = block
+        self._ahead = None
+
+    @property
+    def block(self) -> int:
+        return self._block
+
     def _take_block(self) -> Block:
         ahead, self._ahead = self._ahead, None
         if ahead is not None and ahead.done() and ahead.exception() is None:
             return ahead.result()
         # not there yet (or failed): a block reserved here; one still coming is simply skipped
         block = self._store.reserve_ledger_ids(self._block)
-        self._store.sync_log()
+        local = local_store(self._store)
+        if local is not None:
+            local.sync_log()
         return block

@@ -28,8 +28,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.storage.metadata_store import MetadataStore
+from magnetar.storage.metadata_stores import local_store
 
 log = logging.getLogger("magnetar.metadata")
 T = TypeVar("T")
@@ -39,16 +41,19 @@ CHECKPOINT_BYTES = 4 << 20
 #: at most one such checkpoint per this many seconds
 CHECKPOINT_INTERVAL_S = 1.0
 
-_Write = tuple[Callable[[MetadataStore], Any], "concurrent.futures.Future[Any]"]
+_Write = tuple[Callable[[BrokerMetadataStore], Any], "concurrent.futures.Future[Any]"]
 
 
 class MetadataWriter:
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, shared: BrokerMetadataStore | None = None) -> None:
+        """``path``: the SQLite store this thread opens its own connection to; ``shared``: a
+        store safe to use from any thread (ZooKeeper), used as it is instead."""
         self.path = str(path)
+        self._shared = shared
         self._queue: deque[_Write] = deque()
         self._wake = threading.Condition()
         self._closing = False
-        self._store: MetadataStore | None = None
+        self._store: BrokerMetadataStore | None = None
         self._checkpointed_at = 0.0
         self._thread = threading.Thread(target=self._run, name="magnetar-metadata", daemon=True)
         self._thread.start()
@@ -56,7 +61,7 @@ class MetadataWriter:
         # executor's workers would (the thread is a daemon so a forgotten close never hangs exit)
         atexit.register(_close_at_exit, weakref.ref(self))
 
-    def submit(self, write: Callable[[MetadataStore], T]) -> concurrent.futures.Future[T]:
+    def submit(self, write: Callable[[BrokerMetadataStore], T]) -> concurrent.futures.Future[T]:
         """``write`` applied on the writer's connection; done once it is durable."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
         with self._wake:
@@ -89,9 +94,9 @@ class MetadataWriter:
     def _run(self) -> None:
         while (group := self._next_group()) is not None:
             self._apply(group)
-        if self._store is not None:
+        if self._store is not None and self._shared is None:
             self._store.close()
-            self._store = None
+        self._store = None
 
     def _next_group(self) -> list[_Write] | None:
         with self._wake:
@@ -111,9 +116,10 @@ class MetadataWriter:
             before = store.changes
             for write, _ in group:
                 outcomes.append(_outcome(write, store))
-            if store.changes != before or any(write is _barrier for write, _ in group):
-                store.sync_log()
-                self._maybe_checkpoint(store)
+            local = local_store(store)
+            if local is not None and (store.changes != before or any(write is _barrier for write, _ in group)):
+                local.sync_log()
+                self._maybe_checkpoint(local)
         except Exception as exc:  # the store could not be opened or synced: nothing is durable
             log.error("metadata writes failed: %s", exc)
             outcomes = [(False, exc)] * len(group)
@@ -123,10 +129,13 @@ class MetadataWriter:
             else:
                 future.set_exception(value)
 
-    def _opened(self) -> MetadataStore:
-        if self._store is None:
-            self._store = MetadataStore(self.path)
-            self._store.defer_syncs()
+    def _opened(self) -> BrokerMetadataStore:
+        if self._store is None and self._shared is not None:
+            self._store = self._shared
+        elif self._store is None:
+            local = MetadataStore(self.path)
+            local.defer_syncs()
+            self._store = local
         return self._store
 
     def _maybe_checkpoint(self, store: MetadataStore) -> None:
@@ -148,11 +157,11 @@ def _close_at_exit(writer: weakref.ref[MetadataWriter]) -> None:
         alive.close()
 
 
-def _barrier(store: MetadataStore) -> None:
+def _barrier(store: BrokerMetadataStore) -> None:
     """Writes nothing; the group it is in is synced."""
 
 
-def _outcome(write: Callable[[MetadataStore], Any], store: MetadataStore) -> tuple[bool, Any]:
+def _outcome(write: Callable[[BrokerMetadataStore], Any], store: BrokerMetadataStore) -> tuple[bool, Any]:
     try:
         return True, write(store)
     except Exception as exc:

@@ -8,8 +8,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from magnetar.core.dedup import property_dedup
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.topics.topic import Topic
-from magnetar.storage.metadata_store import MetadataStore
 
 if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
@@ -24,5 +24,5 @@ def store_snapshots(broker: BrokerShell) -> None:
         broker.writer.submit(partial(_put_json, key=key, value=value))
 
 
-def _put_json(store: MetadataStore, key: str, value: dict[str, str]) -> None:
+def _put_json(store: BrokerMetadataStore, key: str, value: dict[str, str]) -> None:
     store.put_json(key, value)

@@ -13,11 +13,12 @@ import concurrent.futures
 import logging
 from typing import Any
 
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
+from magnetar.core.metadata.records import SchemaRecord
 from magnetar.core.names import TopicName
 from magnetar.core.schemas.schema_data import SchemaData
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.server.metadata_writer import MetadataWriter
-from magnetar.storage.metadata_store import MetadataStore, SchemaRecord
 
 log = logging.getLogger("magnetar.schemas")
 
@@ -38,7 +39,7 @@ class SchemaRegistry:
     in order, and whoever promises a version waits for :meth:`written`.
     """
 
-    def __init__(self, store: MetadataStore, writer: MetadataWriter) -> None:
+    def __init__(self, store: BrokerMetadataStore, writer: MetadataWriter) -> None:
         self._store = store
         self._writer = writer
         self._cache: dict[str, list[StoredVersion]] = {}

@@ -9,6 +9,7 @@ import logging
 import signal
 import socket
 import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,9 @@ log = logging.getLogger("magnetar.standalone")
 
 
 class Standalone:
+    #: the command this broker runs as, in its log and its ready line
+    kind = "standalone"
+
     def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
         self.config = config
         self.broker = BrokerService(config, data_dir)
@@ -42,16 +46,26 @@ class Standalone:
         http = [await self._start_http(port, tls if secure else None) for port, secure in self._web_ports()]
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stopping.set)
-        log.info("Magnetar standalone: %s  %s  data in %s", " ".join(self._broker_urls()),
+        await self._joined()
+        log.info("Magnetar %s: %s  %s  data in %s", self.kind, " ".join(self._broker_urls()),
                  " ".join(self._web_urls()), self.broker.data_dir)
         exposed = exposure_warning(self.config)
         if exposed is not None:
             log.warning("%s", exposed)
         urls = self.broker.addresses
         self.broker.loop_lag.begin()
-        print(f"magnetar standalone ready: {urls.broker_url} {urls.web_url}", flush=True)
+        print(f"magnetar {self.kind} ready: {urls.broker_url} {urls.web_url}", flush=True)
         await self.stopping.wait()
+        await self._leaving()
         await self._shutdown(servers, http)
+
+    async def _joined(self) -> None:
+        """Once every listener is up, before the broker says it is ready (a cluster's broker
+        registers here)."""
+
+    async def _leaving(self) -> None:
+        """On SIGTERM or SIGINT, before the listeners close (a cluster's broker hands its
+        bundles over here)."""
 
     def _refresh_certificates(self, refresh: CertificateRefresh) -> None:
         """Check the certificate files now, then every ``tlsCertRefreshCheckDurationSec``
@@ -169,9 +183,14 @@ def exposure_warning(config: BrokerConfig) -> str | None:
 
 
 def run_standalone(config: BrokerConfig, data_dir: Path) -> None:
+    run(lambda: Standalone(config, data_dir))
+
+
+def run(broker: Callable[[], Standalone]) -> None:
+    """Run the broker ``broker`` makes on an event loop (uvloop's where installed)."""
     try:
         import uvloop
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(Standalone(config, data_dir).run())
+    asyncio.run(broker().run())

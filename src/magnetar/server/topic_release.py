@@ -14,6 +14,7 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.topic import Topic
@@ -25,7 +26,6 @@ from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
-from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
 log = logging.getLogger("magnetar.broker")
@@ -35,7 +35,7 @@ class ReleaseShell(Protocol):
     """What a release touches of the broker service."""
 
     topics: dict[str, Topic]
-    metadata: MetadataStore
+    metadata: BrokerMetadataStore
     writer: MetadataWriter
     schemas: SchemaRegistry
     recorder: BrokerStatsRecorder

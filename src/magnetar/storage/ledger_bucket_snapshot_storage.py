@@ -36,8 +36,8 @@ from magnetar.core.delayed.bucket_snapshot_storage import (
     BucketSnapshotError,
     BucketSnapshotPersistenceError,
 )
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.storage.interfaces import LedgerConfig, StorageError
-from magnetar.storage.metadata_store import MetadataStore
 from magnetar.storage.segment_ledger import (
     RECORD,
     SegmentLedgerFactory,
@@ -55,11 +55,11 @@ Span = tuple[Path, int, int]
 
 
 #: Runs a task on another thread with that thread's own connection to the store.
-Background = Callable[[Callable[[MetadataStore], None]], object]
+Background = Callable[[Callable[[BrokerMetadataStore], None]], object]
 
 
 class LedgerBucketSnapshotStorage:
-    def __init__(self, data_dir: Path, metadata: MetadataStore, background: Background | None = None,
+    def __init__(self, data_dir: Path, metadata: BrokerMetadataStore, background: Background | None = None,
                  ledger_ids: Callable[[], int] | None = None) -> None:
         """``ledger_ids``: where bucket ids come from (the store's own counter by default)."""
         self.metadata = metadata
@@ -86,7 +86,7 @@ class LedgerBucketSnapshotStorage:
         return bucket_id
 
     def _write_behind(self, bucket_id: int, entries: list[bytes], owner: dict[str, str],
-                      store: MetadataStore) -> None:
+                      store: BrokerMetadataStore) -> None:
         try:
             self._write(bucket_id, entries, owner, store)
         except BucketSnapshotError:
@@ -94,7 +94,7 @@ class LedgerBucketSnapshotStorage:
         finally:
             self._unwritten.pop(bucket_id, None)
 
-    def _write(self, bucket_id: int, entries: list[bytes], owner: dict[str, str], store: MetadataStore) -> None:
+    def _write(self, bucket_id: int, entries: list[bytes], owner: dict[str, str], store: BrokerMetadataStore) -> None:
         try:
             ledger = self.factory.open(self._name(bucket_id))
             try:
@@ -133,13 +133,13 @@ class LedgerBucketSnapshotStorage:
         # after the write (same thread, in order); a failure leaves an orphan the start-up sweep removes
         self._background(lambda store: self._delete_behind(bucket_id, store))
 
-    def _delete_behind(self, bucket_id: int, store: MetadataStore) -> None:
+    def _delete_behind(self, bucket_id: int, store: BrokerMetadataStore) -> None:
         try:
             self._delete(bucket_id, store)
         except BucketSnapshotError:
             log.exception("bucket snapshot %d was not deleted; the next start-up removes it", bucket_id)
 
-    def _delete(self, bucket_id: int, store: MetadataStore) -> None:
+    def _delete(self, bucket_id: int, store: BrokerMetadataStore) -> None:
         directory = self._directory(bucket_id)
         try:
             if directory.exists():

@@ -30,6 +30,10 @@ class LocalCoordination:
     def add_session_listener(self, listener: Callable[[SessionState], None]) -> None:
         self._session_listeners.append(listener)
 
+    def ping(self) -> int | None:
+        """The one process's session: 1 until it ends."""
+        return None if self._session_state is SessionState.LOST else 1
+
     def end_session(self) -> None:
         """The ephemeral records go, and listeners hear that the session is lost."""
         self._brokers.clear()

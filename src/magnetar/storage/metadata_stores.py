@@ -20,3 +20,10 @@ def open_metadata_store(config: BrokerConfig, data_dir: Path) -> BrokerMetadataS
         return MetadataStore(data_dir / SQLITE_FILE)
     return ZooKeeperMetadataStore(url, session_timeout_ms=config.metadataStoreSessionTimeoutMillis,
                                   operation_timeout_s=config.metadataStoreOperationTimeoutSeconds)
+
+
+def local_store(store: object) -> MetadataStore | None:
+    """``store`` when it is the SQLite store, whose commits the broker syncs and checkpoints
+    itself (``defer_syncs``, ``sync_log``, ``checkpoint``), else ``None``: a ZooKeeper store's
+    writes are durable once the ensemble acknowledges them."""
+    return store if isinstance(store, MetadataStore) else None

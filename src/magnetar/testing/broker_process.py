@@ -1,4 +1,5 @@
-"""A real ``magnetar standalone`` process on free loopback ports, for tests and benchmarks."""
+"""A real ``magnetar standalone`` (or ``magnetar broker``) process on free loopback ports,
+for tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ from pathlib import Path
 
 #: what ``magnetar standalone`` prints once every listener is up
 READY_LINE = b"magnetar standalone ready"
+
+
+def ready_line(subcommand: str) -> bytes:
+    """What ``magnetar <subcommand>`` prints once every listener is up."""
+    return f"magnetar {subcommand} ready".encode()
 
 
 def checkout_source(checkout: str | Path) -> str:
@@ -35,8 +41,12 @@ def free_port() -> int:
 
 class BrokerProcess:
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
-                 config_file: Path | None = None, open_files_limit: int | None = None) -> None:
+                 config_file: Path | None = None, open_files_limit: int | None = None,
+                 subcommand: str = "standalone") -> None:
+        """``subcommand``: ``standalone``, or ``broker`` for a broker of a cluster (its config
+        names the metadata store)."""
         self.data_dir = data_dir
+        self.subcommand = subcommand
         #: RLIMIT_NOFILE of the broker process (``ulimit -n``), None: inherited
         self.open_files_limit = open_files_limit
         self.port = free_port()
@@ -44,7 +54,8 @@ class BrokerProcess:
         self.config = dict(config or {})
         self.config_file = config_file
         self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
+        suffix = "" if subcommand == "standalone" else f"-{self.port}"
+        self.log_path = data_dir.parent / f"{data_dir.name}-broker{suffix}.log"
         self._log_start = 0
 
     @property
@@ -58,7 +69,7 @@ class BrokerProcess:
     def command(self) -> list[str]:
         settings = {"brokerServicePort": str(self.port), "webServicePort": str(self.web_port),
                     "bindAddress": "127.0.0.1", "advertisedAddress": "127.0.0.1", **self.config}
-        cmd = [sys.executable, "-m", "magnetar.cli", "standalone", "--data-dir", str(self.data_dir)]
+        cmd = [sys.executable, "-m", "magnetar.cli", self.subcommand, "--data-dir", str(self.data_dir)]
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
         for key, value in settings.items():
@@ -114,7 +125,7 @@ class BrokerProcess:
         try:
             with open(self.log_path, "rb") as log:
                 log.seek(self._log_start)
-                return READY_LINE in log.read()
+                return ready_line(self.subcommand) in log.read()
         except OSError:
             return False
 

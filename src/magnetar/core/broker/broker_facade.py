@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.cluster.namespace_bundles import NamespaceBundle
+from magnetar.core.cluster.topic_lookup import AdminRedirect, Connect, NotReady
 from magnetar.core.names import TopicName
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.policies.policy_cache import PolicyCache
@@ -60,6 +62,34 @@ class LatencyRecords(Protocol):
     def write_latency_of(self, topic: str) -> LatencyValues | None: ...
 
     def ledger_write_latency_of(self, topic: str) -> LatencyValues | None: ...
+
+
+class TopicOwners(Protocol):
+    """Who serves a topic among the brokers of a cluster (absent on a standalone broker,
+    which serves every topic)."""
+
+    async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
+        """Serve an admin request on ``name`` here (this broker owns or just acquired its
+        bundle), or redirect it to the owner's web service (``path``: the request's path
+        and query)."""
+
+    async def broker_ids(self) -> list[str]:
+        """The registered brokers (``host:port``), sorted."""
+
+    @property
+    def broker_id(self) -> str:
+        """This broker's id."""
+
+    def owned_bundles(self) -> list[str]:
+        """The bundles this broker owns, ``tenant/ns/0x..._0x...``, sorted."""
+
+    async def web_url_of(self, broker_id: str) -> str | None:
+        """A registered broker's web service URL; None when it is not registered."""
+
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
+        """Release ``bundle`` if this broker owns it (its topics closed, its node deleted:
+        the next lookup places it anew) and answer None; None too when nobody owns it;
+        else the redirect of ``path`` to its owner."""
 
 
 class BrokerFacade(Protocol):
@@ -132,6 +162,10 @@ class AdminFacade(BrokerFacade, Protocol):
 
     @property
     def recorder(self) -> LatencyRecords: ...
+
+    @property
+    def cluster(self) -> TopicOwners | None:
+        """The cluster's topic owners; None on a standalone broker."""
 
     def terminate(self, name: TopicName) -> Position:
         """Terminate a persistent topic; its last message id, stored before it is answered."""

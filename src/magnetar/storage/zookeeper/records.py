@@ -524,6 +524,13 @@ class ZooKeeperCoordination(ZooKeeperRecords):
         not block (hand the event to the broker's loop)."""
         self._zk.add_session_listener(listener)
 
+    def ping(self) -> int | None:
+        """A read from the server (not the cache) of the brokers' node, there or not; the
+        session it was answered in."""
+        self._zk.fresh(paths.BROKERS)
+        client_id = self._zk.client_id
+        return None if client_id is None else client_id[0]
+
     def register_broker(self, broker_id: str, data: dict[str, Any]) -> None:
         body = _bytes("broker data", data)
         try:

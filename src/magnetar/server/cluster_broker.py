@@ -1,0 +1,48 @@
+"""``magnetar broker``: the standalone broker's process, as one broker of a cluster.
+
+The same listeners, event loop and broker service as ``magnetar standalone``; the metadata
+store is the one ``metadataStoreUrl`` names, and :class:`ClusterMembership` registers the
+broker once its listeners are up, answers lookups by bundle ownership, and hands the
+bundles over on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from magnetar.core.broker import commands as broker_commands
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.server.cluster_membership import ClusterMembership, broker_id_of
+from magnetar.server.standalone import Standalone, run
+
+
+class ClusterBroker(Standalone):
+    kind = "broker"
+
+    def __init__(self, config: BrokerConfig, data_dir: Path) -> None:
+        if config.metadata_store_url is None:
+            raise ConfigError("magnetar broker needs metadataStoreUrl (zk:host:port[/chroot]); "
+                              "without one, run magnetar standalone")
+        super().__init__(config, data_dir)
+        if self.broker.metadata.get_cluster(config.clusterName) is None:
+            self.broker.metadata.close()
+            raise ConfigError(f"cluster '{config.clusterName}' is not in the metadata store {config.metadataStoreUrl}: "
+                              f"run magnetar initialize-cluster-metadata --cluster {config.clusterName} "
+                              f"--metadata-store {config.metadataStoreUrl} first (or set clusterName)")
+        broker_id = broker_id_of(config.advertisedAddress, config.webServicePort)
+        self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id,
+                                            config.metadataStoreSessionTimeoutMillis)
+        self.broker.appends.may_acknowledge = self.membership.may_acknowledge
+        self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
+        self.broker.cluster = self.membership
+
+    async def _joined(self) -> None:
+        await self.membership.join(asyncio.get_running_loop())
+
+    async def _leaving(self) -> None:
+        await self.membership.leave()
+
+
+def run_broker(config: BrokerConfig, data_dir: Path) -> None:
+    run(lambda: ClusterBroker(config, data_dir))

@@ -1,0 +1,370 @@
+"""A broker's part in a cluster: its registration, the bundles it owns, and the answers to
+LOOKUP and to topic commands that depend on who owns a topic.
+
+The decisions are core's (:mod:`magnetar.core.cluster.topic_lookup`); this module does
+their I/O. Every metadata store call runs on the cluster's own thread pool, never on the
+event loop; what the loop reads in the hot path (is this bundle ours?) is the
+:attr:`ClusterMembership.owned` map it keeps itself.
+
+Registration is ``/loadbalance/brokers/<advertisedAddress>:<webServicePort>`` (Pulsar's
+broker id), holding Pulsar's ``LocalBrokerData`` URL fields and ``numBundles``, which the
+placement reads. A bundle is owned through its ephemeral node
+``/namespace/<tenant>/<ns>/<range>`` holding ``NamespaceEphemeralData``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol, TypeVar
+
+from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.cluster.bundle_ownership import BundleState
+from magnetar.core.cluster.metadata_store import SessionEvent
+from magnetar.core.cluster.namespace_bundles import NamespaceBundle, NamespaceBundles
+from magnetar.core.cluster.namespace_ephemeral_data import InvalidOwnerData, NamespaceEphemeralData
+from magnetar.core.cluster.session_lease import SessionLease
+from magnetar.core.cluster.topic_lookup import (
+    Acquire,
+    AdminRedirect,
+    BundleView,
+    Connect,
+    NotReady,
+    Redirect,
+    RegisteredBroker,
+    check_serving,
+    decide_admin,
+    decide_lookup,
+)
+from magnetar.core.errors import ServiceNotReady
+from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore
+from magnetar.core.metadata.records import AlreadyExists, MetadataError, SessionState
+from magnetar.core.names import TopicName
+from magnetar.core.security.access_rules import AccessRules
+from magnetar.core.security.authorization import Operation
+from magnetar.core.topics.topic import Topic
+from magnetar.server.clock import monotonic_ms
+from magnetar.server.connection import ServerConnection, finish_command
+from magnetar.wire import commands
+from magnetar.wire import pulsar_api_pb2 as pb
+from magnetar.wire.frames import Frame
+
+log = logging.getLogger("magnetar.cluster")
+R = TypeVar("R")
+T = pb.BaseCommand
+
+#: lookups that find the bundle taken meanwhile look again at most this many times
+LOOKUP_ATTEMPTS = 3
+
+
+class Unloads(Protocol):
+    def unload_topic(self, name: TopicName) -> Coroutine[Any, Any, bool]: ...
+
+
+class MembershipStore(CoordinationStore, LedgerIdStore, Protocol):
+    """What membership uses of the metadata store: coordination, and ledger id reservations."""
+
+
+class LedgerIdBlocks(Protocol):
+    @property
+    def block(self) -> int: ...
+
+    def restart_from(self, block: tuple[int, int]) -> None: ...
+
+
+class ClusterShell(Protocol):
+    """What membership uses of the broker service."""
+
+    addresses: BrokerAddresses
+    access: AccessRules
+    topics: dict[str, Topic]
+
+    @property
+    def release(self) -> Unloads: ...
+
+    @property
+    def ledger_ids(self) -> LedgerIdBlocks: ...
+
+
+def broker_id_of(advertised_address: str, web_port: int | None) -> str:
+    """Pulsar's broker id: the advertised host and the web service port."""
+    return f"{advertised_address}:{web_port if web_port is not None else 0}"
+
+
+class ClusterMembership:
+    def __init__(self, shell: ClusterShell, store: MembershipStore, broker_id: str,
+                 session_timeout_ms: int) -> None:
+        self.shell = shell
+        self.store = store
+        self.broker_id = broker_id
+        urls = shell.addresses
+        self.me = NamespaceEphemeralData(broker_id, urls.broker_url, urls.broker_url_tls, urls.web_url,
+                                         urls.web_url_tls)
+        #: bundles this broker owns: (namespace, range) -> the ownership node's version
+        self.owned: dict[tuple[str, str], int] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="magnetar-cluster")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        #: whether appends may be acknowledged: renewed by heartbeats answered in the session
+        self.lease = SessionLease(session_timeout_ms)
+        self._heartbeats: asyncio.Task[None] | None = None
+
+    # -- start and stop ----------------------------------------------------------------
+    async def join(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Register this broker; from here on session changes reach :meth:`_session_changed`."""
+        self._loop = loop
+        def changed(state: SessionState) -> None:
+            loop.call_soon_threadsafe(self._session_changed, state)
+        self.store.add_session_listener(changed)
+        await self._heartbeat()
+        self._heartbeats = asyncio.ensure_future(self._keep_heartbeating())
+        await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
+        log.info("registered as %s in the cluster", self.broker_id)
+
+    def may_acknowledge(self) -> bool:
+        """Whether an append made durable now may be acknowledged (the session's lease holds)."""
+        return self.lease.may_acknowledge(int(monotonic_ms()))
+
+    async def _heartbeat(self) -> None:
+        sent = int(monotonic_ms())
+        try:
+            session_id = await self._off_loop(self.store.ping)
+        except MetadataError as exc:
+            log.warning("metadata store heartbeat failed: %s", exc)
+            return
+        if session_id is None:
+            return
+        if session_id != self.lease.session_id:
+            self.lease.on_session_event(SessionEvent.SESSION_REESTABLISHED, session_id)
+        self.lease.on_heartbeat_answered(session_id, sent)
+
+    async def _keep_heartbeating(self) -> None:
+        interval_s = self.lease.heartbeat_interval_ms() / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            await self._heartbeat()
+
+    async def leave(self) -> None:
+        """Hand every owned bundle over (Pulsar's graceful unload) and unregister."""
+        owned = dict(self.owned)
+        self.owned.clear()
+        await self._unload_all()
+        for (namespace, bundle_range), version in owned.items():
+            try:
+                await self._off_loop(self.store.release_bundle, namespace, bundle_range, version)
+            except MetadataError as exc:
+                log.warning("could not release %s/%s: %s", namespace, bundle_range, exc)
+        try:
+            await self._off_loop(self.store.unregister_broker, self.broker_id)
+        except MetadataError as exc:
+            log.warning("could not unregister %s: %s", self.broker_id, exc)
+        log.info("released %d bundles and left the cluster", len(owned))
+        if self._heartbeats is not None:
+            self._heartbeats.cancel()
+        self._pool.shutdown(wait=False)
+
+    def _session_changed(self, state: SessionState) -> None:
+        if state is SessionState.LOST and self.lease.session_id is not None:
+            self.lease.on_session_event(SessionEvent.SESSION_LOST, self.lease.session_id)
+        if state is SessionState.LOST and self.owned:
+            log.warning("metadata store session lost: %d bundles are no longer served here", len(self.owned))
+            self.owned.clear()
+            asyncio.ensure_future(self._unload_all())
+        if state is SessionState.CONNECTED and self._loop is not None:
+            asyncio.ensure_future(self._register_again())
+
+    async def _register_again(self) -> None:
+        try:
+            if await self._off_loop(self.store.get_broker, self.broker_id) is None:
+                await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
+                log.info("registered again as %s after a new session", self.broker_id)
+        except (MetadataError, AlreadyExists) as exc:
+            log.warning("could not register again: %s", exc)
+
+    async def _unload_all(self) -> None:
+        """Close every client of every loaded topic and release the topics: their clients
+        look up again and reach whoever owns the bundle next."""
+        for topic in list(self.shell.topics.values()):
+            try:
+                await self.shell.release.unload_topic(topic.name)
+            except Exception:  # one topic's failure must not keep the others served
+                log.exception("could not unload %s", topic.name)
+
+    def _registration(self) -> dict[str, Any]:
+        me = self.me
+        return {"brokerId": me.broker_id, "pulsarServiceUrl": me.native_url, "pulsarServiceUrlTls": me.native_url_tls,
+                "webServiceUrl": me.http_url, "webServiceUrlTls": me.http_url_tls, "numBundles": len(self.owned)}
+
+    # -- binary protocol ---------------------------------------------------------------
+    def handlers(self, core: dict[int, Callable[[Any, Frame], None]]) -> dict[int, Callable[[Any, Frame], None]]:
+        """The connection's handlers for the commands that depend on ownership."""
+        def serving(handler: Callable[[Any, Frame], None], topic_of: Callable[[Frame], str]) \
+                -> Callable[[Any, Frame], None]:
+            def checked(conn: Any, frame: Frame) -> None:
+                self.check_serving(TopicName.parse(topic_of(frame)))
+                handler(conn, frame)
+            return checked
+        return {
+            T.LOOKUP: lambda conn, frame: self._start_lookup(conn, frame, core[T.LOOKUP]),
+            T.PRODUCER: serving(core[T.PRODUCER], lambda frame: frame.command.producer.topic),
+            T.SUBSCRIBE: serving(core[T.SUBSCRIBE], lambda frame: frame.command.subscribe.topic),
+        }
+
+    def check_serving(self, name: TopicName) -> None:
+        """``ServiceNotReady`` unless this broker owns the topic's bundle."""
+        state = BundleState.OWNED if self._key(bundle_of(name)) in self.owned else BundleState.UNOWNED
+        refused = check_serving(self.broker_id, state, True)
+        if refused is not None:
+            raise ServiceNotReady(refused.message)
+
+    def _start_lookup(self, conn: ServerConnection, frame: Frame, connect: Callable[[Any, Frame], None]) -> None:
+        req = frame.command.lookupTopic
+        name = TopicName.parse(req.topic)
+        if not self.shell.access.topic_allowed(conn.role, Operation.LOOKUP, name):
+            connect(conn, frame)  # core's own check answers with Pulsar's message
+            return
+        listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else None
+
+        def answered(done: asyncio.Future[Connect | Redirect | NotReady]) -> None:
+            finish_command(conn, frame, lambda: self._answer(conn, frame, done.result(), connect))
+        lookup = asyncio.ensure_future(self.lookup(name, listener, req.authoritative))
+        lookup.add_done_callback(answered)
+
+    @staticmethod
+    def _answer(conn: ServerConnection, frame: Frame, answer: Connect | Redirect | NotReady,
+                connect: Callable[[Any, Frame], None]) -> None:
+        request_id = frame.command.lookupTopic.request_id
+        if isinstance(answer, Connect):
+            connect(conn, frame)
+        elif isinstance(answer, Redirect):
+            conn.write_command(commands.lookup_redirect(request_id, answer.service_url or "",
+                                                        answer.service_url_tls))
+        else:
+            raise ServiceNotReady(answer.message)
+
+    async def lookup(self, name: TopicName, listener: str | None = None,
+                     authoritative: bool = False) -> Connect | Redirect | NotReady:
+        """Who serves ``name``: this broker (acquiring its bundle if it is free and comes
+        here), or another one."""
+        bundle = bundle_of(name)
+        for _ in range(LOOKUP_ATTEMPTS):
+            view, brokers = await self._view(bundle)
+            answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative)
+            if not isinstance(answer, Acquire):
+                return answer
+            if await self._acquire(bundle):
+                return Connect()
+        return NotReady(f"bundle {bundle} changed hands while looked up; look up again")
+
+    async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
+        """An admin request on ``name``: serve it here (acquiring first), or 307 to the owner."""
+        bundle = bundle_of(name)
+        for _ in range(LOOKUP_ATTEMPTS):
+            view, brokers = await self._view(bundle)
+            answer = decide_admin(self.broker_id, view, brokers, path)
+            if not isinstance(answer, Acquire):
+                return answer
+            if await self._acquire(bundle):
+                return Connect()
+        return NotReady(f"bundle {bundle} changed hands while looked up; try again")
+
+    async def broker_ids(self) -> list[str]:
+        """The registered brokers' ids, sorted."""
+        return sorted(await self._off_loop(self.store.list_brokers))
+
+    def owned_bundles(self) -> list[str]:
+        return sorted(f"{namespace}/{bundle_range}" for namespace, bundle_range in self.owned)
+
+    async def web_url_of(self, broker_id: str) -> str | None:
+        data = await self._off_loop(self.store.get_broker, broker_id)
+        return None if data is None else data.get("webServiceUrl")
+
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
+        version = self.owned.pop(self._key(bundle), None)
+        if version is None:
+            view, _ = await self._view(bundle)
+            if view.owner is None or view.owner.broker_id == self.broker_id:
+                return None  # nobody's, or a node of an earlier session of this broker's, which goes with it
+            base = view.owner.web_url(False)
+            return None if base is None else AdminRedirect(base.rstrip("/") + path)
+        for topic in list(self.shell.topics.values()):
+            if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name)):
+                await self.shell.release.unload_topic(topic.name)
+        await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
+        log.info("unloaded bundle %s", bundle)
+        await self._update_registration()
+        return None
+
+    # -- I/O -------------------------------------------------------------------------
+    async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
+        if self._key(bundle) in self.owned:
+            return BundleView(BundleState.OWNED, self.me), {}
+        return await self._off_loop(self._read_view, bundle)
+
+    def _read_view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
+        """On the pool: the bundle's ownership node and the registered brokers."""
+        node = self.store.get_bundle_owner(bundle.namespace, bundle.range_name)
+        owner = None
+        if node is not None:
+            try:
+                owner = owner_of(node.data)
+            except InvalidOwnerData as exc:
+                log.warning("bundle %s: %s", bundle, exc)
+        return BundleView(BundleState.UNOWNED, owner), self._read_brokers()
+
+    def _read_brokers(self) -> dict[str, RegisteredBroker]:
+        found: dict[str, RegisteredBroker] = {}
+        for broker_id in self.store.list_brokers():
+            data = self.store.get_broker(broker_id)
+            if data is None:
+                continue
+            urls = NamespaceEphemeralData(broker_id, data.get("pulsarServiceUrl"), data.get("pulsarServiceUrlTls"),
+                                          data.get("webServiceUrl"), data.get("webServiceUrlTls"))
+            found[broker_id] = RegisteredBroker(urls, int(data.get("numBundles") or 0))
+        return found
+
+    async def _acquire(self, bundle: NamespaceBundle) -> bool:
+        """Create the bundle's ownership node; False when another broker was first."""
+        data = owner_record(self.me)
+        try:
+            version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
+        except AlreadyExists:
+            return False
+        # ids reserved from now on are above every id the previous owner was handed
+        ids = self.shell.ledger_ids
+        ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
+        self.owned[self._key(bundle)] = version
+        log.info("acquired bundle %s", bundle)
+        await self._update_registration()
+        return True
+
+    async def _update_registration(self) -> None:
+        """The registration's ``numBundles`` after a change of what this broker owns."""
+        try:
+            await self._off_loop(self.store.update_broker, self.broker_id, self._registration())
+        except MetadataError as exc:
+            log.warning("could not update the registration of %s: %s", self.broker_id, exc)
+
+    async def _off_loop(self, call: Callable[..., R], *args: Any) -> R:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
+
+    @staticmethod
+    def _key(bundle: NamespaceBundle) -> tuple[str, str]:
+        return bundle.namespace, bundle.range_name
+
+
+def bundle_of(name: TopicName) -> NamespaceBundle:
+    """The bundle of a topic (a partition by its own name) among its namespace's default bundles."""
+    return NamespaceBundles(name.namespace_name).find_bundle(str(name))
+
+
+def owner_record(owner: NamespaceEphemeralData) -> dict[str, Any]:
+    """The ownership node's JSON value as a dict (the store serialises it)."""
+    value: dict[str, Any] = json.loads(owner.to_json())
+    return value
+
+
+def owner_of(data: dict[str, Any]) -> NamespaceEphemeralData:
+    return NamespaceEphemeralData.from_json(json.dumps(data).encode())
