@@ -1,4 +1,5 @@
-"""The ``magnetar`` command: ``standalone``, ``broker``, ``initialize-cluster-metadata``, and the
+"""The ``magnetar`` command: ``standalone``, ``broker``, ``initialize-cluster-metadata``,
+``local-cluster``, and the
 ``admin``, ``client``, ``perf`` and ``tokens`` groups."""
 
 from __future__ import annotations
@@ -91,6 +92,27 @@ def initialize_cluster_metadata(
         _fail(str(exc))
     for line in created:
         typer.echo(line)
+
+
+@app.command("local-cluster")
+def local_cluster(
+    brokers: Annotated[int, typer.Option("--brokers", help="how many brokers")],
+    metadata_store: Annotated[str | None, typer.Option(
+        "--metadata-store", help="a running ZooKeeper, zk:host:port[/chroot]; none: start one")] = None,
+    data_dir: Annotated[Path, typer.Option("--data-dir", help="the brokers' shared data directory (and "
+                                                               "ZooKeeper's, logs)")] = Path("cluster-data"),
+    cluster: Annotated[str, typer.Option("--cluster", help="the cluster's name")] = "local-cluster",
+    base_port: Annotated[int, typer.Option("--base-port", help="broker i serves pulsar:// on base+2i and "
+                                                                "http:// on base+2i+1")] = 6650,
+) -> None:
+    """Try a cluster on one machine: a ZooKeeper and N brokers over one data directory, until Ctrl-C."""
+    from magnetar.cli.local_cluster import LocalClusterPlan, run_local_cluster
+    try:
+        code = run_local_cluster(LocalClusterPlan(brokers, data_dir, cluster, base_port, metadata_store),
+                                 lambda line: typer.echo(line))
+    except ValueError as exc:
+        _fail(str(exc))
+    raise typer.Exit(code)
 
 
 def _broker_config(config: Path | None, set_: list[str] | None, log_level: str) -> BrokerConfig:

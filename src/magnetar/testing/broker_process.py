@@ -42,20 +42,23 @@ def free_port() -> int:
 class BrokerProcess:
     def __init__(self, data_dir: Path, config: dict[str, str] | None = None,
                  config_file: Path | None = None, open_files_limit: int | None = None,
-                 subcommand: str = "standalone") -> None:
+                 subcommand: str = "standalone", *, ports: tuple[int, int] | None = None,
+                 log_path: Path | None = None, new_session: bool = False) -> None:
         """``subcommand``: ``standalone``, or ``broker`` for a broker of a cluster (its config
-        names the metadata store)."""
+        names the metadata store). ``ports``: the service and web ports, free ones if None;
+        ``new_session``: the broker in a session of its own, so a terminal's Ctrl-C reaches
+        only the process that started it, which stops it in its turn."""
         self.data_dir = data_dir
         self.subcommand = subcommand
         #: RLIMIT_NOFILE of the broker process (``ulimit -n``), None: inherited
         self.open_files_limit = open_files_limit
-        self.port = free_port()
-        self.web_port = free_port()
+        self.port, self.web_port = ports if ports is not None else (free_port(), free_port())
+        self.new_session = new_session
         self.config = dict(config or {})
         self.config_file = config_file
         self.proc: subprocess.Popen[bytes] | None = None
         suffix = "" if subcommand == "standalone" else f"-{self.port}"
-        self.log_path = data_dir.parent / f"{data_dir.name}-broker{suffix}.log"
+        self.log_path = log_path or data_dir.parent / f"{data_dir.name}-broker{suffix}.log"
         self._log_start = 0
 
     @property
@@ -80,7 +83,8 @@ class BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         self._log_start = log.tell()
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=self._limit)
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"}, preexec_fn=self._limit,
+                                     start_new_session=self.new_session)
         self.wait_ready(timeout_s)
         return self
 

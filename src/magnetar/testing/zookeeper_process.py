@@ -73,11 +73,13 @@ class ZooKeeperProcess:
     """One ZooKeeper server; :meth:`start` waits until it answers, :meth:`stop` ends it.
     Stopped, it keeps its port and data, so a restart finds the same tree and sessions."""
 
-    def __init__(self, data_dir: Path | None = None, *, tick_time_ms: int = 500) -> None:
+    def __init__(self, data_dir: Path | None = None, *, tick_time_ms: int = 500, new_session: bool = False) -> None:
+        """``new_session``: the server in a session of its own, out of reach of a terminal's Ctrl-C."""
         self._owned_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-zk-")) if data_dir is None else data_dir
         self.port = free_port()
         self.tick_time_ms = tick_time_ms
+        self.new_session = new_session
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = self.data_dir / "zookeeper.log"
 
@@ -118,6 +120,7 @@ class ZooKeeperProcess:
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
              f"-Dzookeeper.log.dir={self.data_dir}", "-cp", str(ZOOKEEPER_JAR), _MAIN_CLASS, str(config)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent,
+            start_new_session=self.new_session,
         )
         log.close()
         self._wait_ready(timeout_s)
