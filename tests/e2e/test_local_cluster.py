@@ -151,6 +151,7 @@ def test_two_brokers_serve_and_stop_on_ctrl_c(
 @pytest.mark.parametrize(("args", "says"), [
     (["--brokers", "0"], "--brokers 0: at least 1"),
     (["--brokers", "2", "--metadata-store", "etcd:127.0.0.1:2379"], "--metadata-store"),
+    (["--brokers", "1", "--cluster", "a/b", "--metadata-store", "zk:127.0.0.1:2181"], "--cluster 'a/b'"),
     (["--brokers", "2", "--metadata-store", "zk:127.0.0.1"], "--metadata-store"),
     (["--brokers", "2", "--base-port", "65534", "--metadata-store", "zk:127.0.0.1:2181"], "within 1 to 65535"),
     (["--brokers", "2", "--base-port", "HELD", "--metadata-store", "zk:127.0.0.1:2181"], "in use"),

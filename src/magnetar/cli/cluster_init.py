@@ -40,10 +40,14 @@ class ClusterInit:
         return {key: value for key, value in data.items() if value is not None}
 
 
+def check_cluster_name(name: str) -> None:
+    if not name or "/" in name:
+        raise ValueError(f"--cluster {name!r}: a cluster name is one non-empty path segment")
+
+
 def initialize(init: ClusterInit) -> list[str]:
     """Create what is missing; one line per record, saying whether it was created or kept."""
-    if not init.cluster or "/" in init.cluster:
-        raise ValueError(f"--cluster {init.cluster!r}: a cluster name is one non-empty path segment")
+    check_cluster_name(init.cluster)
     url = parse_metadata_store_url(init.metadata_store, key="--metadata-store")
     data = init.cluster_data()
     namespace = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}"

@@ -12,6 +12,7 @@ which stops the brokers before the metadata store they release their bundles in.
 
 from __future__ import annotations
 
+import logging
 import signal
 import socket
 import subprocess
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from magnetar.cli.cluster_init import ClusterInit, initialize
-from magnetar.core.metadata.records import MetadataError
+from magnetar.cli.cluster_init import ClusterInit, check_cluster_name, initialize
 from magnetar.core.metadata.store_url import parse_metadata_store_url
 from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.zookeeper_process import ZooKeeperProcess, zookeeper_unavailable
@@ -51,6 +51,7 @@ class LocalClusterPlan:
         """Raise :class:`BadInput` for what would fail once processes run."""
         if self.brokers < 1:
             raise BadInput(f"--brokers {self.brokers}: at least 1")
+        check_cluster_name(self.cluster)
         last = self.base_port + 2 * self.brokers - 1
         if self.base_port < 1 or last > 65535:
             raise BadInput(f"--base-port {self.base_port}: {self.brokers} brokers need ports "
@@ -157,15 +158,14 @@ class LocalCluster:
                 pass
         if self.zookeeper is not None:
             self.zookeeper.stop()
-        self.echo("stopped")
+        if self.brokers or self.zookeeper is not None:
+            self.echo("stopped")
 
 
 def run_local_cluster(plan: LocalClusterPlan, echo: Callable[[str], None]) -> int:
-    """The exit code: 0 after a signal stopped it, 1 when a broker failed; bad input raises
-    :class:`BadInput` (or the store URL's ``ValueError``) before anything starts."""
+    """The exit code: 0 after a signal stopped it, 1 when a broker exited by itself. Bad input
+    raises ``ValueError`` before anything starts; a part that cannot start raises
+    ``RuntimeError``, ``TimeoutError`` or ``MetadataError`` once what started is stopped."""
     plan.check()
-    try:
-        return LocalCluster(plan, echo).run()
-    except (RuntimeError, TimeoutError, MetadataError) as exc:
-        echo(f"error: {exc}")
-        return 1
+    logging.getLogger("kazoo").setLevel(logging.CRITICAL)  # its retries; a failure is reported once
+    return LocalCluster(plan, echo).run()

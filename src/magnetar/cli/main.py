@@ -107,11 +107,15 @@ def local_cluster(
 ) -> None:
     """Try a cluster on one machine: a ZooKeeper and N brokers over one data directory, until Ctrl-C."""
     from magnetar.cli.local_cluster import LocalClusterPlan, run_local_cluster
+    from magnetar.core.metadata.records import MetadataError
     try:
         code = run_local_cluster(LocalClusterPlan(brokers, data_dir, cluster, base_port, metadata_store),
                                  lambda line: typer.echo(line))
     except ValueError as exc:
         _fail(str(exc))
+    except (RuntimeError, TimeoutError, MetadataError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
     raise typer.Exit(code)
 
 
