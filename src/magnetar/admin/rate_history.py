@@ -33,7 +33,7 @@ from magnetar.core.topics.topic import Topic
 RESOLUTION_S = 5
 SAMPLES = 15 * 60 // RESOLUTION_S
 #: loaded topics read per turn of the event loop while a sample is taken
-SLICE = 500
+SLICE = 100
 
 
 @dataclass(frozen=True, slots=True)
