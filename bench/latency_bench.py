@@ -51,7 +51,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from wire_bench import connect, make_sends, receive  # noqa: E402
 
-from magnetar.testing.broker_process import BrokerProcess, checkout_source, free_port  # noqa: E402
+from magnetar.testing.broker_process import (  # noqa: E402
+    BrokerProcess,
+    checkout_source,
+    free_port,
+    start_from_checkout,
+)
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
 from magnetar.wire.frames import FrameDecoder, encode_command, encode_payload_command, make_entry  # noqa: E402
 
@@ -317,17 +322,7 @@ class Target:
 @contextmanager
 def magnetar(tmp: Path, args: argparse.Namespace) -> Iterator[Target]:
     config = {"journalSyncData": "false" if args.no_sync else "true", **dict(args.set)}
-    broker = BrokerProcess(tmp / "magnetar", config)
-    saved = os.environ.get("PYTHONPATH")
-    if args.broker_src:
-        os.environ["PYTHONPATH"] = checkout_source(args.broker_src)
-    try:
-        broker.start()
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+    broker = start_from_checkout(BrokerProcess(tmp / "magnetar", config), args.broker_src)
     assert broker.proc is not None
     try:
         yield Target("magnetar", broker.port, broker.web_url, broker.proc.pid, broker.stop)

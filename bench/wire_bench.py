@@ -40,7 +40,7 @@ import google_crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from magnetar.testing.broker_process import BrokerProcess, checkout_source  # noqa: E402
+from magnetar.testing.broker_process import BrokerProcess, checkout_source, start_from_checkout  # noqa: E402
 from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
 from magnetar.wire.batch import make_batch  # noqa: E402
 from magnetar.wire.frames import FrameDecoder, encode_command, encode_payload_command, make_entry  # noqa: E402
@@ -178,17 +178,7 @@ def percentile_ms(values: list[float], q: float) -> float | None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     config = {"journalSyncData": "false" if args.no_sync else "true"}
     with tempfile.TemporaryDirectory(prefix="wire-bench-") as tmp:
-        broker = BrokerProcess(Path(tmp) / "data", config)
-        saved = os.environ.get("PYTHONPATH")
-        if args.broker_src:
-            os.environ["PYTHONPATH"] = checkout_source(args.broker_src)
-        try:
-            broker.start()
-        finally:
-            if saved is None:
-                os.environ.pop("PYTHONPATH", None)
-            else:
-                os.environ["PYTHONPATH"] = saved
+        broker = start_from_checkout(BrokerProcess(Path(tmp) / "data", config), args.broker_src)
         try:
             return measure(args, broker)
         finally:

@@ -33,6 +33,21 @@ def checkout_source(checkout: str | Path) -> str:
     return str(source)
 
 
+def start_from_checkout(broker: BrokerProcess, checkout: str | None) -> BrokerProcess:
+    """Start ``broker`` running the broker of another checkout (None: this one's); the
+    environment is as it was afterwards."""
+    saved = os.environ.get("PYTHONPATH")
+    if checkout:
+        os.environ["PYTHONPATH"] = checkout_source(checkout)
+    try:
+        return broker.start()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
