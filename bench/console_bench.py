@@ -1,0 +1,123 @@
+"""What an open web console costs a broker with many topics, and how fast its topic list is.
+
+Loads ``--topics`` topics (a producer, a message and a subscription each), then:
+
+- times the REST calls behind the console's topics page (the first page by name, and by
+  message rate, which fills every row before sorting) and the console's own files;
+- measures a producer's publish round trips (SEND to receipt, one at a time) for
+  ``--seconds`` with no console, then as long again with a console open: another process
+  polls what the overview and a topic page poll, once a second each (load report, rate
+  history, the topics page sorted by rate, the probe topic's stats).
+
+    python bench/console_bench.py --topics 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from metrics_bench import publish_latencies, summary  # noqa: E402
+from topics_bench import create_wave  # noqa: E402
+
+from magnetar.testing.broker_process import BrokerProcess, start_from_checkout  # noqa: E402
+
+PAGE = "/admin/v2/topics-page"
+#: what an open overview and topic page ask for, each once a second
+POLLED = ["/admin/v2/broker-stats/load-report", "/admin/v2/broker-stats/rate-history",
+          f"{PAGE}?sort=msgRateIn&order=desc&limit=50", "/admin/v2/persistent/public/default/probe/stats"]
+
+
+def timed_gets(web_url: str, paths: list[str], times: int) -> dict[str, list[float]]:
+    """Milliseconds of each GET, ``times`` times each."""
+    out: dict[str, list[float]] = {}
+    with httpx.Client(base_url=web_url, timeout=60) as http:
+        for path in paths:
+            for _ in range(times):
+                started = time.perf_counter()
+                resp = http.get(path)
+                resp.raise_for_status()
+                out.setdefault(path, []).append(round((time.perf_counter() - started) * 1000, 1))
+    return out
+
+
+def poll_console(web_url: str, seconds: float) -> int:
+    """Poll what an open console polls, once a second, for ``seconds``; the requests made."""
+    made = 0
+    deadline = time.monotonic() + seconds
+    with httpx.Client(base_url=web_url, timeout=60) as http:
+        while time.monotonic() < deadline:
+            tick = time.monotonic()
+            for path in POLLED:
+                http.get(path).raise_for_status()
+                made += 1
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    return made
+
+
+def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dict[str, float], int]:
+    stop = threading.Event()
+    latencies: list[tuple[float, float]] = []
+    probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
+    probe.start()
+    polled = 0
+    try:
+        if console:
+            # in another process, so the poller's parsing does not take the probe's interpreter lock
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                polled = pool.apply(poll_console, (broker.web_url, seconds))
+        else:
+            time.sleep(seconds)
+    finally:
+        stop.set()
+        probe.join()
+    return summary([ms for _, ms in latencies]), polled
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--topics", type=int, default=10_000)
+    parser.add_argument("--seconds", type=float, default=20.0, help="each publish phase")
+    parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    args = parser.parse_args()
+    if args.topics < 1 or args.seconds <= 0:
+        parser.error("--topics must be at least 1 and --seconds above 0")
+    scratch = Path(tempfile.mkdtemp(prefix="console-bench-"))
+    try:
+        broker = start_from_checkout(BrokerProcess(scratch / "data", config={"idleTopicUnloadSeconds": "0"}),
+                                     args.broker_src)
+    except ValueError as exc:
+        parser.error(str(exc))
+    try:
+        started = time.perf_counter()
+        failures = sum(create_wave(broker, first, min(1000, args.topics - first))
+                       for first in range(0, args.topics, 1000))
+        created_s = time.perf_counter() - started
+        os.sync()  # the creation's writeback is not the console's cost
+        pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", f"{PAGE}?sort=msgRateIn&order=desc&limit=50",
+                                            "/console/", "/console/console.js"], 5)
+        quiet, _ = publishes(broker, args.seconds, console=False)
+        busy, polled = publishes(broker, args.seconds, console=True)
+        print(json.dumps({"topics": args.topics, "creation_failures": failures, "created_s": round(created_s, 1),
+                          "get_ms": pages, "publish_without_console": quiet, "publish_with_console": busy,
+                          "console_requests": polled, "load_avg_1m": os.getloadavg()[0]}))
+    finally:
+        broker.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
