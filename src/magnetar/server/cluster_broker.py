@@ -32,7 +32,8 @@ class ClusterBroker(Standalone):
                               f"--metadata-store {config.metadataStoreUrl} first (or set clusterName)")
         broker_id = broker_id_of(config.advertisedAddress, config.webServicePort)
         self.membership = ClusterMembership(self.broker, self.broker.metadata, broker_id,
-                                            config.metadataStoreSessionTimeoutMillis)
+                                            config.metadataStoreSessionTimeoutMillis,
+                                            config.unloadDrainTimeoutMillis)
         self.broker.appends.may_acknowledge = self.membership.may_acknowledge
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
         self.broker.cluster = self.membership

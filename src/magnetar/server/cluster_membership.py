@@ -61,7 +61,7 @@ LOOKUP_ATTEMPTS = 3
 
 
 class Unloads(Protocol):
-    def unload_topic(self, name: TopicName) -> Coroutine[Any, Any, bool]: ...
+    def unload_topic(self, name: TopicName, drain_ms: int = 0) -> Coroutine[Any, Any, bool]: ...
 
 
 class MembershipStore(CoordinationStore, LedgerIdStore, Protocol):
@@ -96,7 +96,7 @@ def broker_id_of(advertised_address: str, web_port: int | None) -> str:
 
 class ClusterMembership:
     def __init__(self, shell: ClusterShell, store: MembershipStore, broker_id: str,
-                 session_timeout_ms: int) -> None:
+                 session_timeout_ms: int, drain_ms: int = 0) -> None:
         self.shell = shell
         self.store = store
         self.broker_id = broker_id
@@ -110,6 +110,10 @@ class ClusterMembership:
         #: whether appends may be acknowledged: renewed by heartbeats answered in the session
         self.lease = SessionLease(session_timeout_ms)
         self._heartbeats: asyncio.Task[None] | None = None
+        #: how long a planned move waits for consumers to acknowledge what they hold
+        self.drain_ms = drain_ms
+        #: stopping: no bundle is acquired here any more, lookups go to the other brokers
+        self.leaving = False
 
     # -- start and stop ----------------------------------------------------------------
     async def join(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -147,19 +151,21 @@ class ClusterMembership:
             await self._heartbeat()
 
     async def leave(self) -> None:
-        """Hand every owned bundle over (Pulsar's graceful unload) and unregister."""
+        """Hand every owned bundle over (Pulsar's graceful unload) and unregister: first
+        out of the placement, so that nothing is acquired here while the bundles go."""
+        self.leaving = True
+        try:
+            await self._off_loop(self.store.unregister_broker, self.broker_id)
+        except MetadataError as exc:
+            log.warning("could not unregister %s: %s", self.broker_id, exc)
         owned = dict(self.owned)
         self.owned.clear()
-        await self._unload_all()
+        await self._unload_all(self.drain_ms)
         for (namespace, bundle_range), version in owned.items():
             try:
                 await self._off_loop(self.store.release_bundle, namespace, bundle_range, version)
             except MetadataError as exc:
                 log.warning("could not release %s/%s: %s", namespace, bundle_range, exc)
-        try:
-            await self._off_loop(self.store.unregister_broker, self.broker_id)
-        except MetadataError as exc:
-            log.warning("could not unregister %s: %s", self.broker_id, exc)
         log.info("released %d bundles and left the cluster", len(owned))
         if self._heartbeats is not None:
             self._heartbeats.cancel()
@@ -176,6 +182,8 @@ class ClusterMembership:
             asyncio.ensure_future(self._register_again())
 
     async def _register_again(self) -> None:
+        if self.leaving:
+            return
         try:
             if await self._off_loop(self.store.get_broker, self.broker_id) is None:
                 await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
@@ -183,14 +191,19 @@ class ClusterMembership:
         except (MetadataError, AlreadyExists) as exc:
             log.warning("could not register again: %s", exc)
 
-    async def _unload_all(self) -> None:
+    async def _unload_all(self, drain_ms: int = 0) -> None:
         """Close every client of every loaded topic and release the topics: their clients
         look up again and reach whoever owns the bundle next."""
-        for topic in list(self.shell.topics.values()):
+        await self._unload([topic.name for topic in self.shell.topics.values()], drain_ms)
+
+    async def _unload(self, names: list[TopicName], drain_ms: int) -> None:
+        """Unload topics side by side, so that their drains overlap."""
+        async def one(name: TopicName) -> None:
             try:
-                await self.shell.release.unload_topic(topic.name)
+                await self.shell.release.unload_topic(name, drain_ms)
             except Exception:  # one topic's failure must not keep the others served
-                log.exception("could not unload %s", topic.name)
+                log.exception("could not unload %s", name)
+        await asyncio.gather(*(one(name) for name in names))
 
     def _registration(self) -> dict[str, Any]:
         me = self.me
@@ -251,7 +264,7 @@ class ClusterMembership:
         bundle = bundle_of(name)
         for _ in range(LOOKUP_ATTEMPTS):
             view, brokers = await self._view(bundle)
-            answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative)
+            answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative and not self.leaving)
             if not isinstance(answer, Acquire):
                 return answer
             if await self._acquire(bundle):
@@ -289,9 +302,9 @@ class ClusterMembership:
                 return None  # nobody's, or a node of an earlier session of this broker's, which goes with it
             base = view.owner.web_url(False)
             return None if base is None else AdminRedirect(base.rstrip("/") + path)
-        for topic in list(self.shell.topics.values()):
-            if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name)):
-                await self.shell.release.unload_topic(topic.name)
+        await self._unload([topic.name for topic in self.shell.topics.values()
+                            if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
+                           self.drain_ms)
         await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
         await self._update_registration()
@@ -304,7 +317,8 @@ class ClusterMembership:
         return await self._off_loop(self._read_view, bundle)
 
     def _read_view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
-        """On the pool: the bundle's ownership node and the registered brokers."""
+        """On the pool: the bundle's ownership node and the registered brokers (without
+        this one once it is leaving)."""
         node = self.store.get_bundle_owner(bundle.namespace, bundle.range_name)
         owner = None
         if node is not None:
@@ -323,6 +337,8 @@ class ClusterMembership:
             urls = NamespaceEphemeralData(broker_id, data.get("pulsarServiceUrl"), data.get("pulsarServiceUrlTls"),
                                           data.get("webServiceUrl"), data.get("webServiceUrlTls"))
             found[broker_id] = RegisteredBroker(urls, int(data.get("numBundles") or 0))
+        if self.leaving:
+            found.pop(self.broker_id, None)
         return found
 
     async def _acquire(self, bundle: NamespaceBundle) -> bool:

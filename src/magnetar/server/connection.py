@@ -73,6 +73,9 @@ class ServerConnection(asyncio.Protocol):
         self.protocol_version = 0
         self.connected = False
         self.producers: dict[int, Producer] = {}
+        #: producer ids the broker closed (Pulsar's ``recentlyClosedProducers``): SENDs for
+        #: them that were already on the wire are dropped, not answered with an error
+        self.closed_producers: set[int] = set()
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -378,6 +381,7 @@ class ServerConnection(asyncio.Protocol):
     def close_producer(self, producer_id: int) -> None:
         if self.producers.pop(producer_id, None) is not None:
             self.producer_topics.pop(producer_id, None)
+            self.closed_producers.add(producer_id)
             self.write_command(commands.close_producer(producer_id))
 
     # -- command routing ---------------------------------------------------------------
@@ -598,6 +602,12 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             conn.update_reading()
             break
     if producer is None or topic is None:
+        if producer_id in conn.closed_producers:
+            # dropped unanswered, as Pulsar does: these crossed the broker's close of their
+            # producer on the wire (its topic unloaded or handed over), and the client sends
+            # them again once it has reconnected; an error would make it drop the connection
+            conn._answered(producer_id, len(sends))
+            return len(sends)
         for sequence_id, *_ in sends:
             conn.send_error(producer_id, sequence_id, ServerError.NotAllowedError,
                             f"Producer id {producer_id} is not registered on this connection")

@@ -61,8 +61,8 @@ class LoopActivity:
         del self._watchers[fd]
         try:
             self._readable.unregister(fd)
-        except OSError:
-            pass  # closed already: the kernel dropped it from the set
+        except (OSError, ValueError):
+            pass  # the socket closed already (the kernel dropped it from the set), or the set itself
 
     def close(self) -> None:
         self._readable.close()

@@ -14,9 +14,11 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
+from magnetar.core.broker.broker_timers import BrokerTimers
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.topics import topic_activity
+from magnetar.core.topics.handover import DeliveryDrain, held_messages
 from magnetar.core.topics.topic import Topic
 from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -44,6 +46,9 @@ class ReleaseShell(Protocol):
     compaction: TopicCompaction
     cursors: CursorPersistence
     appends: Appends
+
+    @property
+    def timers(self) -> BrokerTimers: ...
 
 
 class TopicRelease:
@@ -93,13 +98,30 @@ class TopicRelease:
         finally:
             self.unloading.discard(key)
 
-    async def unload_topic(self, name: TopicName) -> bool:
-        """Close every client and release the topic; it is reopened on next use."""
+    async def unload_topic(self, name: TopicName, drain_ms: int = 0) -> bool:
+        """Close every client and release the topic; it is reopened on next use. With
+        ``drain_ms`` (a move to another broker), consumers are first given that long to
+        acknowledge what they were sent (:mod:`magnetar.core.topics.handover`)."""
         topic = self._shell.topics.get(str(name))
         if topic is None:
             return False
+        if drain_ms > 0 and held_messages(topic) > 0:
+            await self._drain(topic, drain_ms)
         await self.release(topic, delete_data=False)
         return True
+
+    async def _drain(self, topic: Topic, drain_ms: int) -> None:
+        drained: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        def done(ok: bool) -> None:
+            if not drained.done():
+                drained.set_result(ok)
+        started = now_ms()
+        DeliveryDrain(topic, self._shell.timers, started + drain_ms, done).start(started)
+        if await drained:
+            log.info("%s: its consumers acknowledged what they held in %d ms", topic.name, now_ms() - started)
+        else:
+            log.info("%s: its consumers still held %d messages after %d ms; they are redelivered by the next owner",
+                     topic.name, held_messages(topic), drain_ms)
 
     async def unload_namespace(self, namespace: str) -> None:
         """Unload every loaded topic of the namespace; clients reconnect and load them again."""

@@ -37,6 +37,10 @@ class BrokerConfig:
     configurationMetadataStoreUrl: str = ""
     metadataStoreSessionTimeoutMillis: int = 30000
     metadataStoreOperationTimeoutSeconds: int = 30
+    #: a planned move of a bundle (unload, a broker stopping) first stops delivering to its
+    #: topics' consumers and waits this long for them to acknowledge what they hold
+    #: (Magnetar's; 0: close them at once, as Pulsar does)
+    unloadDrainTimeoutMillis: int = 3000
     keepAliveIntervalSeconds: int = 30
     brokerShutdownTimeoutMs: int = 60000
     maxMessageSize: int = 5 * 1024 * 1024
@@ -288,7 +292,7 @@ class BrokerConfig:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")
         for key in ("maxUnackedMessagesPerConsumer", "maxUnackedMessagesPerSubscription",
-                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs",
+                    "delayedDeliveryMaxDelayInMillis", "brokerShutdownTimeoutMs", "unloadDrainTimeoutMillis",
                     "maxProducersPerTopic", "maxConsumersPerTopic", "maxConsumersPerSubscription",
                     "maxSubscriptionsPerTopic", "maxTopicsPerNamespace", "brokerMaxConnections",
                     "brokerMaxConnectionsPerIp", "maxProducersAndConsumersPerConnection",

@@ -41,6 +41,9 @@ class Consumer:
     write_paused: bool = False
     #: a dispatch rate limit of its subscription or topic is spent until the bucket refills
     rate_paused: bool = False
+    #: its topic is moving to another broker: nothing more is sent, so what it holds can be
+    #: acknowledged before it is closed (:mod:`magnetar.core.topics.handover`)
+    handed_over: bool = False
     #: told that its terminated topic has nothing more (REACHED_END_OF_TOPIC), once
     told_end_of_topic: bool = False
     msg_out: RateCounter = field(default_factory=RateCounter)
@@ -58,7 +61,8 @@ class Consumer:
 
     def can_take(self) -> bool:
         """Whether an entry may be sent to this consumer now."""
-        return self.permits > 0 and not self.blocked_on_unacked and not self.write_paused and not self.rate_paused
+        return (self.permits > 0 and not self.blocked_on_unacked and not self.write_paused and not self.rate_paused
+                and not self.handed_over)
 
     def deliver(self, pos: Position, partition: int, entry: bytes, messages: int,
                 redelivery_count: int, ack_set: list[int] | None, now_ms: int, sticky_hash: int = 0) -> None:

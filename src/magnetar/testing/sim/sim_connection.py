@@ -63,6 +63,7 @@ class SimConnection:
         self.address = address
         self.client_version = "magnetar-sim"
         self.producers: dict[int, Producer] = {}
+        self.closed_producers: set[int] = set()
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -113,6 +114,8 @@ class SimConnection:
         topic = self.producer_topics.get(producer_id)
         raws: list[RawSend] = [raw_send(Frame(cmd, entry)) for cmd, entry in sends]
         if producer is None or topic is None:
+            if producer_id in self.closed_producers:
+                return  # dropped unanswered, as the broker does (server/connection.py)
             for sequence_id, *_ in raws:
                 self.send_error(producer_id, sequence_id, ServerError.NotAllowedError,
                                 f"Producer id {producer_id} is not registered on this connection")
@@ -239,6 +242,7 @@ class SimConnection:
     def close_producer(self, producer_id: int) -> None:
         if self.producers.pop(producer_id, None) is not None:
             self.producer_topics.pop(producer_id, None)
+            self.closed_producers.add(producer_id)
             self.write_command(commands.close_producer(producer_id))
 
     def producer_ready(self, producer: Producer) -> None:
