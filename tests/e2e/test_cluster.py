@@ -315,3 +315,39 @@ def test_unloading_a_namespace_gives_up_its_bundles_on_every_broker(cluster: Clu
     assert httpx.put(f"{asked.web_url}/admin/v2/namespaces/{namespace}/unload", timeout=30).status_code == 204
     with ZooKeeperMetadataStore(cluster.url) as store:
         assert store.list_owned_bundles(namespace) == {}
+
+
+def test_an_unloaded_bundle_sends_its_clients_straight_to_the_next_owner(cluster: Cluster) -> None:
+    """PIP-307's transfer: the closes carry the successor's address, and the successor serves
+    a producer that comes to it directly, with no lookup, once the bundle is released."""
+    import httpx
+
+    from magnetar.testing.raw_client import RawConnection
+    from magnetar.wire import pulsar_api_pb2 as pb
+    T = pb.BaseCommand
+    a, b = cluster.brokers
+    namespace = f"public/handover-{uuid.uuid4().hex[:6]}"
+    assert httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10).status_code == 204
+    topic = f"persistent://{namespace}/t"
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    try:
+        client.create_producer(topic).close()  # the lookup places the bundle
+    finally:
+        client.close()
+    owner = cluster.by_id(cluster.owner_of(topic) or "")
+    successor = b if owner is a else a
+    with RawConnection.to_service(owner.service_url) as conn:
+        conn.handshake()
+        conn.create_producer(topic, producer_id=7, request_id=1)
+        conn.subscribe(topic, "s", consumer_id=3, request_id=2)
+        bundle = NamespaceBundles(namespace).find_bundle(topic).range_name
+        assert httpx.put(f"{owner.web_url}/admin/v2/namespaces/{namespace}/{bundle}/unload",
+                         timeout=10).status_code == 204
+        closes = {frame.command.type: frame.command for frame in (conn.expect(T.CLOSE_PRODUCER),
+                                                                   conn.expect(T.CLOSE_CONSUMER))}
+        assert closes[T.CLOSE_PRODUCER].close_producer.assignedBrokerServiceUrl == successor.service_url
+        assert closes[T.CLOSE_CONSUMER].close_consumer.assignedBrokerServiceUrl == successor.service_url
+    with RawConnection.to_service(successor.service_url) as conn:
+        conn.handshake()
+        conn.create_producer(topic, producer_id=7, request_id=1)
+    assert cluster.owner_of(topic) == cluster.broker_id(successor)

@@ -29,7 +29,10 @@ SUBSCRIPTIONS = {"shared": pulsar.ConsumerType.Shared, "key_shared": pulsar.Cons
 
 @pytest.fixture
 def cluster(zookeeper: ZooKeeperProcess, tmp_path: Path) -> Iterator[Cluster]:
-    running = start_cluster(zookeeper, tmp_path / "data", count=3, config={"brokerDeduplicationEnabled": "true"})
+    # everything kept, so that what was stored can be read back at the end
+    config = {"brokerDeduplicationEnabled": "true", "defaultRetentionTimeInMinutes": "-1",
+              "defaultRetentionSizeInMB": "-1"}
+    running = start_cluster(zookeeper, tmp_path / "data", count=3, config=config)
     yield running
     running.stop()
 

@@ -40,6 +40,7 @@ SERVER_MAY_USE = {
     "metadata.interfaces", "metadata.records", "security.authorization",
     "cluster.bundle_ownership", "cluster.namespace_bundles", "cluster.namespace_ephemeral_data",
     "cluster.topic_lookup", "broker.broker_facade", "cluster.session_lease", "cluster.metadata_store",
+    "cluster.broker_placement",
     # a planned move: deliveries held until the consumers acknowledged what they hold
     "topics.handover",
 }

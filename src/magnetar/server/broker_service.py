@@ -158,6 +158,9 @@ class BrokerService:
         self.cluster_handlers: dict[int, Callable[..., None]] = {}
         #: who serves which topic among a cluster's brokers; None on a standalone broker
         self.cluster: TopicOwners | None = None
+        #: topics being handed to another broker -> its service URLs (plain, TLS), told to
+        #: their clients as they are closed so they reconnect there without a lookup
+        self.successors: dict[str, tuple[str | None, str | None]] = {}
         self.started_at = now_ms()
         self._ensure_defaults()
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
 from magnetar.core.broker.listeners import BrokerAddresses
+from magnetar.core.cluster.broker_placement import select_broker
 from magnetar.core.cluster.bundle_ownership import BundleState
 from magnetar.core.cluster.metadata_store import SessionEvent
 from magnetar.core.cluster.namespace_bundles import NamespaceBundle, NamespaceBundles
@@ -58,6 +59,10 @@ T = pb.BaseCommand
 
 #: lookups that find the bundle taken meanwhile look again at most this many times
 LOOKUP_ATTEMPTS = 3
+#: how long a client sent here by a broker handing its bundle over may wait for the
+#: bundle to be released, and how often the ownership node is read meanwhile
+HANDOVER_WAIT_MS = 5000
+HANDOVER_POLL_S = 0.02
 
 
 class Unloads(Protocol):
@@ -81,6 +86,8 @@ class ClusterShell(Protocol):
     addresses: BrokerAddresses
     access: AccessRules
     topics: dict[str, Topic]
+
+    successors: dict[str, tuple[str | None, str | None]]
 
     @property
     def release(self) -> Unloads: ...
@@ -160,7 +167,9 @@ class ClusterMembership:
             log.warning("could not unregister %s: %s", self.broker_id, exc)
         owned = dict(self.owned)
         self.owned.clear()
-        await self._unload_all(self.drain_ms)
+        successor = await self._successor()
+        owned = {key: await self._mark_handed_over(key, version) for key, version in owned.items()}
+        await self._hand_over([topic.name for topic in self.shell.topics.values()], successor)
         for (namespace, bundle_range), version in owned.items():
             try:
                 await self._off_loop(self.store.release_bundle, namespace, bundle_range, version)
@@ -196,6 +205,54 @@ class ClusterMembership:
         look up again and reach whoever owns the bundle next."""
         await self._unload([topic.name for topic in self.shell.topics.values()], drain_ms)
 
+    # -- handing bundles over (PIP-307's transfer) ---------------------------------------
+    async def _successor(self) -> tuple[str | None, str | None] | None:
+        """The service URLs of the broker the placement would give a bundle leaving this
+        one: told to the clients as they are closed, so they reconnect there at once."""
+        brokers = await self._off_loop(self._read_brokers)
+        brokers.pop(self.broker_id, None)
+        chosen = select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
+        if chosen is None:
+            return None
+        urls = brokers[chosen].urls
+        return urls.native_url, urls.native_url_tls
+
+    async def _mark_handed_over(self, key: tuple[str, str], version: int) -> int:
+        """Mark the ownership node ``disabled`` (Pulsar's flag for a bundle being unloaded):
+        a broker a client reconnects to meanwhile waits for the node to go, instead of
+        sending the client back to lookup. The node's new version (the old on failure)."""
+        data = {**owner_record(self.me), "disabled": True}
+        try:
+            return await self._off_loop(self.store.update_bundle_owner, key[0], key[1], data, version)
+        except MetadataError as exc:
+            log.warning("could not mark %s/%s as handed over: %s", key[0], key[1], exc)
+            return version
+
+    async def _hand_over(self, names: list[TopicName], successor: tuple[str | None, str | None] | None) -> None:
+        """Unload topics whose clients are told to reconnect to ``successor``."""
+        if successor is not None:
+            self.shell.successors.update((str(name), successor) for name in names)
+        try:
+            await self._unload(names, self.drain_ms)
+        finally:
+            for name in names:
+                self.shell.successors.pop(str(name), None)
+
+    async def _taken_over(self, name: TopicName) -> bool:
+        """A producer or consumer came to this broker for a bundle it does not own (told to
+        by the broker handing it over): wait while the owner's node says it is being handed
+        over, then acquire the bundle if it is free. Whether this broker owns it now."""
+        bundle = bundle_of(name)
+        deadline = monotonic_ms() + HANDOVER_WAIT_MS
+        while not self.leaving:
+            node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
+            if node is None:
+                return isinstance(await self.lookup(name, authoritative=True), Connect)
+            if not node.data.get("disabled") or monotonic_ms() > deadline:
+                return False
+            await asyncio.sleep(HANDOVER_POLL_S)
+        return False
+
     async def _unload(self, names: list[TopicName], drain_ms: int) -> None:
         """Unload topics side by side, so that their drains overlap."""
         async def one(name: TopicName) -> None:
@@ -216,8 +273,14 @@ class ClusterMembership:
         def serving(handler: Callable[[Any, Frame], None], topic_of: Callable[[Frame], str]) \
                 -> Callable[[Any, Frame], None]:
             def checked(conn: Any, frame: Frame) -> None:
-                self.check_serving(TopicName.parse(topic_of(frame)))
-                handler(conn, frame)
+                name = TopicName.parse(topic_of(frame))
+                if self._key(bundle_of(name)) in self.owned:
+                    handler(conn, frame)
+                    return
+                def answered(done: asyncio.Future[bool]) -> None:
+                    finish_command(conn, frame, lambda: handler(conn, frame) if done.result()
+                                   else self.check_serving(name))
+                asyncio.ensure_future(self._taken_over(name)).add_done_callback(answered)
             return checked
         return {
             T.LOOKUP: lambda conn, frame: self._start_lookup(conn, frame, core[T.LOOKUP]),
@@ -302,9 +365,10 @@ class ClusterMembership:
                 return None  # nobody's, or a node of an earlier session of this broker's, which goes with it
             base = view.owner.web_url(False)
             return None if base is None else AdminRedirect(base.rstrip("/") + path)
-        await self._unload([topic.name for topic in self.shell.topics.values()
-                            if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
-                           self.drain_ms)
+        version = await self._mark_handed_over(self._key(bundle), version)
+        await self._hand_over([topic.name for topic in self.shell.topics.values()
+                               if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
+                              await self._successor())
         await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
         await self._update_registration()

@@ -354,7 +354,8 @@ class ServerConnection(asyncio.Protocol):
     def close_consumer(self, consumer_id: int) -> None:
         entry = self.consumers.pop(consumer_id, None)
         if entry is not None:
-            self.write_command(commands.close_consumer(consumer_id))
+            _, sub = entry
+            self.write_command(commands.close_consumer(consumer_id, self.broker.successors.get(str(sub.topic.name))))
 
     def send_receipt(self, producer_id: int, sequence_id: int, highest_sequence_id: int, pos: Position) -> None:
         self.write(send_receipt_frame(producer_id, sequence_id, pos.ledger_id, pos.entry_id, highest_sequence_id))
@@ -380,9 +381,10 @@ class ServerConnection(asyncio.Protocol):
 
     def close_producer(self, producer_id: int) -> None:
         if self.producers.pop(producer_id, None) is not None:
-            self.producer_topics.pop(producer_id, None)
+            topic = self.producer_topics.pop(producer_id, None)
             self.closed_producers.add(producer_id)
-            self.write_command(commands.close_producer(producer_id))
+            successor = None if topic is None else self.broker.successors.get(str(topic.name))
+            self.write_command(commands.close_producer(producer_id, successor))
 
     # -- command routing ---------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:

@@ -204,10 +204,22 @@ def send_error(producer_id: int, sequence_id: int, code: int, message: str) -> p
     return pb.BaseCommand(type=_T.SEND_ERROR, send_error=body)
 
 
-def close_producer(producer_id: int) -> pb.BaseCommand:
-    """Broker-initiated close: the client reconnects the producer."""
+def close_producer(producer_id: int, assigned: tuple[str | None, str | None] | None = None) -> pb.BaseCommand:
+    """Broker-initiated close: the client reconnects the producer, straight to the
+    ``assigned`` broker's service URLs (plain, TLS) when given (PIP-307), else by lookup."""
     body = pb.CommandCloseProducer(producer_id=to_uint64(producer_id), request_id=NO_REQUEST_ID)
+    _assign(body, assigned)
     return pb.BaseCommand(type=_T.CLOSE_PRODUCER, close_producer=body)
+
+
+def _assign(body: pb.CommandCloseProducer | pb.CommandCloseConsumer,
+            assigned: tuple[str | None, str | None] | None) -> None:
+    if assigned is not None:
+        url, url_tls = assigned
+        if url is not None:
+            body.assignedBrokerServiceUrl = url
+        if url_tls is not None:
+            body.assignedBrokerServiceUrlTls = url_tls
 
 
 # ---------------------------------------------------------------------------
@@ -241,9 +253,10 @@ def message(
     return pb.BaseCommand(type=_T.MESSAGE, message=body)
 
 
-def close_consumer(consumer_id: int) -> pb.BaseCommand:
-    """Broker-initiated close: the client resubscribes."""
+def close_consumer(consumer_id: int, assigned: tuple[str | None, str | None] | None = None) -> pb.BaseCommand:
+    """Broker-initiated close: the client resubscribes (to ``assigned``, as for producers)."""
     body = pb.CommandCloseConsumer(consumer_id=to_uint64(consumer_id), request_id=NO_REQUEST_ID)
+    _assign(body, assigned)
     return pb.BaseCommand(type=_T.CLOSE_CONSUMER, close_consumer=body)
 
 
