@@ -35,6 +35,8 @@ from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
 EXAMPLES_PER_OPERATION = 3
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 PINNED = {"tenant": "fuzz", "namespace": "ns", "topic": "data", "subName": "sub", "cluster": "standalone"}
+#: operations whose purpose is to stop the broker under test (tested on their own)
+STOPS_THE_BROKER = {("POST", "/admin/v2/brokers/shutdown")}
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +96,8 @@ def test_no_server_errors_and_responses_match_the_document(fuzz_broker: BrokerPr
     url = f"{fuzz_broker.web_url}/openapi.json"
     document = httpx.get(url).json()
     schema = schemathesis.openapi.from_url(url)
-    operations = [result.ok() for result in schema.get_all_operations()]
+    operations = [op for op in (result.ok() for result in schema.get_all_operations())
+                  if (op.method.upper(), op.path) not in STOPS_THE_BROKER]
     assert len(operations) > 100
     failures: list[str] = []
     for operation in operations:

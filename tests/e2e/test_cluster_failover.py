@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -143,3 +145,27 @@ def registered(cluster: Cluster) -> list[str]:
     from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
     with ZooKeeperMetadataStore(cluster.url) as store:
         return store.list_brokers()
+
+
+def test_the_shutdown_call_hands_the_bundles_over_and_stops_the_broker(cluster: Cluster) -> None:
+    """Pulsar's ``POST /admin/v2/brokers/shutdown``, through ``magnetar admin brokers
+    shutdown``: the step of a rolling restart without a signal. Bad input changes nothing."""
+    import httpx
+    a, b = cluster.brokers
+    client = pulsar.Client(a.service_url, operation_timeout_seconds=20, logger=quiet_logger())
+    try:
+        topic = topic_owned_by(cluster, b, client)
+        for bad in ("maxConcurrentUnloadPerSec=-1", "maxConcurrentUnloadPerSec=lots", "forcedTerminateTopic=maybe"):
+            answer = httpx.post(f"{b.web_url}/admin/v2/brokers/shutdown?{bad}", timeout=10)
+            assert answer.status_code in (400, 412, 422), (bad, answer.status_code, answer.text)
+        assert b.proc is not None and b.proc.poll() is None, "bad input stopped nothing"
+        done = subprocess.run([sys.executable, "-m", "magnetar.cli", "admin", "--admin-url", b.web_url,
+                               "brokers", "shutdown"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert b.proc.wait(30) == 0
+        assert "released 1 bundles" in b.log_tail(30)
+        producer = client.create_producer(topic)
+        producer.send(b"after")
+        assert cluster.owner_of(topic) == cluster.broker_id(a)
+    finally:
+        client.close()

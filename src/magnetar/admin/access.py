@@ -83,6 +83,7 @@ RULES: dict[str, dict[str, Rule]] = {
     "/admin/v2/brokers/health": {"GET": SUPER_USER},
     "/admin/v2/brokers/configuration/runtime": {"GET": SUPER_USER},
     "/admin/v2/brokers/configuration": {"GET": SUPER_USER},
+    "/admin/v2/brokers/shutdown": {"POST": SUPER_USER},
     "/admin/v2/brokers/{cluster}": {"GET": SUPER_USER},
     "/admin/v2/brokers/{cluster}/{broker_id}/ownedNamespaces": {"GET": SUPER_USER},
     "/admin/v2/clusters": {"GET": AUTHENTICATED},

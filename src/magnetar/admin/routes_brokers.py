@@ -3,9 +3,11 @@ bundles each owns."""
 
 from __future__ import annotations
 
-from typing import Any
+import os
+import signal
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse
 
 from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
@@ -43,6 +45,20 @@ async def runtime_configuration(broker: Broker) -> dict[str, str]:
 @router.get("/configuration", summary="Names of the dynamic configuration keys (none in Magnetar)")
 async def dynamic_configuration_names(broker: Broker) -> list[str]:
     return []
+
+
+@router.post("/shutdown", status_code=204, response_model=None,
+             summary="Stop this broker gracefully: its bundles are handed to the other brokers first")
+async def shutdown(background: BackgroundTasks,
+                   max_concurrent_unload_per_sec: Annotated[int, Query(alias="maxConcurrentUnloadPerSec")] = 0,
+                   forced_terminate_topic: Annotated[bool, Query(alias="forcedTerminateTopic")] = True) -> None:
+    """Pulsar's graceful shutdown, the step of a rolling restart: the same path as SIGTERM
+    (the bundles are handed over, their consumers drained, then the process exits), taken
+    once this answer has gone out. Magnetar hands bundles over side by side, so
+    ``maxConcurrentUnloadPerSec`` is accepted and not used."""
+    if max_concurrent_unload_per_sec < 0:
+        raise RestError(412, "maxConcurrentUnloadPerSec must not be negative")
+    background.add_task(os.kill, os.getpid(), signal.SIGTERM)
 
 
 @router.get("/{cluster}", summary="List the active brokers of a cluster")

@@ -949,6 +949,13 @@ def brokers_runtime_config(ctx: typer.Context) -> None:
     _show(ctx, "/admin/v2/brokers/configuration/runtime")
 
 
+@brokers_app.command("shutdown")
+def brokers_shutdown(ctx: typer.Context) -> None:
+    """Stop the broker gracefully: it hands its bundles to the other brokers, then exits
+    (one step of a rolling restart)."""
+    _act(ctx, "POST", "/admin/v2/brokers/shutdown", done="The broker is handing its bundles over and stopping")
+
+
 @brokers_app.command("list")
 def brokers_list(ctx: typer.Context, cluster: Annotated[str, typer.Argument()] = "standalone") -> None:
     """List the active brokers of a cluster."""
