@@ -13,6 +13,7 @@ from magnetar.core.delayed import tracker as delayed_tracker
 from magnetar.core.dispatchers.key_shared import KeySharedDispatcher
 from magnetar.core.positions import Position
 from magnetar.core.subscriptions.subscription import Subscription
+from magnetar.core.topics import handover
 from magnetar.storage.interfaces import AppendFailed, LedgerConfig
 from magnetar.testing.sim import command_world
 from magnetar.testing.sim.command_shell_twin import SimBroker, SimStorage
@@ -40,6 +41,7 @@ def test_schedules_reach_every_feature() -> None:
     assert sum(r.crashes for r in results) > 5
     assert sum(r.write_failures for r in results) > 5
     assert sum(r.sync_failures for r in results) > 1
+    assert sum(r.handovers for r in results) > 50
     options = [CommandOptions.from_seed(seed) for seed in range(300)]
     assert {sub_type for o in options for _, _, sub_type in o.subscriptions} == \
         {"Exclusive", "Shared", "Failover", "Key_Shared"}
@@ -117,6 +119,14 @@ def test_a_duplicate_stored_by_deduplication_is_caught(monkeypatch: pytest.Monke
         return DedupOutcome.NOT_DUP if outcome is DedupOutcome.DUP else outcome
     monkeypatch.setattr(MessageDeduplication, "check", blind)
     assert "stored twice" in _first_violation(range(400))
+
+
+def test_a_handover_that_closes_consumers_before_their_acks_arrive_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Planted: a hand-over's drain says the consumers acknowledged everything at once,
+    so acknowledgements still on their way are lost with the move."""
+    monkeypatch.setattr(handover, "held_messages", lambda topic: 0)
+    assert "delivered again after it" in _first_violation(range(400))
 
 
 def test_an_early_delayed_message_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

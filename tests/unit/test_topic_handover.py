@@ -51,3 +51,14 @@ def test_a_topic_whose_consumers_hold_nothing_is_done_at_once() -> None:
     drain, timers, outcome = drain_of(topic, deadline_ms=3_000)
     drain.start(0)
     assert outcome == [True] and timers.next_deadline_ms() is None
+
+
+def test_a_consumer_that_joins_during_the_drain_gets_nothing_either() -> None:
+    """Found by the command simulation (seed 958): a consumer subscribing while the topic
+    drains was sent messages after the drain said its consumers held nothing."""
+    topic = new_topic()
+    publish(topic, 2)
+    drain, _, outcome = drain_of(topic, deadline_ms=3_000)
+    drain.start(0)
+    _, sink = join(topic, "late", "Shared")
+    assert sink.messages == [] and outcome == [True]

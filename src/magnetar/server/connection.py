@@ -275,7 +275,9 @@ class ServerConnection(asyncio.Protocol):
         for ``request``: for answers that promise something is on disk."""
         def answer(done: asyncio.Future[Any]) -> None:
             exc = done.exception()
-            if exc is None:
+            if exc is None and broker_commands.closed_while_answering(self, request):
+                self._reply_error(request, ServerError.ServiceNotReady, "closed by the broker before it was ready")
+            elif exc is None:
                 self.write_command(reply)
             else:
                 log.error("%s from %s failed", T.Type.Name(request.type), self.address, exc_info=exc)

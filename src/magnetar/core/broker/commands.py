@@ -184,6 +184,17 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
         conn.reply_when_done(broker.metadata_durable(), frame.command, reply)
 
 
+def closed_while_answering(conn: ClientConnection, request: pb.BaseCommand) -> bool:
+    """A PRODUCER or SUBSCRIBE whose producer or consumer the broker closed (its topic
+    unloaded) while the answer waited for a write: the client was told to reconnect, and a
+    late success would make it take the closed one for ready. It gets a retriable error."""
+    if request.type == T.PRODUCER:
+        return request.producer.producer_id not in conn.producers
+    if request.type == T.SUBSCRIBE:
+        return request.subscribe.consumer_id not in conn.consumers
+    return False
+
+
 def _replace_stale_producer(topic: Topic, prod: Producer) -> None:
     """A reconnect of the same logical producer replaces its old registration."""
     old = topic.producers.get(prod.producer_name)

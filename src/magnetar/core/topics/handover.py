@@ -45,6 +45,7 @@ class DeliveryDrain:
         self.finished = False
 
     def start(self, now_ms: int) -> None:
+        self.topic.handing_over = True  # consumers that join from now on are held too
         for consumer in consumers_of(self.topic):
             consumer.handed_over = True
         self.on_timer(now_ms)

@@ -92,6 +92,9 @@ class Topic:
         #: where the dedup snapshot stands; replay after a restart starts after it
         self.dedup_snapshot_position: Position | None = None
         self.fenced = False
+        #: moving to another broker: consumers, old and new, get nothing more here
+        #: (:mod:`magnetar.core.topics.handover`)
+        self.handing_over = False
         #: the publish rate that applies (None: no limit)
         self.publish_limiter: RateLimiter | None = None
         #: the topic's dispatch rate, shared by its subscriptions' throttles
@@ -361,6 +364,7 @@ class Topic:
             # the dispatcher made for the first consumer reads through the source set here
             sub.source = CompactedTopicSource(self, self.compacted) \
                 if read_compacted and self.name.persistent else self
+        consumer.handed_over = self.handing_over
         sub.add_consumer(consumer, now_ms)
         sub.dispatcher.dispatch(now_ms)
         return sub

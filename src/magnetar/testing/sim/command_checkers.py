@@ -59,6 +59,11 @@ class SubState:
     done: set[MessageKey] = field(default_factory=set)
     nacked: set[Position] = field(default_factory=set)
     outstanding: dict[ConsumerKey, set[Position]] = field(default_factory=dict)
+    #: entries acknowledged since the broker last started (a crash may lose earlier acks)
+    acked_live: set[Position] = field(default_factory=set)
+    #: entries delivered before the topic moved to another broker after its consumers had
+    #: acknowledged everything they held: none of them comes again (until a crash or a seek)
+    moved_acked: set[Position] = field(default_factory=set)
     #: key -> consumer -> entries of that key outstanding there
     key_holders: dict[str, dict[ConsumerKey, int]] = field(default_factory=dict)
     attached: set[ConsumerKey] = field(default_factory=set)
@@ -207,6 +212,9 @@ class CommandChecker:
                 and sub.sub_type in (SHARED, KEY_SHARED):
             raise CommandViolation(f"{where} at {now_ms}, before its deliver_at_time {entry.deliver_at} "
                                    f"(less {self.delayed_slack_ms} ms)")
+        if pos in sub.moved_acked:
+            raise CommandViolation(f"{where}: delivered before the topic was handed over with nothing "
+                                   f"outstanding, delivered again after it")
         if sub.sub_type == FAILOVER and sub.active != consumer:
             raise CommandViolation(f"{where}, but the active consumer is {sub.active}")
         if sub.sub_type == EXCLUSIVE and sub.attached != {consumer}:
@@ -260,6 +268,7 @@ class CommandChecker:
         entries = self.topics[sub.topic].entries
         for pos in positions:
             sub.acked.add(pos)
+            sub.acked_live.add(pos)
             entry = entries.get(pos)
             if entry is not None:
                 sub.done.add(entry.message)
@@ -286,12 +295,23 @@ class CommandChecker:
                 self._release_key(sub, consumer, pos)
                 sub.nacked.add(pos)
 
+    def handed_over(self, topic: str, drained: bool) -> None:
+        """The topic moved to another broker (unloaded, loaded again from storage); its
+        consumers had acknowledged everything they held when ``drained``."""
+        for sub in self.subs.values():
+            if sub.topic == topic:
+                # drained: nothing was outstanding, so nothing delivered so far may come again
+                held = set().union(*sub.outstanding.values()) if sub.outstanding else set()
+                sub.moved_acked = sub.acked_live | held if drained else set()
+
     def seeked(self, topic: str, name: str, start: Position | None) -> None:
         """A seek to the entry at ``start`` (None: to the earliest): entries before it count
         as consumed, the rest as never delivered."""
         sub = self.subs.get((topic, name))
         if sub is None:
             return
+        sub.moved_acked.clear()
+        sub.acked_live.clear()
         if start is not None:
             self._pass(sub, lambda pos: pos < start)
             sub.acked = {p for p in sub.acked if p < start}
@@ -304,6 +324,7 @@ class CommandChecker:
         for pos, entry in self.topics[sub.topic].entries.items():
             if passed(pos):
                 sub.acked.add(pos)
+                sub.acked_live.add(pos)
                 sub.done.add(entry.message)
                 for holder, holding in sub.outstanding.items():
                     if pos in holding:
@@ -325,6 +346,8 @@ class CommandChecker:
             sub.key_holders.clear()
             sub.attached.clear()
             sub.active = None
+            sub.moved_acked.clear()
+            sub.acked_live.clear()
         self.consumer_sub.clear()
 
     # -- the end ------------------------------------------------------------------------------

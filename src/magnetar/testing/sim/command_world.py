@@ -35,7 +35,9 @@ from typing import TypeVar
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.positions import Position
+from magnetar.core.topics.handover import DeliveryDrain
 from magnetar.core.topics.publish import stored_metadata
+from magnetar.core.topics.topic import Topic
 from magnetar.storage.interfaces import LedgerConfig
 from magnetar.testing.sim.client_reads import ClientReads, describe
 from magnetar.testing.sim.command_checkers import (
@@ -96,7 +98,7 @@ class CommandOptions:
             "send": 30, "receive": 20, "ack": 14, "ack_cumulative": 3, "nack": 4, "seek": 1.5, "unsubscribe": 0.7,
             "close_consumer": 1.5, "close_producer": 1, "stats": 1, "disconnect": 1 * faults, "rejoin": 6,
             "load": 6, "metadata": 10, "write": 14, "sync": 12, "report": 12, "tick": 6,
-            "write_fail": 1.5 * faults, "sync_fail": 0.7 * faults, "crash": 0.5 * faults,
+            "write_fail": 1.5 * faults, "sync_fail": 0.7 * faults, "crash": 0.5 * faults, "handover": 1,
         }
         return cls(
             seed=seed, steps=steps if steps is not None else rng.choice([80, 150, 300]), topics=topics,
@@ -141,7 +143,10 @@ class CommandWorld:
         self.connections: dict[str, SimConnection] = {}
         #: what the broker wrote to any connection, in the order written
         self.written: deque[tuple[SimConnection, Written]] = deque()
-        self.crashes = self.write_failures = self.sync_failures = self.send_errors = 0
+        self.crashes = self.write_failures = self.sync_failures = self.send_errors = self.handovers = 0
+        #: topics being handed over: their drains, and those finished (topic, drained)
+        self.draining: dict[str, DeliveryDrain] = {}
+        self.drained: list[tuple[Topic, bool]] = []
         self.steps_done = 0
         self.trace = hashlib.sha256()
         #: when a list, every step and every frame read is written here (``--trace``)
@@ -431,6 +436,34 @@ class CommandWorld:
         self.reads.read_all()
         return True
 
+    def step_handover(self) -> bool:
+        """A planned move of a topic to another broker over the same storage
+        (server/cluster_membership.py): deliveries held until its consumers acknowledged
+        what they hold or the drain's deadline passed, then the topic unloaded; its clients
+        come back and it loads again from storage."""
+        loaded = [topic for key, topic in sorted(self.broker.topics.items()) if key not in self.draining]
+        if not loaded:
+            return False
+        topic = self.rng.choice(loaded)
+        key = str(topic.name)
+        drain = DeliveryDrain(topic, self.broker.core.timers, self.now + self.rng.choice([0, 30, 300]),
+                              lambda drained: self.drained.append((topic, drained)))
+        self.draining[key] = drain
+        drain.start(self.now)
+        self._finish_handovers()
+        return True
+
+    def _finish_handovers(self) -> None:
+        while self.drained:
+            topic, drained = self.drained.pop(0)
+            self.draining.pop(str(topic.name), None)
+            if self.broker.topics.get(str(topic.name)) is not topic:
+                continue  # gone meanwhile (a failed sync unloaded it, a crash)
+            self.broker.unload(topic)
+            self.checker.handed_over(str(topic.name), drained)
+            self.handovers += 1
+            self.reads.read_all()
+
     def step_crash(self) -> bool:
         """Power cut: the broker and every connection die; a new broker opens what storage kept."""
         self.crashes += 1
@@ -450,6 +483,8 @@ class CommandWorld:
             client.conn = None
         self.connections.clear()
         self.written.clear()
+        self.draining.clear()
+        self.drained.clear()
         self.broker = SimBroker(self.storage, self.options.dedup_entries_interval)
         return True
 
@@ -461,6 +496,7 @@ class CommandWorld:
         if self.events is not None:
             self.events.append(f"{self.steps_done} {verb} (now {self.now})")
         applied = self._apply(verb)
+        self._finish_handovers()
         self.trace.update(f"{verb}:{applied};".encode())
         return verb
 
@@ -488,7 +524,7 @@ class CommandWorld:
             return consumer_steps[verb](self._pick(consumers, lambda c: c.state == "ready" and bool(usable(c))))
         broker_steps = {"load": self.step_load, "metadata": self.step_metadata, "write": self.step_write,
                         "sync": self.step_sync, "report": self.step_report, "tick": self.step_tick,
-                        "crash": self.step_crash}
+                        "crash": self.step_crash, "handover": self.step_handover}
         if verb in broker_steps:
             return broker_steps[verb]()
         if verb == "write_fail":
@@ -522,6 +558,7 @@ class CommandWorld:
                 pass
             self.step_ack(consumer, everything=True)
         self.step_tick(500)
+        self._finish_handovers()
 
     def quiet(self) -> bool:
         return not self.broker.loads and not self.broker.metadata_queue \
@@ -557,6 +594,7 @@ class CommandResult:
     write_failures: int
     sync_failures: int
     digest: str
+    handovers: int = 0
 
 
 def run(seed: int, steps: int | None = None) -> CommandResult:
@@ -569,7 +607,7 @@ def run(seed: int, steps: int | None = None) -> CommandResult:
         violation = f"step {world.steps_done}: {exc}"
     return CommandResult(seed, violation is None, violation, world.steps_done, world.checker.deliveries,
                          len(world.checker.receipted), world.crashes, world.write_failures, world.sync_failures,
-                         world.trace.hexdigest())
+                         world.trace.hexdigest(), world.handovers)
 
 
 def _trace(seed: int, steps: int | None) -> int:

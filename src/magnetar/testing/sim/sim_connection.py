@@ -160,7 +160,9 @@ class SimConnection:
     def reply_when_done(self, work: Completion, request: pb.BaseCommand, reply: pb.BaseCommand) -> None:
         def answer(done: Completion) -> None:
             failure = done.exception()
-            if failure is None:
+            if failure is None and broker_commands.closed_while_answering(self, request):
+                self._reply_error(request, ServerError.ServiceNotReady, "closed by the broker before it was ready")
+            elif failure is None:
                 self.write_command(reply)
             else:
                 self._reply_error(request, ServerError.MetadataError, f"metadata store failure: {failure}")
