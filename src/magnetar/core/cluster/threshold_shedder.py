@@ -1,0 +1,145 @@
+"""Which bundles the leader unloads from overloaded brokers: Pulsar's ``ThresholdShedder``.
+
+Every cycle the leader passes the brokers' latest reports and the time. Each broker's load
+is its largest weighted resource usage, smoothed over cycles
+(``loadBalancerHistoryResourcePercentage``, 0.9: the old value's weight). A broker whose
+load is above the cluster's average by more than
+``loadBalancerBrokerThresholdShedderPercentage`` (10 points) sheds the part of its traffic
+that brings it back to the average plus the threshold less a margin of 5 points: its
+bundles by throughput, largest first, until the throughput marked reaches that part. It
+sheds nothing when that part is under ``loadBalancerBundleUnloadMinThroughputThreshold``
+(10 MB/s), when it owns a single bundle, or from bundles unloaded less than
+``loadBalancerSheddingGracePeriodMinutes`` (30) ago. At most
+``loadBalancerMaxNumberOfBrokerSheddingPerCycle`` (3) brokers shed in one cycle, the most
+loaded first.
+
+Two refinements over Pulsar's: the part to shed is a fraction of the broker's own load
+(Pulsar multiplies its throughput by the difference in usage points, which sheds too little
+from a broker far below 100 %); and after a cycle that shed, the next waits until every
+involved broker has reported again, and restarts their smoothing from that report, so the
+shedder does not shed twice for one excess while the reports still show the traffic that
+already moved.
+
+Every decision, and every broker skipped although above the threshold, carries its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from magnetar.core.cluster.load_report import MEGABYTE, BrokerLoadReport, ResourceWeights
+
+#: the margin below the threshold a shedding broker is brought to (Pulsar's ADDITIONAL_THRESHOLD_PERCENT_MARGIN)
+ADDITIONAL_THRESHOLD_MARGIN = 0.05
+MINUTE_MS = 60_000
+
+
+@dataclass(frozen=True, slots=True)
+class ShedderConfig:
+    threshold_percentage: float = 10.0
+    history_percentage: float = 0.9
+    grace_period_ms: int = 30 * MINUTE_MS
+    max_brokers_per_cycle: int = 3
+    min_throughput_threshold_mbytes: float = 10.0
+    weights: ResourceWeights = ResourceWeights()
+
+
+@dataclass(frozen=True, slots=True)
+class UnloadDecision:
+    broker: str
+    bundle: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    broker: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SheddingResult:
+    unloads: list[UnloadDecision] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+class ThresholdShedder:
+    """The shedder's memory between cycles: smoothed loads, recent unloads, the last shedding."""
+
+    def __init__(self, config: ShedderConfig = ShedderConfig()) -> None:
+        self.config = config
+        self.smoothed: dict[str, float] = {}
+        #: bundle -> when it was last unloaded
+        self.recently_unloaded: dict[str, int] = {}
+        #: brokers of the last cycle that shed -> when, until each has reported again
+        self._awaiting_reports: dict[str, int] = {}
+
+    def find_bundles_for_unloading(self, reports: Mapping[str, BrokerLoadReport], now_ms: int) -> SheddingResult:
+        """This cycle's decisions from the registered brokers' reports."""
+        self._forget_old_unloads(now_ms)
+        stale = sorted(b for b, at in self._awaiting_reports.items() if b in reports and reports[b].last_update <= at)
+        if stale:
+            return SheddingResult(skipped=[Skipped(b, "waiting for its load report after the last shedding")
+                                           for b in stale])
+        self._awaiting_reports.clear()
+        loads = self._smooth(reports)
+        if len(loads) < 2:
+            return SheddingResult()
+        average = sum(loads.values()) / len(loads)
+        threshold = self.config.threshold_percentage / 100
+        over = sorted((b for b, load in loads.items() if load > average + threshold), key=lambda b: (-loads[b], b))
+        result = SheddingResult()
+        for broker in over:
+            if len({d.broker for d in result.unloads}) >= self.config.max_brokers_per_cycle:
+                result.skipped.append(Skipped(broker, f"above the threshold, but {self.config.max_brokers_per_cycle} "
+                                                      f"brokers already shed in this cycle"))
+                continue
+            self._shed(broker, reports[broker], loads[broker], average, now_ms, result)
+        for broker in {d.broker for d in result.unloads}:
+            self._awaiting_reports[broker] = reports[broker].last_update
+            self.smoothed.pop(broker, None)
+        return result
+
+    def _shed(self, broker: str, report: BrokerLoadReport, load: float, average: float, now_ms: int,
+              result: SheddingResult) -> None:
+        threshold = self.config.threshold_percentage / 100
+        target = average + threshold - ADDITIONAL_THRESHOLD_MARGIN
+        share = (load - target) / load
+        throughput = report.totals.msg_throughput
+        to_offload = throughput * share
+        why = (f"load {load:.1%} is above the average {average:.1%} by more than {threshold:.0%}: "
+               f"shedding {share:.0%} of its traffic")
+        minimum = self.config.min_throughput_threshold_mbytes * MEGABYTE
+        if to_offload < minimum:
+            result.skipped.append(Skipped(broker, f"{why}, but {to_offload / MEGABYTE:.3f} MB/s is under "
+                                                  f"loadBalancerBundleUnloadMinThroughputThreshold"))
+            return
+        if len(report.bundles) < 2:
+            result.skipped.append(Skipped(broker, f"{why}, but it owns {len(report.bundles)} bundle"))
+            return
+        candidates = sorted(((stats.msg_throughput, bundle) for bundle, stats in report.bundles.items()
+                             if bundle not in self.recently_unloaded), key=lambda item: (-item[0], item[1]))
+        marked = 0.0
+        for bundle_throughput, bundle in candidates:
+            if marked >= to_offload:
+                break
+            marked += bundle_throughput
+            self.recently_unloaded[bundle] = now_ms
+            result.unloads.append(UnloadDecision(broker, bundle, f"{why}; {bundle_throughput / MEGABYTE:.3f} MB/s"))
+        if not marked:
+            result.skipped.append(Skipped(broker, f"{why}, but every bundle was unloaded within the grace period"))
+
+    def _smooth(self, reports: Mapping[str, BrokerLoadReport]) -> dict[str, float]:
+        history = self.config.history_percentage
+        loads: dict[str, float] = {}
+        for broker, report in reports.items():
+            current = report.max_resource_usage_with_weight(self.config.weights)
+            previous = self.smoothed.get(broker)
+            loads[broker] = current if previous is None else previous * history + current * (1 - history)
+        self.smoothed = dict(loads)
+        return loads
+
+    def _forget_old_unloads(self, now_ms: int) -> None:
+        grace = self.config.grace_period_ms
+        self.recently_unloaded = {b: at for b, at in self.recently_unloaded.items() if now_ms - at < grace}
