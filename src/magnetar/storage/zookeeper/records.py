@@ -584,6 +584,16 @@ class ZooKeeperCoordination(ZooKeeperRecords):
                  for bundle in self._zk.children(f"{paths.OWNERSHIP}/{namespace}")}
         return {bundle: owner for bundle, owner in found.items() if owner is not None}
 
+    def elect_leader(self, data: dict[str, Any]) -> bool:
+        try:
+            self._zk.create(paths.LEADER, _bytes("leader data", data), ephemeral=True)
+        except AlreadyExists:
+            return False
+        return True
+
+    def get_leader(self) -> dict[str, Any] | None:
+        return self._zk.read_json(paths.LEADER)
+
 
 def _bundle_path(namespace: str, bundle_range: str) -> str:
     return f"{paths.OWNERSHIP}/{namespace}/{check_bundle(namespace, bundle_range)}"
