@@ -76,8 +76,8 @@ class LoadManager:
         self.report = BrokerLoadReport()
         self.counters = LoadBalancingCounters()
         self._cpu = CpuMeter()
-        #: bundles the leader placed on each broker since that broker's last report: (report time, count)
-        self._placed: dict[str, tuple[int, int]] = {}
+        #: bundles the leader placed on each broker since that broker's last report (at that report's time)
+        self._placed: dict[str, tuple[int, list[NamespaceBundle]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
 
     @property
@@ -186,18 +186,21 @@ class LoadManager:
         reports = await self.membership._off_loop(self._read_reports)
         loads = {}
         for broker, (report, owned) in reports.items():
-            since, count = self._placed.get(broker, (0, 0))
-            pending = count if report.last_update <= since else 0
+            since, placed = self._placed.get(broker, (0, []))
+            pending = placed if report.last_update <= since else []
+            in_namespace = sum(1 for b in report.bundles if b.rpartition("/")[0] == bundle.namespace)
+            in_namespace += sum(1 for b in pending if b.namespace == bundle.namespace)
             usage = report.max_resource_usage_with_weight(self.config.weights)
-            loads[broker] = BrokerLoad(usage, owned + pending)
+            loads[broker] = BrokerLoad(usage, max(owned, len(report.bundles)) + len(pending), in_namespace)
         chosen = select_least_loaded(loads, self.config.placement)
         if chosen is None:
             return NotReady("no broker is registered in the cluster")
-        since, count = self._placed.get(chosen, (0, 0))
+        since, placed = self._placed.get(chosen, (0, []))
         last = reports[chosen][0].last_update
-        self._placed[chosen] = (last, count + 1 if since == last else 1)
-        log.info("placing bundle %s on %s: load %.1f%%, %d bundles (least loaded of %d brokers)", bundle, chosen,
-                 loads[chosen].usage * 100, loads[chosen].bundles, len(loads))
+        self._placed[chosen] = (last, [*placed, bundle] if since == last else [bundle])
+        log.info("placing bundle %s on %s: load %.1f%%, %d bundles, %d of its namespace (least loaded of %d "
+                 "brokers)", bundle, chosen, loads[chosen].usage * 100, loads[chosen].bundles,
+                 loads[chosen].namespace_bundles, len(loads))
         return Placed(chosen)
 
     # -- shedding ----------------------------------------------------------------------------

@@ -37,6 +37,7 @@ class LoadBalancerConfig:
     loadBalancerOverrideBrokerNicSpeedGbps: float | None = None
     loadBalancerAverageResourceUsageDifferenceThresholdPercentage: float = 10
     loadBalancerBrokerOverloadedThresholdPercentage: float = 85
+    loadBalancerDistributeBundlesEvenlyEnabled: bool = True
     loadBalancerAutoBundleSplitEnabled: bool = True
     loadBalancerAutoUnloadSplitBundlesEnabled: bool = True
     loadBalancerNamespaceBundleMaxTopics: int = 1000
@@ -100,7 +101,8 @@ class LoadBalancerConfig:
     @property
     def placement(self) -> PlacementConfig:
         return PlacementConfig(self.loadBalancerAverageResourceUsageDifferenceThresholdPercentage,
-                               self.loadBalancerBrokerOverloadedThresholdPercentage)
+                               self.loadBalancerBrokerOverloadedThresholdPercentage,
+                               self.loadBalancerDistributeBundlesEvenlyEnabled)
 
     @property
     def split(self) -> SplitConfig:
