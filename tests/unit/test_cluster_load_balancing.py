@@ -206,15 +206,31 @@ def test_a_broker_with_one_bundle_is_not_shed() -> None:
     assert result.unloads == [] and "1 bundle" in result.skipped[0].reason
 
 
-def test_the_next_cycle_waits_for_fresh_reports_and_the_grace_period_holds() -> None:
+def test_the_next_cycle_waits_for_fresh_reports_and_moved_bundles_and_the_grace_period_holds() -> None:
     shedder = ThresholdShedder(NO_MINIMUM)
     first = shedder.find_bundles_for_unloading(skewed(), now_ms=0)
     assert first.unloads
     again = shedder.find_bundles_for_unloading(skewed(), now_ms=1000)
     assert again.unloads == [] and "waiting for its load report" in again.skipped[0].reason
     fresh = {b: BrokerLoadReport(r.cpu, r.bandwidth_in, r.bandwidth_out, r.bundles, 2) for b, r in skewed().items()}
-    later = shedder.find_bundles_for_unloading(fresh, now_ms=2000)
+    moving = shedder.find_bundles_for_unloading(fresh, now_ms=2000)
+    assert moving.unloads == [] and "to be reported by their new owners" in moving.skipped[0].reason
+    # a minute later it stops waiting; the bundles it moved stay where they went for the grace period
+    later = shedder.find_bundles_for_unloading(fresh, now_ms=62_000)
+    assert later.unloads
     assert not {d.bundle for d in later.unloads} & {d.bundle for d in first.unloads}
+
+
+def test_moved_bundles_reported_by_their_new_owner_end_the_wait() -> None:
+    shedder = ThresholdShedder(NO_MINIMUM)
+    reports = skewed()
+    moved = [d.bundle for d in shedder.find_bundles_for_unloading(reports, now_ms=0).unloads]
+    hot = reports["a:1"].bundles
+    after = {"a:1": bandwidth_report({b: 100.0 for b in hot if b not in moved}, 1000, 2),
+             "b:1": bandwidth_report({b: 100.0 for b in moved[::2]}, 1000, 2),
+             "c:1": bandwidth_report({b: 100.0 for b in moved[1::2]}, 1000, 2)}
+    result = shedder.find_bundles_for_unloading(after, now_ms=1000)
+    assert result.unloads == [] and result.skipped == []  # settled, and within the threshold: nothing to do
 
 
 def test_at_most_the_configured_number_of_brokers_shed_in_a_cycle() -> None:

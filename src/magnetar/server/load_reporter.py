@@ -1,7 +1,8 @@
 """What a broker measures of its own load, as a :class:`BrokerLoadReport`.
 
-Per owned bundle, the traffic of its loaded topics (the topics' rate windows: messages and
-bytes in, and out to their consumers), producers, consumers and topics; for the process,
+Per owned bundle, the traffic of its loaded topics (messages and bytes in, and out to their
+consumers, over the part of the topics' rate windows they have counted, so that a topic just
+taken over shows its rate in the next report), producers, consumers and topics; for the process,
 its CPU time over the wall time since the last report (``limit`` 100: one core, the event
 loop's), and the bandwidth in and out in KB/s against ``loadBalancerOverrideBrokerNicSpeedGbps``
 (unknown, so weighing nothing, when it is not set).
@@ -19,12 +20,12 @@ from magnetar.core.topics.topic import Topic
 
 
 def topic_stats(topic: Topic, now_ms: int) -> BundleStats:
-    rate_in, throughput_in = topic.msg_in.rate(now_ms)
+    rate_in, throughput_in = topic.msg_in.recent_rate(now_ms)
     rate_out = throughput_out = 0.0
     consumers = 0
     for sub in topic.subscriptions.values():
         for consumer in sub.consumers:
-            rate, throughput = consumer.msg_out.rate(now_ms)
+            rate, throughput = consumer.msg_out.recent_rate(now_ms)
             rate_out += rate
             throughput_out += throughput
             consumers += 1

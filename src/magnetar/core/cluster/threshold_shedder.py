@@ -18,7 +18,10 @@ Two refinements over Pulsar's: the part to shed is a fraction of the broker's ow
 from a broker far below 100 %); and after a cycle that shed, the next waits until every
 involved broker has reported again, and restarts their smoothing from that report, so the
 shedder does not shed twice for one excess while the reports still show the traffic that
-already moved.
+already moved. It also waits (up to ``settle_timeout_ms``, a minute) until each bundle it
+unloaded is reported again, with its topics, by its new owner: until then the traffic in
+flight is in nobody's report, the average looks lower than it is, and the broker that just
+shed would look overloaded still.
 
 Every decision, and every broker skipped although above the threshold, carries its reason.
 """
@@ -43,6 +46,7 @@ class ShedderConfig:
     max_brokers_per_cycle: int = 3
     min_throughput_threshold_mbytes: float = 10.0
     weights: ResourceWeights = ResourceWeights()
+    settle_timeout_ms: int = MINUTE_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,8 @@ class ThresholdShedder:
         self.recently_unloaded: dict[str, int] = {}
         #: brokers of the last cycle that shed -> when, until each has reported again
         self._awaiting_reports: dict[str, int] = {}
+        #: bundles unloaded -> (from which broker, when), until a new owner reports them with their topics
+        self._moving: dict[str, tuple[str, int]] = {}
 
     def find_bundles_for_unloading(self, reports: Mapping[str, BrokerLoadReport], now_ms: int) -> SheddingResult:
         """This cycle's decisions from the registered brokers' reports."""
@@ -83,6 +89,14 @@ class ThresholdShedder:
             return SheddingResult(skipped=[Skipped(b, "waiting for its load report after the last shedding")
                                            for b in stale])
         self._awaiting_reports.clear()
+        reported = {(broker, bundle) for broker, report in reports.items()
+                    for bundle, stats in report.bundles.items() if stats.topics}
+        self._moving = {bundle: (source, at) for bundle, (source, at) in self._moving.items()
+                        if not any((b, bundle) in reported for b in reports if b != source)
+                        and now_ms - at < self.config.settle_timeout_ms}
+        if self._moving:
+            return SheddingResult(skipped=[Skipped(b, f"waiting for {len(self._moving)} bundles it unloaded to be "
+                                                      f"reported by their new owners") for b in sorted(reports)])
         loads = self._smooth(reports)
         if len(loads) < 2:
             return SheddingResult()
@@ -99,6 +113,7 @@ class ThresholdShedder:
         for broker in {d.broker for d in result.unloads}:
             self._awaiting_reports[broker] = reports[broker].last_update
             self.smoothed.pop(broker, None)
+        self._moving.update((d.bundle, (d.broker, now_ms)) for d in result.unloads)
         return result
 
     def _shed(self, broker: str, report: BrokerLoadReport, load: float, average: float, now_ms: int,
@@ -119,7 +134,10 @@ class ThresholdShedder:
             result.skipped.append(Skipped(broker, f"{why}, but it owns {len(report.bundles)} bundle"))
             return
         candidates = sorted(((stats.msg_throughput, bundle) for bundle, stats in report.bundles.items()
-                             if bundle not in self.recently_unloaded), key=lambda item: (-item[0], item[1]))
+                             if bundle not in self.recently_unloaded and stats.msg_throughput > 0),
+                            key=lambda item: (-item[0], item[1]))
+        # it keeps one bundle at least
+        candidates = candidates[:len(report.bundles) - 1]
         marked = 0.0
         for bundle_throughput, bundle in candidates:
             if marked >= to_offload:
