@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.cluster.bundle_split import (
     RANGE_EQUALLY_DIVIDE,
     TOPIC_COUNT_EQUALLY_DIVIDE,
@@ -29,6 +30,7 @@ from magnetar.core.cluster.leader_election import (
     route_free_bundle,
 )
 from magnetar.core.cluster.least_resource_usage import BrokerLoad, best_candidates, select_least_loaded
+from magnetar.core.cluster.load_balancer_config import LoadBalancerConfig
 from magnetar.core.cluster.load_report import (
     MEGABYTE,
     BrokerLoadReport,
@@ -322,3 +324,40 @@ def test_topic_count_equally_divide_needs_two_topics_of_the_bundle() -> None:
     inside = bundle_hash("persistent://t/n/x") if bundle.includes("persistent://t/n/x") else bundle.lower
     with pytest.raises(InvalidBundle, match="needs two"):
         split_boundary(bundle, TOPIC_COUNT_EQUALLY_DIVIDE, [inside, 0xF0000000])
+
+
+# -- settings ---------------------------------------------------------------------------
+def test_load_balancer_settings_have_pulsars_defaults_and_read_from_the_broker_config() -> None:
+    default = LoadBalancerConfig.from_properties({})
+    assert (default.loadBalancerEnabled, default.loadBalancerSheddingEnabled,
+            default.loadBalancerBrokerThresholdShedderPercentage, default.loadBalancerSheddingGracePeriodMinutes,
+            default.loadBalancerMaxNumberOfBrokerSheddingPerCycle, default.loadBalancerReportUpdateMinIntervalMillis,
+            default.loadBalancerNamespaceBundleMaxTopics, default.loadBalancerNamespaceBundleMaxSessions,
+            default.loadBalancerNamespaceBundleMaxMsgRate, default.loadBalancerNamespaceBundleMaxBandwidthMbytes,
+            default.loadBalancerNamespaceMaximumBundles) == (True, True, 10, 30, 3, 5000, 1000, 1000, 30000, 100, 128)
+    config = BrokerConfig().with_overrides({"loadBalancerSheddingEnabled": "false",
+                                            "loadBalancerSheddingIntervalMinutes": "0.05",
+                                            "loadBalancerOverrideBrokerNicSpeedGbps": "10"})
+    settings = LoadBalancerConfig.from_properties(config.extra)
+    assert not settings.loadBalancerSheddingEnabled
+    assert settings.loadBalancerSheddingIntervalMinutes == 0.05
+    assert settings.nic_speed_kbytes == pytest.approx(10e9 / 8 / 1024)
+    assert settings.shedder.grace_period_ms == 30 * 60_000
+
+
+@pytest.mark.parametrize(("key", "value", "says"), [
+    ("loadBalancerEnabled", "yes", "expected bool"),
+    ("loadBalancerReportUpdateMinIntervalMillis", "0", "must be greater than 0"),
+    ("loadBalancerReportUpdateMinIntervalMillis", "1.5", "expected int"),
+    ("loadBalancerSheddingIntervalMinutes", "-1", "must be greater than 0"),
+    ("loadBalancerBrokerThresholdShedderPercentage", "-5", "must not be negative"),
+    ("loadBalancerHistoryResourcePercentage", "1", "less than 1"),
+    ("loadBalancerOverrideBrokerNicSpeedGbps", "0", "must be greater than 0"),
+    ("loadBalancerOverrideBrokerNicSpeedGbps", "fast", "expected float"),
+    ("defaultNamespaceBundleSplitAlgorithm", "specified_positions_divide", "use one of"),
+    ("loadBalancerMaxNumberOfBrokerSheddingPerCycle", "0", "must be greater than 0"),
+])
+def test_bad_load_balancer_settings_are_refused_naming_the_key(key: str, value: str, says: str) -> None:
+    with pytest.raises(ConfigError, match=says) as refused:
+        LoadBalancerConfig.from_properties({key: value})
+    assert key in str(refused.value)
