@@ -37,7 +37,7 @@ SETTINGS = {
     "loadBalancerBandwithOutResourceWeight": "0",
     "loadBalancerOverrideBrokerNicSpeedGbps": f"{NIC_GBPS:.9f}",
     "loadBalancerNamespaceBundleMaxTopics": "4",
-    "loadBalancerSheddingGracePeriodMinutes": "0.15",
+    "loadBalancerSheddingGracePeriodMinutes": "0.1",
 }
 
 
@@ -166,7 +166,7 @@ def test_a_skewed_start_evens_out(brokers: ThreeBrokers) -> None:
                    "every topic published to on the first broker")
         started = time.monotonic()
         brokers.complete()
-        even = wait_until(lambda: r if within_20_percent(r := rates(brokers)) else None, 45,
+        even = wait_until(lambda: r if within_20_percent(r := rates(brokers)) else None, 60,
                           "message rates within 20 % of the mean")
         took = time.monotonic() - started
         print(f"\nevened out {took:.1f} s after the other brokers started: {even}")
@@ -179,6 +179,13 @@ def test_a_skewed_start_evens_out(brokers: ThreeBrokers) -> None:
             assert admin.get("/admin/v2/brokers/leaderBroker").json()["brokerId"] == leader
             report = admin.get("/admin/v2/broker-stats/load-report").json()
         assert report["numBundles"] >= 1 and report["lastStats"] and report["bandwidthIn"]["limit"] > 0
+        with httpx.Client(base_url=first.web_url, timeout=30) as admin:
+            metrics = {line.split("{")[0]: line for line in admin.get("/metrics").text.splitlines()
+                       if line.startswith("pulsar_lb_")}
+        assert float(metrics["pulsar_lb_unload_bundle_total"].split()[-1]) >= 1, metrics
+        assert float(metrics["pulsar_lb_unload_broker_total"].split()[-1]) >= 1
+        assert 'metric="loadBalancing"' in metrics["pulsar_lb_bandwidth_in_usage"]
+        assert {"pulsar_lb_cpu_usage", "pulsar_lb_bandwidth_out_usage", "pulsar_lb_bundles_split_total"} <= set(metrics)
         assert load.failed == 0
     finally:
         load.stop()

@@ -273,6 +273,11 @@ class LoadManager:
             return False
 
     # -- admin -------------------------------------------------------------------------------
+    def decision_counts(self) -> dict[str, int]:
+        counters = self.counters
+        return {"unload_broker": counters.unload_broker_total, "unload_bundle": counters.unload_bundle_total,
+                "bundles_split": counters.bundles_split_total}
+
     def leader_broker(self) -> dict[str, Any] | None:
         return None if self.leader is None else self.leader.to_json()
 

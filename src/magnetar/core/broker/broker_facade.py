@@ -77,6 +77,9 @@ class LoadBalancing(Protocol):
             -> AdminRedirect | None:
         """Split ``bundle`` if this broker owns it (or nobody does), else the redirect of ``path`` to its owner."""
 
+    def decision_counts(self) -> dict[str, int]:
+        """What the leader decided so far: ``unload_broker``, ``unload_bundle``, ``bundles_split``."""
+
 
 class TopicOwners(Protocol):
     """Who serves a topic among the brokers of a cluster (absent on a standalone broker,

@@ -6,7 +6,9 @@ is its largest weighted resource usage, smoothed over cycles
 load is above the cluster's average by more than
 ``loadBalancerBrokerThresholdShedderPercentage`` (10 points) sheds the part of its traffic
 that brings it back to the average plus the threshold less a margin of 5 points: its
-bundles by throughput, largest first, until the throughput marked reaches that part. It
+bundles by throughput, largest first, each one that brings the throughput marked nearer to
+that part than it was (Pulsar marks until it reaches the part, which with large bundles
+sheds far more than needed and makes the bundles swing between brokers). It
 sheds nothing when that part is under ``loadBalancerBundleUnloadMinThroughputThreshold``
 (10 MB/s), when it owns a single bundle, or from bundles unloaded less than
 ``loadBalancerSheddingGracePeriodMinutes`` (30) ago. At most
@@ -140,8 +142,8 @@ class ThresholdShedder:
         candidates = candidates[:len(report.bundles) - 1]
         marked = 0.0
         for bundle_throughput, bundle in candidates:
-            if marked >= to_offload:
-                break
+            if marked + bundle_throughput - to_offload >= to_offload - marked:
+                continue  # it would overshoot by more than what is left to shed: a smaller one may fit
             marked += bundle_throughput
             self.recently_unloaded[bundle] = now_ms
             result.unloads.append(UnloadDecision(broker, bundle, f"{why}; {bundle_throughput / MEGABYTE:.3f} MB/s"))
