@@ -44,9 +44,10 @@ SETTINGS = {
 class ThreeBrokers:
     """A cluster whose first broker starts alone; ``complete()`` starts the other two."""
 
-    def __init__(self, zookeeper: ZooKeeperProcess, data_dir: Path) -> None:
+    def __init__(self, zookeeper: ZooKeeperProcess, data_dir: Path, settings: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
-        self.cluster: Cluster = start_cluster(zookeeper, data_dir, 1, SETTINGS)
+        self.settings = {**SETTINGS, **(settings or {})}
+        self.cluster: Cluster = start_cluster(zookeeper, data_dir, 1, self.settings)
         self.store = ZooKeeperMetadataStore(self.cluster.url)
 
     @property
@@ -57,7 +58,7 @@ class ThreeBrokers:
         if len(self.cluster.brokers) >= 3:
             return
         settings = {"metadataStoreUrl": self.cluster.url, "clusterName": CLUSTER,
-                    "metadataStoreSessionTimeoutMillis": "4000", **SETTINGS}
+                    "metadataStoreSessionTimeoutMillis": "4000", **self.settings}
         more = [BrokerProcess(self.data_dir, settings, subcommand="broker") for _ in range(2)]
         self.cluster.brokers += more
         starting = [threading.Thread(target=b.start) for b in more]  # together, as a rolled-out cluster would
@@ -155,6 +156,28 @@ def within_20_percent(observed: dict[str, float]) -> bool:
 
 
 def test_a_skewed_start_evens_out(brokers: ThreeBrokers) -> None:
+    skewed_start_evens_out(brokers)
+    log = brokers.log()
+    assert "load shedding: unload" in log and "is above the average" in log
+    assert "ignoring config keys" not in log  # the load balancer's keys are known
+
+
+@pytest.mark.slow
+def test_a_skewed_start_evens_out_with_the_transfer_shedder(zookeeper: ZooKeeperProcess, tmp_path: Path) -> None:
+    brokers = ThreeBrokers(zookeeper, tmp_path / "data", {
+        "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
+        "loadBalancerBrokerLoadTargetStd": "0.1"})
+    try:
+        skewed_start_evens_out(brokers)
+        log = brokers.log()
+        assert "load shedding: unload" in log and "loadBalancerBrokerLoadTargetStd" in log
+        assert "the shedder's transfer" in log  # placed where the decisions said
+    finally:
+        brokers.store.close()
+        brokers.cluster.stop()
+
+
+def skewed_start_evens_out(brokers: ThreeBrokers) -> None:
     first = brokers.first
     namespace = make_namespace(first, TOPICS)
     topics = one_topic_per_bundle(namespace, brokers.bundles(namespace))
@@ -173,8 +196,6 @@ def test_a_skewed_start_evens_out(brokers: ThreeBrokers) -> None:
         for _ in range(4):  # and stays so
             time.sleep(0.5)
             assert within_20_percent(now := rates(brokers)), now
-        log = brokers.log()
-        assert "load shedding: unload" in log and "is above the average" in log
         with httpx.Client(base_url=brokers.cluster.brokers[2].web_url, timeout=10) as admin:
             assert admin.get("/admin/v2/brokers/leaderBroker").json()["brokerId"] == leader
             report = admin.get("/admin/v2/broker-stats/load-report").json()

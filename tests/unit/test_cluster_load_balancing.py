@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from statistics import pstdev
 
 import pytest
 from hypothesis import given, settings
@@ -41,6 +42,7 @@ from magnetar.core.cluster.load_report import (
 )
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, bundle_hash
 from magnetar.core.cluster.threshold_shedder import ShedderConfig, ThresholdShedder
+from magnetar.core.cluster.transfer_shedder import TransferShedder
 
 rates = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 counts = st.integers(min_value=0, max_value=10_000)
@@ -362,3 +364,51 @@ def test_bad_load_balancer_settings_are_refused_naming_the_key(key: str, value: 
     with pytest.raises(ConfigError, match=says) as refused:
         LoadBalancerConfig.from_properties({key: value})
     assert key in str(refused.value)
+
+
+# -- transfer shedder -------------------------------------------------------------------
+def test_the_transfer_shedder_moves_half_the_difference_to_the_least_loaded() -> None:
+    reports = skewed()  # 120 %, 0 %, 0 %
+    result = TransferShedder(NO_MINIMUM).find_bundles_for_unloading(reports, 0)
+    # a:1 and the least loaded (b:1, by id) pair once: half of 120 points, 6 bundles, to b:1
+    assert {d.broker for d in result.unloads} == {"a:1"}
+    assert {d.destination for d in result.unloads} == {"b:1"}
+    assert len(result.unloads) == 6 and all("loadBalancerBrokerLoadTargetStd" in d.reason for d in result.unloads)
+    untransferred = TransferShedder(NO_MINIMUM, transfer_enabled=False).find_bundles_for_unloading(skewed(), 0)
+    assert {d.destination for d in untransferred.unloads} == {None}
+    assert TransferShedder(NO_MINIMUM, target_std=1.0).find_bundles_for_unloading(skewed(), 0).unloads == []
+
+
+@settings(max_examples=200)
+@given(broker_loads, st.integers(1, 4))
+def test_transfers_lower_the_spread_and_pair_each_broker_once(throughputs: dict[str, dict[str, float]],
+                                                              max_pairs: int) -> None:
+    capacity = 1000.0
+    reports = {broker: bandwidth_report({f"{broker}/{b}": t for b, t in bundles.items()}, capacity)
+               for broker, bundles in throughputs.items()}
+    config = ShedderConfig(history_percentage=0, min_throughput_threshold_mbytes=0, max_brokers_per_cycle=max_pairs)
+    result = TransferShedder(config).find_bundles_for_unloading(reports, 0)
+    sources = {d.broker for d in result.unloads}
+    targets = {d.destination for d in result.unloads}
+    assert not sources & targets and len(sources) <= max_pairs and len(targets) <= max_pairs
+    after = {b: sum(t.values()) for b, t in throughputs.items()}
+    for decision in result.unloads:
+        assert decision.destination is not None
+        moved = reports[decision.broker].bundles[decision.bundle].msg_throughput
+        after[decision.broker] -= moved
+        after[decision.destination] += moved
+    if result.unloads:
+        before = pstdev([sum(t.values()) for t in throughputs.values()])
+        assert pstdev(after.values()) < before
+
+
+def test_the_shedding_strategy_setting_picks_the_shedder() -> None:
+    assert type(LoadBalancerConfig.from_properties({}).make_shedder()) is ThresholdShedder
+    transfer = LoadBalancerConfig.from_properties({
+        "loadBalancerLoadSheddingStrategy": "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder",
+        "loadBalancerBrokerLoadTargetStd": "0.1", "loadBalancerTransferEnabled": "false"}).make_shedder()
+    assert isinstance(transfer, TransferShedder) and transfer.target_std == 0.1 and not transfer.transfer_enabled
+    for key, value in (("loadBalancerLoadSheddingStrategy", "UniformLoadShedder"),
+                       ("loadBalancerBrokerLoadTargetStd", "-0.1")):
+        with pytest.raises(ConfigError, match=key):
+            LoadBalancerConfig.from_properties({key: value})

@@ -41,7 +41,6 @@ from magnetar.core.cluster.least_resource_usage import BrokerLoad, select_least_
 from magnetar.core.cluster.load_balancer_config import LoadBalancerConfig
 from magnetar.core.cluster.load_report import BrokerLoadReport, BundleStats, InvalidLoadReport
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
-from magnetar.core.cluster.threshold_shedder import ThresholdShedder
 from magnetar.core.cluster.topic_lookup import AdminRedirect, NotReady, Placed
 from magnetar.core.metadata.records import MetadataError, SessionState
 from magnetar.server.bundle_splits import split_owned_bundle
@@ -50,6 +49,8 @@ from magnetar.server.cluster_membership import ClusterMembership
 from magnetar.server.load_reporter import CpuMeter, build_report, bundle_stats
 
 log = logging.getLogger("magnetar.loadbalance")
+#: how long a transfer's destination waits for the bundle's next lookup
+TRANSFER_VALID_MS = 60_000
 
 
 class TopicList(Protocol):
@@ -72,7 +73,9 @@ class LoadManager:
         self.topics = topics
         self.leading = False
         self.leader: LeaderBroker | None = None
-        self.shedder = ThresholdShedder(config.shedder)
+        self.shedder = config.make_shedder()
+        #: bundles a transfer sent somewhere: bundle -> (destination, when), placed there on their next lookup
+        self._destinations: dict[str, tuple[str, int]] = {}
         self.report = BrokerLoadReport()
         self.counters = LoadBalancingCounters()
         self._cpu = CpuMeter()
@@ -184,6 +187,10 @@ class LoadManager:
         if not isinstance(route, PlaceHere):
             return Placed(self.me)
         reports = await self.membership._off_loop(self._read_reports)
+        destination, at = self._destinations.pop(str(bundle), (None, 0))
+        if destination in reports and now_ms() - at < TRANSFER_VALID_MS:
+            log.info("placing bundle %s on %s: the shedder's transfer", bundle, destination)
+            return Placed(destination)
         loads = {}
         for broker, (report, owned) in reports.items():
             since, placed = self._placed.get(broker, (0, []))
@@ -214,11 +221,15 @@ class LoadManager:
             log.info("load shedding: %s not shed: %s", skipped.broker, skipped.reason)
         dry = "" if self.config.loadBalancerSheddingEnabled else " (dry run: loadBalancerSheddingEnabled=false)"
         for decision in result.unloads:
-            log.info("load shedding: unload %s from %s: %s%s", decision.bundle, decision.broker, decision.reason, dry)
+            to = "" if decision.destination is None else f" to {decision.destination}"
+            log.info("load shedding: unload %s from %s%s: %s%s", decision.bundle, decision.broker, to,
+                     decision.reason, dry)
         if dry or not result.unloads:
             return
         self.counters.unload_broker_total += len({d.broker for d in result.unloads})
         for decision in result.unloads:
+            if decision.destination is not None:
+                self._destinations[decision.bundle] = (decision.destination, now_ms())
             if await self._at_owner(decision.broker, decision.bundle, "unload", ""):
                 self.counters.unload_bundle_total += 1
 

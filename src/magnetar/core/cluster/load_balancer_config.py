@@ -16,7 +16,11 @@ from magnetar.core.broker.broker_config import ConfigError
 from magnetar.core.cluster.bundle_split import RANGE_EQUALLY_DIVIDE, SPLIT_ALGORITHMS, SplitConfig
 from magnetar.core.cluster.least_resource_usage import PlacementConfig
 from magnetar.core.cluster.load_report import ResourceWeights
-from magnetar.core.cluster.threshold_shedder import MINUTE_MS, ShedderConfig
+from magnetar.core.cluster.threshold_shedder import MINUTE_MS, ShedderConfig, ThresholdShedder
+from magnetar.core.cluster.transfer_shedder import TransferShedder
+
+THRESHOLD_SHEDDER = "org.apache.pulsar.broker.loadbalance.impl.ThresholdShedder"
+TRANSFER_SHEDDER = "org.apache.pulsar.broker.loadbalance.extensions.scheduler.TransferShedder"
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,9 @@ class LoadBalancerConfig:
     loadBalancerEnabled: bool = True
     loadBalancerReportUpdateMinIntervalMillis: int = 5000
     loadBalancerSheddingEnabled: bool = True
+    loadBalancerLoadSheddingStrategy: str = THRESHOLD_SHEDDER
+    loadBalancerBrokerLoadTargetStd: float = 0.25
+    loadBalancerTransferEnabled: bool = True
     loadBalancerSheddingIntervalMinutes: float = 1
     loadBalancerSheddingGracePeriodMinutes: float = 30
     loadBalancerBrokerThresholdShedderPercentage: float = 10
@@ -81,6 +88,12 @@ class LoadBalancerConfig:
         nic = self.loadBalancerOverrideBrokerNicSpeedGbps
         if nic is not None and nic <= 0:
             raise ConfigError(f"loadBalancerOverrideBrokerNicSpeedGbps={nic} must be greater than 0")
+        if self.loadBalancerLoadSheddingStrategy not in (THRESHOLD_SHEDDER, TRANSFER_SHEDDER):
+            raise ConfigError(f"loadBalancerLoadSheddingStrategy={self.loadBalancerLoadSheddingStrategy!r}: use "
+                              f"{THRESHOLD_SHEDDER} or {TRANSFER_SHEDDER}")
+        if self.loadBalancerBrokerLoadTargetStd < 0:
+            raise ConfigError(f"loadBalancerBrokerLoadTargetStd={self.loadBalancerBrokerLoadTargetStd} "
+                              "must not be negative")
         if self.defaultNamespaceBundleSplitAlgorithm not in SPLIT_ALGORITHMS:
             raise ConfigError(f"defaultNamespaceBundleSplitAlgorithm={self.defaultNamespaceBundleSplitAlgorithm!r}: "
                               f"use one of {', '.join(SPLIT_ALGORITHMS)}")
@@ -97,6 +110,12 @@ class LoadBalancerConfig:
                              int(self.loadBalancerSheddingGracePeriodMinutes * MINUTE_MS),
                              self.loadBalancerMaxNumberOfBrokerSheddingPerCycle,
                              self.loadBalancerBundleUnloadMinThroughputThreshold, self.weights)
+
+    def make_shedder(self) -> ThresholdShedder:
+        """The shedder ``loadBalancerLoadSheddingStrategy`` names."""
+        if self.loadBalancerLoadSheddingStrategy == TRANSFER_SHEDDER:
+            return TransferShedder(self.shedder, self.loadBalancerBrokerLoadTargetStd, self.loadBalancerTransferEnabled)
+        return ThresholdShedder(self.shedder)
 
     @property
     def placement(self) -> PlacementConfig:
@@ -135,3 +154,7 @@ def _parse(key: str, raw: str, kind: str) -> object:
     except ValueError:
         raise ConfigError(f"{key}={raw!r}: expected {kind.replace(' | None', '')}") from None
     return text
+
+
+#: the keys a cluster's broker reads here (the rest of the broker's settings are BrokerConfig's)
+LOAD_BALANCER_KEYS = frozenset(f.name for f in fields(LoadBalancerConfig))

@@ -56,6 +56,8 @@ class UnloadDecision:
     broker: str
     bundle: str
     reason: str
+    #: where the bundle goes (a transfer), None: wherever the placement sends it
+    destination: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,15 @@ class ThresholdShedder:
         loads = self._smooth(reports)
         if len(loads) < 2:
             return SheddingResult()
+        result = self._decide(reports, loads, now_ms)
+        for broker in {d.broker for d in result.unloads}:
+            self._awaiting_reports[broker] = reports[broker].last_update
+            self.smoothed.pop(broker, None)
+        self._moving.update((d.bundle, (d.broker, now_ms)) for d in result.unloads)
+        return result
+
+    def _decide(self, reports: Mapping[str, BrokerLoadReport], loads: dict[str, float], now_ms: int) \
+            -> SheddingResult:
         average = sum(loads.values()) / len(loads)
         threshold = self.config.threshold_percentage / 100
         over = sorted((b for b, load in loads.items() if load > average + threshold), key=lambda b: (-loads[b], b))
@@ -112,10 +123,6 @@ class ThresholdShedder:
                                                       f"brokers already shed in this cycle"))
                 continue
             self._shed(broker, reports[broker], loads[broker], average, now_ms, result)
-        for broker in {d.broker for d in result.unloads}:
-            self._awaiting_reports[broker] = reports[broker].last_update
-            self.smoothed.pop(broker, None)
-        self._moving.update((d.bundle, (d.broker, now_ms)) for d in result.unloads)
         return result
 
     def _shed(self, broker: str, report: BrokerLoadReport, load: float, average: float, now_ms: int,
