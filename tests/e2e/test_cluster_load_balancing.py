@@ -260,3 +260,31 @@ def test_auto_split_by_topic_count(brokers: ThreeBrokers) -> None:
         print(f"\n{namespace}: {len(split)} bundles after the split")
     finally:
         client.close()
+
+
+def leader_seen_by(broker: BrokerProcess) -> str | None:
+    with httpx.Client(base_url=broker.web_url, timeout=10) as admin:
+        r = admin.get("/admin/v2/brokers/leaderBroker")
+    return str(r.json()["brokerId"]) if r.status_code == 200 else None
+
+
+def test_when_the_leader_dies_another_leads_and_places_bundles(brokers: ThreeBrokers) -> None:
+    """Last in the module: it kills a broker."""
+    brokers.complete()
+    leader_id = leader_seen_by(brokers.cluster.brokers[1])
+    assert leader_id is not None
+    leader = brokers.cluster.by_id(leader_id)
+    survivors = [b for b in brokers.cluster.brokers if b is not leader]
+    leader.kill()  # its session expires after metadataStoreSessionTimeoutMillis (4 s)
+    new_leader = wait_until(lambda: (seen := leader_seen_by(survivors[0])) not in (None, leader_id) and seen, 30,
+                            "a new leader")
+    assert new_leader in {brokers.cluster.broker_id(b) for b in survivors}
+    wait_until(lambda: leader_seen_by(survivors[1]) == new_leader, 10, "both survivors agreeing on the leader")
+    namespace = make_namespace(survivors[0], 4)
+    client = pulsar.Client(survivors[1].service_url, operation_timeout_seconds=30, logger=quiet_logger())
+    try:  # free bundles are placed again, by the new leader
+        for topic in one_topic_per_bundle(namespace, brokers.bundles(namespace)):
+            client.create_producer(topic).send(b"placed")
+    finally:
+        client.close()
+    assert f"{new_leader} is the load manager's leader" in brokers.log()
