@@ -19,6 +19,7 @@ from magnetar.core.cluster.bundle_split import (
     split_bundle,
     split_reason,
 )
+from magnetar.core.cluster.bundles_data import bundles_data, bundles_of
 from magnetar.core.cluster.leader_election import (
     AskLeader,
     Election,
@@ -40,9 +41,16 @@ from magnetar.core.cluster.load_report import (
     ResourceUsage,
     ResourceWeights,
 )
-from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, bundle_hash
+from magnetar.core.cluster.namespace_bundles import (
+    InvalidBundle,
+    NamespaceBundle,
+    NamespaceBundles,
+    bundle_hash,
+    default_boundaries,
+)
 from magnetar.core.cluster.threshold_shedder import ShedderConfig, ThresholdShedder
 from magnetar.core.cluster.transfer_shedder import TransferShedder
+from magnetar.core.stats import RateCounter
 
 rates = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 counts = st.integers(min_value=0, max_value=10_000)
@@ -412,3 +420,30 @@ def test_the_shedding_strategy_setting_picks_the_shedder() -> None:
                        ("loadBalancerBrokerLoadTargetStd", "-0.1")):
         with pytest.raises(ConfigError, match=key):
             LoadBalancerConfig.from_properties({key: value})
+
+
+# -- bundles in the policies, recent rates ------------------------------------------------
+def test_a_namespaces_bundles_from_its_policies() -> None:
+    assert bundles_of("t/n", None) == NamespaceBundles("t/n")
+    assert bundles_of("t/n", {"bundles": {"numBundles": 16}}) == NamespaceBundles("t/n", default_boundaries(16))
+    assert len(bundles_of("t/n", {"bundles": {"numBundles": True}})) == 4
+    split = NamespaceBundles("t/n").split_in_two(NamespaceBundles("t/n").bundles[0])
+    assert bundles_of("t/n", {"bundles": bundles_data(split)}) == split
+    for bad in (["0x00000000", "x"], ["0x10000000", "0xffffffff"], ["0x00000000", "0x80000000", "0x70000000",
+                                                                   "0xffffffff"], [1, 2]):
+        with pytest.raises(InvalidBundle):
+            bundles_of("t/n", {"bundles": {"boundaries": bad}})
+
+
+def test_a_recent_rate_counts_over_what_the_counter_has_seen() -> None:
+    counter = RateCounter()
+    assert counter.recent_rate(0) == (0.0, 0.0)
+    for second in range(3):
+        counter.add(100_000 + second * 1000, 50, 500)
+    # 150 messages over the 3 s since the first sample, where the 10 s window says 15/s
+    assert counter.recent_rate(103_000) == (50.0, 500.0)
+    assert counter.rate(103_000) == (15.0, 150.0)
+    fresh = RateCounter()
+    fresh.add(100_000, 50, 500)
+    assert fresh.recent_rate(100_100) == (50.0, 500.0)  # over one second at least
+    assert counter.recent_rate(200_000) == (0.0, 0.0)
