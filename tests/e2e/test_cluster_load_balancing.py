@@ -155,6 +155,23 @@ def within_20_percent(observed: dict[str, float]) -> bool:
                                                                    for r in observed.values())
 
 
+def steadily_even(brokers: ThreeBrokers, timeout_s: float, steady_s: float) -> float:
+    """When the brokers' rates came within 20 % of their mean and stayed so for ``steady_s``
+    (a move's first seconds show the new owner the producers' queued messages at once)."""
+    deadline = time.monotonic() + timeout_s
+    since: float | None = None
+    while time.monotonic() < deadline:
+        now = time.monotonic()
+        if not within_20_percent(rates(brokers)):
+            since = None
+        elif since is None:
+            since = now
+        elif now - since >= steady_s:
+            return since
+        time.sleep(0.25)  # a reading every quarter second: the reports come every half second
+    raise AssertionError(f"rates not steadily within 20 % of the mean within {timeout_s} s: {rates(brokers)}")
+
+
 def test_a_skewed_start_evens_out(brokers: ThreeBrokers) -> None:
     skewed_start_evens_out(brokers)
     log = brokers.log()
@@ -189,13 +206,9 @@ def skewed_start_evens_out(brokers: ThreeBrokers) -> None:
                    "every topic published to on the first broker")
         started = time.monotonic()
         brokers.complete()
-        even = wait_until(lambda: r if within_20_percent(r := rates(brokers)) else None, 60,
-                          "message rates within 20 % of the mean")
-        took = time.monotonic() - started
-        print(f"\nevened out {took:.1f} s after the other brokers started: {even}")
-        for _ in range(4):  # and stays so
-            time.sleep(0.5)
-            assert within_20_percent(now := rates(brokers)), now
+        even_since = steadily_even(brokers, timeout_s=60, steady_s=2)
+        print(f"\nevened out {even_since - started:.1f} s after the other brokers started (and stayed so 2 s): "
+              f"{rates(brokers)}")
         with httpx.Client(base_url=brokers.cluster.brokers[2].web_url, timeout=10) as admin:
             assert admin.get("/admin/v2/brokers/leaderBroker").json()["brokerId"] == leader
             report = admin.get("/admin/v2/broker-stats/load-report").json()

@@ -46,11 +46,16 @@ from magnetar.core.metadata.records import MetadataError, SessionState
 from magnetar.server.bundle_splits import split_owned_bundle
 from magnetar.server.clock import now_ms
 from magnetar.server.cluster_membership import ClusterMembership
-from magnetar.server.load_reporter import CpuMeter, build_report, bundle_stats
+from magnetar.server.load_reporter import BundleTotals, CpuMeter, build_report
 
 log = logging.getLogger("magnetar.loadbalance")
-#: how long a transfer's destination waits for the bundle's next lookup
+#: topics summed into a load report per turn of the event loop
+REPORT_SLICE = 250
+#: how long a transfer's destination waits for the bundle's next lookup (and a shed bundle
+#: keeps away from the broker it was shed from)
 TRANSFER_VALID_MS = 60_000
+#: how long lookups of a free bundle placed a moment ago go where the first one went
+PLACEMENT_KEPT_MS = 5_000
 
 
 class TopicList(Protocol):
@@ -76,6 +81,10 @@ class LoadManager:
         self.shedder = config.make_shedder()
         #: bundles a transfer sent somewhere: bundle -> (destination, when), placed there on their next lookup
         self._destinations: dict[str, tuple[str, int]] = {}
+        #: bundles the leader placed lately: bundle -> (broker, when); a lookup again goes the same way
+        self._recently_placed: dict[str, tuple[str, int]] = {}
+        #: bundles shed lately: bundle -> the broker it was shed from, where it does not go back
+        self._shed_from: dict[str, tuple[str, int]] = {}
         self.report = BrokerLoadReport()
         self.counters = LoadBalancingCounters()
         self._cpu = CpuMeter()
@@ -135,8 +144,12 @@ class LoadManager:
         """Measure this broker's load and write it into its registration."""
         now = now_ms()
         owned = [NamespaceBundle.parse(ns, bundle_range) for ns, bundle_range in self.membership.owned]
-        stats = bundle_stats(self.membership.shell.topics.values(), owned, now)
-        self.report = build_report(stats, self._cpu.usage(), self.config.nic_speed_kbytes, now)
+        totals = BundleTotals(owned)
+        topics = list(self.membership.shell.topics.values())
+        for start in range(0, len(topics), REPORT_SLICE):
+            totals.add(topics[start:start + REPORT_SLICE], now)
+            await asyncio.sleep(0)  # the loop serves between two slices
+        self.report = build_report(totals.stats(), self._cpu.usage(), self.config.nic_speed_kbytes, now)
         self.membership.load_fields = self.report.to_json()
         await self.membership._update_registration()
 
@@ -187,10 +200,18 @@ class LoadManager:
         if not isinstance(route, PlaceHere):
             return Placed(self.me)
         reports = await self.membership._off_loop(self._read_reports)
+        now = now_ms()
         destination, at = self._destinations.pop(str(bundle), (None, 0))
-        if destination in reports and now_ms() - at < TRANSFER_VALID_MS:
+        if destination in reports and now - at < TRANSFER_VALID_MS:
             log.info("placing bundle %s on %s: the shedder's transfer", bundle, destination)
+            self._recently_placed[str(bundle)] = (destination, now)
             return Placed(destination)
+        earlier, at = self._recently_placed.get(str(bundle), (None, 0))
+        if earlier in reports and now - at < PLACEMENT_KEPT_MS:
+            return Placed(earlier)  # the same client, or another of the bundle's, looking up again
+        source, at = self._shed_from.get(str(bundle), (None, 0))
+        if source in reports and len(reports) > 1 and now - at < TRANSFER_VALID_MS:
+            reports = {b: r for b, r in reports.items() if b != source}
         loads = {}
         for broker, (report, owned) in reports.items():
             since, placed = self._placed.get(broker, (0, []))
@@ -205,6 +226,9 @@ class LoadManager:
         since, placed = self._placed.get(chosen, (0, []))
         last = reports[chosen][0].last_update
         self._placed[chosen] = (last, [*placed, bundle] if since == last else [bundle])
+        self._recently_placed = {b: (broker, at) for b, (broker, at) in self._recently_placed.items()
+                                 if now - at < PLACEMENT_KEPT_MS}
+        self._recently_placed[str(bundle)] = (chosen, now)
         log.info("placing bundle %s on %s: load %.1f%%, %d bundles, %d of its namespace (least loaded of %d "
                  "brokers)", bundle, chosen, loads[chosen].usage * 100, loads[chosen].bundles,
                  loads[chosen].namespace_bundles, len(loads))
@@ -227,7 +251,12 @@ class LoadManager:
         if dry or not result.unloads:
             return
         self.counters.unload_broker_total += len({d.broker for d in result.unloads})
+        now = now_ms()
+        self._shed_from = {b: (broker, at) for b, (broker, at) in self._shed_from.items()
+                           if now - at < TRANSFER_VALID_MS}
         for decision in result.unloads:
+            self._shed_from[decision.bundle] = (decision.broker, now)
+            self._recently_placed.pop(decision.bundle, None)
             if decision.destination is not None:
                 self._destinations[decision.bundle] = (decision.destination, now_ms())
             if await self._at_owner(decision.broker, decision.bundle, "unload", ""):

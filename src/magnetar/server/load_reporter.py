@@ -14,38 +14,57 @@ import time
 from collections.abc import Iterable, Mapping
 
 from magnetar.core.cluster.load_report import BrokerLoadReport, BundleStats, ResourceUsage
-from magnetar.core.cluster.namespace_bundles import NamespaceBundle
-from magnetar.core.names import TopicName
+from magnetar.core.cluster.namespace_bundles import FULL_UPPER_BOUND, NamespaceBundle, bundle_hash
 from magnetar.core.topics.topic import Topic
 
 
-def topic_stats(topic: Topic, now_ms: int) -> BundleStats:
-    rate_in, throughput_in = topic.msg_in.recent_rate(now_ms)
-    rate_out = throughput_out = 0.0
-    consumers = 0
-    for sub in topic.subscriptions.values():
-        for consumer in sub.consumers:
-            rate, throughput = consumer.msg_out.recent_rate(now_ms)
-            rate_out += rate
-            throughput_out += throughput
-            consumers += 1
-    return BundleStats(rate_in, rate_out, throughput_in, throughput_out, consumers, len(topic.producers), 1)
+class BundleTotals:
+    """Each owned bundle's traffic, summed a slice of topics at a time (so that thousands of
+    topics do not hold the event loop in one go)."""
+
+    def __init__(self, owned: Iterable[NamespaceBundle]) -> None:
+        #: namespace -> its owned bundles (lower, upper, name), for a lookup by hash
+        self._ranges: dict[str, list[tuple[int, int, str]]] = {}
+        #: bundle -> [rate in, rate out, throughput in, throughput out, consumers, producers, topics]
+        self._sums: dict[str, list[float]] = {}
+        for bundle in owned:
+            self._ranges.setdefault(bundle.namespace, []).append((bundle.lower, bundle.upper, str(bundle)))
+            self._sums[str(bundle)] = [0.0] * 7
+
+    def add(self, topics: Iterable[Topic], now_ms: int) -> None:
+        for topic in topics:
+            name = topic.name
+            ranges = self._ranges.get(name.namespace_name)
+            if not ranges:
+                continue
+            hash_value = bundle_hash(str(name))
+            bundle = next((key for lower, upper, key in ranges
+                           if lower <= hash_value < upper or hash_value == upper == FULL_UPPER_BOUND), None)
+            if bundle is None:
+                continue
+            sums = self._sums[bundle]
+            rate_in, throughput_in = topic.msg_in.recent_rate(now_ms)
+            sums[0] += rate_in
+            sums[2] += throughput_in
+            for sub in topic.subscriptions.values():
+                for consumer in sub.consumers:
+                    rate, throughput = consumer.msg_out.recent_rate(now_ms)
+                    sums[1] += rate
+                    sums[3] += throughput
+                    sums[4] += 1
+            sums[5] += len(topic.producers)
+            sums[6] += 1
+
+    def stats(self) -> dict[str, BundleStats]:
+        return {bundle: BundleStats(s[0], s[1], s[2], s[3], int(s[4]), int(s[5]), int(s[6]))
+                for bundle, s in self._sums.items()}
 
 
 def bundle_stats(topics: Iterable[Topic], owned: Iterable[NamespaceBundle], now_ms: int) -> dict[str, BundleStats]:
     """Each owned bundle's stats (``tenant/ns/range``), zero for a bundle without loaded topics."""
-    owned_list = list(owned)
-    stats = {str(bundle): BundleStats() for bundle in owned_list}
-    by_namespace: dict[str, list[NamespaceBundle]] = {}
-    for bundle in owned_list:
-        by_namespace.setdefault(bundle.namespace, []).append(bundle)
-    for topic in topics:
-        name: TopicName = topic.name
-        for bundle in by_namespace.get(name.namespace_name, ()):
-            if bundle.includes(str(name)):
-                stats[str(bundle)] = stats[str(bundle)] + topic_stats(topic, now_ms)
-                break
-    return stats
+    totals = BundleTotals(owned)
+    totals.add(topics, now_ms)
+    return totals.stats()
 
 
 class CpuMeter:
