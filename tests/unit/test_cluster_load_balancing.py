@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.cluster.bundle_ownership import BundleState
 from magnetar.core.cluster.bundle_split import (
     RANGE_EQUALLY_DIVIDE,
     TOPIC_COUNT_EQUALLY_DIVIDE,
@@ -48,7 +49,19 @@ from magnetar.core.cluster.namespace_bundles import (
     bundle_hash,
     default_boundaries,
 )
+from magnetar.core.cluster.namespace_ephemeral_data import NamespaceEphemeralData
 from magnetar.core.cluster.threshold_shedder import ShedderConfig, ThresholdShedder
+from magnetar.core.cluster.topic_lookup import (
+    Acquire,
+    AdminRedirect,
+    BundleView,
+    NotReady,
+    Placed,
+    Redirect,
+    RegisteredBroker,
+    decide_admin,
+    decide_lookup,
+)
 from magnetar.core.cluster.transfer_shedder import TransferShedder
 from magnetar.core.stats import RateCounter
 
@@ -447,3 +460,26 @@ def test_a_recent_rate_counts_over_what_the_counter_has_seen() -> None:
     fresh.add(100_000, 50, 500)
     assert fresh.recent_rate(100_100) == (50.0, 500.0)  # over one second at least
     assert counter.recent_rate(200_000) == (0.0, 0.0)
+
+
+# -- lookups of a free bundle through the leader --------------------------------------------
+def registered(*ids: str) -> dict[str, RegisteredBroker]:
+    return {b: RegisteredBroker(NamespaceEphemeralData(b, f"pulsar://{b}", None, f"http://{b}")) for b in ids}
+
+
+def test_a_free_bundles_lookup_follows_the_leaders_placement() -> None:
+    free = BundleView(BundleState.UNOWNED, None)
+    brokers = registered("a:1", "b:1", "leader:1")
+    to_leader = decide_lookup("a:1", free, brokers, placed=Placed("leader:1", authoritative=False))
+    assert to_leader == Redirect("leader:1", "pulsar://leader:1", None, authoritative=False)
+    assert decide_lookup("leader:1", free, brokers, placed=Placed("b:1")) == Redirect("b:1", "pulsar://b:1", None)
+    assert decide_lookup("b:1", free, brokers, authoritative=True, placed=Placed("a:1")) == Acquire()
+    assert decide_lookup("a:1", free, brokers, placed=Placed("a:1")) == Acquire()
+    assert isinstance(decide_lookup("a:1", free, brokers, placed=Placed("gone:1")), NotReady)
+    # admin requests: 307 to the leader as they are, then to its choice with authoritative=true
+    path = "/admin/v2/persistent/t/n/x/stats?x=1"
+    assert decide_admin("a:1", free, brokers, path, placed=Placed("leader:1", authoritative=False)) == \
+        AdminRedirect("http://leader:1/admin/v2/persistent/t/n/x/stats?x=1")
+    assert decide_admin("leader:1", free, brokers, path, placed=Placed("b:1")) == \
+        AdminRedirect("http://b:1/admin/v2/persistent/t/n/x/stats?x=1&authoritative=true")
+    assert decide_admin("b:1", free, brokers, path + "&authoritative=true", placed=Placed("a:1")) == Acquire()
