@@ -142,20 +142,26 @@ class ThresholdShedder:
         if len(report.bundles) < 2:
             result.skipped.append(Skipped(broker, f"{why}, but it owns {len(report.bundles)} bundle"))
             return
+        marked = self._mark(broker, report, to_offload, why, None, now_ms, result)
+        if not marked:
+            result.skipped.append(Skipped(broker, f"{why}, but every bundle was unloaded within the grace period"))
+
+    def _mark(self, broker: str, report: BrokerLoadReport, to_offload: float, why: str, destination: str | None,
+              now_ms: int, result: SheddingResult) -> float:
+        """Unload decisions for ``broker``'s bundles, the largest first, each one that brings the
+        throughput marked nearer to ``to_offload`` (it keeps one bundle at least); the throughput marked."""
         candidates = sorted(((stats.msg_throughput, bundle) for bundle, stats in report.bundles.items()
                              if bundle not in self.recently_unloaded and stats.msg_throughput > 0),
-                            key=lambda item: (-item[0], item[1]))
-        # it keeps one bundle at least
-        candidates = candidates[:len(report.bundles) - 1]
+                            key=lambda item: (-item[0], item[1]))[:len(report.bundles) - 1]
         marked = 0.0
         for bundle_throughput, bundle in candidates:
             if marked + bundle_throughput - to_offload >= to_offload - marked:
                 continue  # it would overshoot by more than what is left to shed: a smaller one may fit
             marked += bundle_throughput
             self.recently_unloaded[bundle] = now_ms
-            result.unloads.append(UnloadDecision(broker, bundle, f"{why}; {bundle_throughput / MEGABYTE:.3f} MB/s"))
-        if not marked:
-            result.skipped.append(Skipped(broker, f"{why}, but every bundle was unloaded within the grace period"))
+            result.unloads.append(UnloadDecision(broker, bundle, f"{why}; {bundle_throughput / MEGABYTE:.3f} MB/s",
+                                                 destination))
+        return marked
 
     def _smooth(self, reports: Mapping[str, BrokerLoadReport]) -> dict[str, float]:
         history = self.config.history_percentage

@@ -23,7 +23,6 @@ from magnetar.core.cluster.threshold_shedder import (
     SheddingResult,
     Skipped,
     ThresholdShedder,
-    UnloadDecision,
 )
 
 DEFAULT_CONFIG = ShedderConfig()
@@ -70,17 +69,8 @@ class TransferShedder(ThresholdShedder):
             result.skipped.append(Skipped(source, f"{why}, but {to_offload / MEGABYTE:.3f} MB/s is under "
                                                   f"loadBalancerBundleUnloadMinThroughputThreshold"))
             return 0.0
-        candidates = sorted(((stats.msg_throughput, bundle) for bundle, stats in report.bundles.items()
-                             if bundle not in self.recently_unloaded and stats.msg_throughput > 0),
-                            key=lambda item: (-item[0], item[1]))[:len(report.bundles) - 1]
-        marked = 0.0
-        for bundle_throughput, bundle in candidates:
-            if marked + bundle_throughput - to_offload >= to_offload - marked:
-                continue
-            marked += bundle_throughput
-            self.recently_unloaded[bundle] = now_ms
-            result.unloads.append(UnloadDecision(source, bundle, f"{why}; {bundle_throughput / MEGABYTE:.3f} MB/s",
-                                                 target if self.transfer_enabled else None))
+        marked = self._mark(source, report, to_offload, why, target if self.transfer_enabled else None, now_ms,
+                            result)
         if not marked:
             result.skipped.append(Skipped(source, f"{why}, but no bundle of it fits"))
         return marked * per_byte
