@@ -38,6 +38,7 @@ SETTINGS = {
     "loadBalancerOverrideBrokerNicSpeedGbps": f"{NIC_GBPS:.9f}",
     "loadBalancerNamespaceBundleMaxTopics": "4",
     "loadBalancerSheddingGracePeriodMinutes": "0.1",
+    "loadBalancerResourceQuotaUpdateIntervalMinutes": "0.02",
 }
 
 
@@ -198,6 +199,7 @@ def skewed_start_evens_out(brokers: ThreeBrokers) -> None:
     first = brokers.first
     namespace = make_namespace(first, TOPICS)
     topics = one_topic_per_bundle(namespace, brokers.bundles(namespace))
+    bundle = brokers.bundles(namespace).bundles[0].range_name
     client = pulsar.Client(first.service_url, operation_timeout_seconds=30, logger=quiet_logger())
     load = SteadyLoad(client, topics)
     try:
@@ -220,6 +222,9 @@ def skewed_start_evens_out(brokers: ThreeBrokers) -> None:
         assert float(metrics["pulsar_lb_unload_broker_total"].split()[-1]) >= 1
         assert 'metric="loadBalancing"' in metrics["pulsar_lb_bandwidth_in_usage"]
         assert {"pulsar_lb_cpu_usage", "pulsar_lb_bandwidth_out_usage", "pulsar_lb_bundles_split_total"} <= set(metrics)
+        # the leader's bundle histories, where Pulsar's are
+        history = wait_until(lambda: brokers.store.get_bundle_data(f"{namespace}/{bundle}"), 10, "bundle data")
+        assert history["topics"] == 1 and history["shortTermData"]["msgRateIn"] > 0
         assert load.failed == 0
     finally:
         load.stop()

@@ -450,6 +450,17 @@ def test_one_leader_at_a_time(store: BrokerMetadataStore) -> None:
         store.elect_leader({"brokerId": float("nan")})
 
 
+def test_bundle_data(store: BrokerMetadataStore) -> None:
+    data = {"shortTermData": {"maxSamples": 10}, "longTermData": {"maxSamples": 1000}, "topics": 3}
+    assert store.get_bundle_data(f"t/ns/{BUNDLE}") is None
+    store.put_bundle_data(f"t/ns/{BUNDLE}", data)
+    store.put_bundle_data(f"t/ns/{BUNDLE}", {**data, "topics": 4})
+    assert store.get_bundle_data(f"t/ns/{BUNDLE}") == {**data, "topics": 4}
+    for bad in ("t/ns/0x1_0x2", "t/0x00000000_0x40000000", "nope"):
+        with pytest.raises(InvalidMetadata):
+            store.put_bundle_data(bad, data)
+
+
 def test_closing_the_store_ends_its_session(store: BrokerMetadataStore) -> None:
     heard: list[SessionState] = []
     assert store.session_state is SessionState.CONNECTED

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.cluster.bundle_data import BundleData
 from magnetar.core.cluster.bundle_ownership import BundleState
 from magnetar.core.cluster.bundle_split import (
     RANGE_EQUALLY_DIVIDE,
@@ -483,3 +484,22 @@ def test_a_free_bundles_lookup_follows_the_leaders_placement() -> None:
     assert decide_admin("leader:1", free, brokers, path, placed=Placed("b:1")) == \
         AdminRedirect("http://b:1/admin/v2/persistent/t/n/x/stats?x=1&authoritative=true")
     assert decide_admin("b:1", free, brokers, path + "&authoritative=true", placed=Placed("a:1")) == Acquire()
+
+
+# -- bundle data ------------------------------------------------------------------------------
+def test_bundle_data_averages_its_samples_then_ages_them() -> None:
+    data = BundleData()
+    for rate in (10.0, 20.0, 30.0):
+        data = data.update(BundleStats(msg_rate_in=rate, topics=2))
+    assert data.short_term.msg_rate_in == pytest.approx(20.0) and data.long_term.msg_rate_in == pytest.approx(20.0)
+    assert data.short_term.num_samples == 3 and data.topics == 2
+    for _ in range(100):
+        data = data.update(BundleStats(msg_rate_in=100.0, topics=2))
+    assert data.short_term.num_samples == 10 and data.short_term.msg_rate_in == pytest.approx(100.0, rel=1e-3)
+    assert data.long_term.msg_rate_in == pytest.approx((60 + 100 * 100) / 103)  # the long term remembers more
+    assert BundleData.from_json(json.loads(json.dumps(data.to_json()))) == data
+    assert set(data.to_json()) == {"shortTermData", "longTermData", "topics"}
+    for bad in ([], {"shortTermData": {}}, {"shortTermData": data.short_term.to_json(), "longTermData": 3},
+                {**data.to_json(), "topics": "x"}):
+        with pytest.raises(InvalidLoadReport):
+            BundleData.from_json(bad)

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from magnetar.core.cluster.bundle_data import BundleData
 from magnetar.core.cluster.bundle_split import find_bundles_to_split
 from magnetar.core.cluster.bundles_data import bundles_of
 from magnetar.core.cluster.leader_election import (
@@ -91,6 +92,8 @@ class LoadManager:
         #: bundles the leader placed on each broker since that broker's last report (at that report's time)
         self._placed: dict[str, tuple[int, list[NamespaceBundle]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        #: the leader's history of each bundle (Pulsar's BundleData), written to the store now and then
+        self.bundle_data: dict[str, BundleData] = {}
 
     @property
     def me(self) -> str:
@@ -111,6 +114,8 @@ class LoadManager:
             self._tasks += [
                 asyncio.ensure_future(self._every(self.config.loadBalancerSheddingIntervalMinutes * 60, self.shed)),
                 asyncio.ensure_future(self._every(self.config.loadBalancerSplitIntervalMinutes * 60, self.split)),
+                asyncio.ensure_future(self._every(self.config.loadBalancerResourceQuotaUpdateIntervalMinutes * 60,
+                                                  self.write_bundle_data)),
             ]
 
     async def stop(self) -> None:
@@ -240,6 +245,9 @@ class LoadManager:
         if not self.leading:
             return
         reports = await self.reports()
+        for report in reports.values():
+            for bundle, stats in report.bundles.items():
+                self.bundle_data[bundle] = self.bundle_data.get(bundle, BundleData()).update(stats)
         result = self.shedder.find_bundles_for_unloading(reports, now_ms())
         for skipped in result.skipped:
             log.info("load shedding: %s not shed: %s", skipped.broker, skipped.reason)
@@ -261,6 +269,18 @@ class LoadManager:
                 self._destinations[decision.bundle] = (decision.destination, now_ms())
             if await self._at_owner(decision.broker, decision.bundle, "unload", ""):
                 self.counters.unload_bundle_total += 1
+
+    async def write_bundle_data(self) -> None:
+        """The leader's bundle histories into ``/loadbalance/bundle-data`` (Pulsar's layout)."""
+        if not self.leading:
+            return
+        written = dict(self.bundle_data)
+
+        def write() -> None:
+            for bundle, data in written.items():
+                self.membership.store.put_bundle_data(bundle, data.to_json())
+        await self.membership._off_loop(write)
+        log.info("wrote the bundle data of %d bundles", len(written))
 
     # -- splits ------------------------------------------------------------------------------
     async def split(self) -> None:

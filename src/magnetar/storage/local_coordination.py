@@ -21,6 +21,7 @@ class LocalCoordination:
         self._brokers: dict[str, dict[str, Any]] = {}
         self._bundles: dict[tuple[str, str], Versioned] = {}
         self._leader: dict[str, Any] | None = None
+        self._bundle_data: dict[str, dict[str, Any]] = {}
         self._session_listeners: list[Callable[[SessionState], None]] = []
         self._session_state = SessionState.CONNECTED
 
@@ -105,6 +106,16 @@ class LocalCoordination:
 
     def get_leader(self) -> dict[str, Any] | None:
         return None if self._leader is None else copy.deepcopy(self._leader)
+
+    def put_bundle_data(self, bundle: str, data: dict[str, Any]) -> None:
+        namespace, _, bundle_range = bundle.rpartition("/")
+        check_bundle(namespace, bundle_range)
+        dump_json("bundle data", data)
+        self._bundle_data[bundle] = copy.deepcopy(data)
+
+    def get_bundle_data(self, bundle: str) -> dict[str, Any] | None:
+        found = self._bundle_data.get(bundle)
+        return None if found is None else copy.deepcopy(found)
 
     def _check_version(self, key: tuple[str, str], version: int) -> None:
         found = self._bundles.get((key[0], check_bundle(*key)))

@@ -54,6 +54,7 @@ class LoadBalancerConfig:
     loadBalancerNamespaceMaximumBundles: int = 128
     loadBalancerMaxNumberOfBundlesToSplitPerCycle: int = 10
     loadBalancerSplitIntervalMinutes: float = 1
+    loadBalancerResourceQuotaUpdateIntervalMinutes: float = 15
     defaultNamespaceBundleSplitAlgorithm: str = RANGE_EQUALLY_DIVIDE
 
     @classmethod
@@ -70,7 +71,8 @@ class LoadBalancerConfig:
     def validate(self) -> None:
         positive = ("loadBalancerReportUpdateMinIntervalMillis", "loadBalancerSheddingIntervalMinutes",
                     "loadBalancerMaxNumberOfBrokerSheddingPerCycle", "loadBalancerNamespaceMaximumBundles",
-                    "loadBalancerMaxNumberOfBundlesToSplitPerCycle", "loadBalancerSplitIntervalMinutes")
+                    "loadBalancerMaxNumberOfBundlesToSplitPerCycle", "loadBalancerSplitIntervalMinutes",
+                    "loadBalancerResourceQuotaUpdateIntervalMinutes")
         for key in positive:
             if getattr(self, key) <= 0:
                 raise ConfigError(f"{key}={getattr(self, key)} must be greater than 0")

@@ -594,6 +594,17 @@ class ZooKeeperCoordination(ZooKeeperRecords):
     def get_leader(self) -> dict[str, Any] | None:
         return self._zk.read_json(paths.LEADER)
 
+    def put_bundle_data(self, bundle: str, data: dict[str, Any]) -> None:
+        self._put(_bundle_data_path(bundle), _bytes("bundle data", data))
+
+    def get_bundle_data(self, bundle: str) -> dict[str, Any] | None:
+        return self._zk.read_json(_bundle_data_path(bundle))
+
+
+def _bundle_data_path(bundle: str) -> str:
+    namespace, _, bundle_range = bundle.rpartition("/")
+    return f"{paths.BUNDLE_DATA}/{namespace}/{check_bundle(namespace, bundle_range)}"
+
 
 def _bundle_path(namespace: str, bundle_range: str) -> str:
     return f"{paths.OWNERSHIP}/{namespace}/{check_bundle(namespace, bundle_range)}"
