@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.cluster.load_balancer_config import LOAD_BALANCER_KEYS
 
 log = logging.getLogger("magnetar.config")
 
@@ -41,6 +42,7 @@ def load_config(path: Path | None, overrides: dict[str, str] | None = None) -> B
         values = parse_properties(text, str(path))
     values.update(overrides or {})
     config = BrokerConfig().with_overrides(values)
-    if config.extra:
-        log.info("ignoring config keys Magnetar does not use: %s", ", ".join(sorted(config.extra)))
+    unused = sorted(key for key in config.extra if key not in LOAD_BALANCER_KEYS)
+    if unused:
+        log.info("ignoring config keys Magnetar does not use: %s", ", ".join(unused))
     return config

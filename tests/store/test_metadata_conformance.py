@@ -441,6 +441,26 @@ def test_bad_coordination_input_is_refused(store: BrokerMetadataStore, call: obj
         call(store)  # type: ignore[operator]
 
 
+def test_one_leader_at_a_time(store: BrokerMetadataStore) -> None:
+    assert store.get_leader() is None
+    assert store.elect_leader({"brokerId": "127.0.0.1:8080", "serviceUrl": "http://127.0.0.1:8080"})
+    assert not store.elect_leader({"brokerId": "127.0.0.1:8081", "serviceUrl": "http://127.0.0.1:8081"})
+    assert store.get_leader() == {"brokerId": "127.0.0.1:8080", "serviceUrl": "http://127.0.0.1:8080"}
+    with pytest.raises(InvalidMetadata):
+        store.elect_leader({"brokerId": float("nan")})
+
+
+def test_bundle_data(store: BrokerMetadataStore) -> None:
+    data = {"shortTermData": {"maxSamples": 10}, "longTermData": {"maxSamples": 1000}, "topics": 3}
+    assert store.get_bundle_data(f"t/ns/{BUNDLE}") is None
+    store.put_bundle_data(f"t/ns/{BUNDLE}", data)
+    store.put_bundle_data(f"t/ns/{BUNDLE}", {**data, "topics": 4})
+    assert store.get_bundle_data(f"t/ns/{BUNDLE}") == {**data, "topics": 4}
+    for bad in ("t/ns/0x1_0x2", "t/0x00000000_0x40000000", "nope"):
+        with pytest.raises(InvalidMetadata):
+            store.put_bundle_data(bad, data)
+
+
 def test_closing_the_store_ends_its_session(store: BrokerMetadataStore) -> None:
     heard: list[SessionState] = []
     assert store.session_state is SessionState.CONNECTED
@@ -537,6 +557,16 @@ def test_ephemeral_records_go_when_their_session_ends(open_store: OpenStore) -> 
     a.close()
     eventually(lambda: b.list_brokers() == [] and b.get_bundle_owner("t/ns", BUNDLE) is None)
     assert b.acquire_bundle("t/ns", BUNDLE, {"nativeUrl": "pulsar://127.0.0.2:6650"}) == 0
+
+
+def test_the_leader_node_goes_with_its_session_and_another_broker_takes_it(open_store: OpenStore) -> None:
+    a, b = zookeeper_stores(open_store)
+    assert a.elect_leader({"brokerId": "a:1"})
+    eventually(lambda: b.get_leader() == {"brokerId": "a:1"})
+    assert not b.elect_leader({"brokerId": "b:1"})
+    a.close()
+    eventually(lambda: b.get_leader() is None)
+    assert b.elect_leader({"brokerId": "b:1"})
 
 
 def test_the_session_state_follows_a_stopped_and_restarted_zookeeper() -> None:

@@ -29,6 +29,7 @@ from magnetar.admin import (
     routes_compaction,
     routes_console,
     routes_key_shared,
+    routes_load,
     routes_namespaces,
     routes_permissions,
     routes_schemas,
@@ -66,7 +67,7 @@ def create_app(broker: AdminBroker, connections: HttpConnections | None = None) 
     app.add_middleware(errors.RequestSizeLimit, max_bytes=broker.config.httpMaxRequestSize)
     if broker.authentication is not None:
         app.add_middleware(access.Authenticate, service=broker.authentication, connections=connections)
-    for router in (routes_brokers.router, routes_clusters.router, routes_tenants.router,
+    for router in (routes_load.router, routes_brokers.router, routes_clusters.router, routes_tenants.router,
                    routes_namespaces.router, routes_permissions.namespace_router, routes_schemas.router,
                    routes_unsupported.namespace_router,
                    lookup.router):

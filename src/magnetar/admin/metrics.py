@@ -23,6 +23,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from magnetar.admin.delayed_metrics import DelayedIndexRows
+from magnetar.admin.load_balancing_metrics import load_balancing_families
 from magnetar.admin.loop_lag_metrics import loop_lag_families
 from magnetar.admin.metrics_text import (
     CONSUMER_COLUMNS,
@@ -350,7 +351,8 @@ async def metrics_text(broker: AdminBroker, direct: ScrapeSocket | None = None) 
     async for chunk in _rows_text(scrape, direct):
         yield chunk
     for metric in [*scrape.delayed.families(), _publish_latency(broker), *_disk(broker), _entry_cache(broker),
-                   *loop_lag_families(broker.loop_lag, broker.config.clusterName)]:
+                   *loop_lag_families(broker.loop_lag, broker.config.clusterName),
+                   *load_balancing_families(broker.cluster, broker.config.clusterName)]:
         yield generate_latest(_One(metric))  # type: ignore[arg-type]
 
 

@@ -159,6 +159,18 @@ class RateHistory:
         return sample_between(current, current, 0, self.broker.now_ms())
 
 
+#: what a cluster's broker adds from its load manager's report (Pulsar's LocalBrokerData)
+LOAD_MANAGER_FIELDS = ("cpu", "bandwidthIn", "bandwidthOut", "bundles", "lastStats", "numBundles")
+
+
+def _load_manager_fields(broker: AdminBroker) -> dict[str, Any]:
+    balancing = None if broker.cluster is None else broker.cluster.load_balancing
+    if balancing is None:
+        return {}
+    report = balancing.load_report()
+    return {key: report[key] for key in LOAD_MANAGER_FIELDS if key in report}
+
+
 def make_router(history: RateHistory) -> APIRouter:
     router = APIRouter(prefix="/admin/v2/broker-stats", tags=["broker-stats"])
 
@@ -177,6 +189,7 @@ def make_router(history: RateHistory) -> APIRouter:
             "numBundles": namespaces,
             "lastUpdate": latest.timestamp,
             **asdict(latest),
+            **_load_manager_fields(broker),
         }
 
     @router.get("/rate-history", summary="The broker's rates and counts over the last 15 minutes")

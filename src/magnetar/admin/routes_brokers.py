@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, RedirectResponse
 from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
 from magnetar.admin.errors import RestError, not_found
 from magnetar.core.broker.broker_config import SENSITIVE_KEYS
-from magnetar.core.cluster.namespace_bundles import NamespaceBundles
+from magnetar.core.cluster.bundles_data import bundles_of
 
 router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 
@@ -90,7 +90,7 @@ async def owned_namespaces(broker: Broker, request: Request, cluster: str,
     else:  # a standalone broker owns every bundle of every namespace
         bundles = [str(bundle) for tenant in broker.metadata.list_tenants()
                    for namespace in broker.metadata.list_namespaces(tenant)
-                   for bundle in NamespaceBundles(namespace).bundles]
+                   for bundle in bundles_of(namespace, broker.metadata.get_namespace_policies(namespace)).bundles]
     # Pulsar's NamespaceOwnershipStatus of each bundle
     return {bundle: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
             for bundle in sorted(bundles)}

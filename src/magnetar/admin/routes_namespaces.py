@@ -20,7 +20,8 @@ from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_na
 from magnetar.admin.policies import full_policies, policies_to_store
 from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
-from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, format_boundary
+from magnetar.core.cluster.bundles_data import bundles_data, bundles_of
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
@@ -92,14 +93,14 @@ async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
             summary="Unload every topic of the namespace: clients reconnect and they load again")
 async def unload_namespace(broker: Broker, request: Request, tenant: str, namespace: str) -> None:
     name = namespace_name(tenant, namespace)
-    require_namespace(broker, name)
+    policies = require_namespace(broker, name)
     if broker.cluster is None:
         await broker.release.unload_namespace(name)
         return
     # each bundle at its owner: this broker's here, the others' through their admin API (as
     # Pulsar's broker does, with the caller's credentials)
     prefix = request.url.path.removesuffix("/unload")
-    for unit in NamespaceBundles(name).bundles:
+    for unit in _bundles(name, policies).bundles:
         redirect = await broker.cluster.unload_bundle(unit, f"{prefix}/{unit.range_name}/unload")
         if redirect is not None:
             await _forward_put(redirect.location, request.headers.get("authorization"))
@@ -120,9 +121,14 @@ async def _forward_put(url: str, authorization: str | None) -> None:
 @router.get("/{tenant}/{namespace}/bundles", summary="The namespace's bundles (Pulsar's BundlesData)")
 async def namespace_bundles(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    require_namespace(broker, name)
-    bundles = NamespaceBundles(name)
-    return {"boundaries": [format_boundary(b) for b in bundles.boundaries], "numBundles": len(bundles)}
+    return bundles_data(_bundles(name, require_namespace(broker, name)))
+
+
+def _bundles(name: str, policies: dict[str, Any]) -> NamespaceBundles:
+    try:
+        return bundles_of(name, policies)
+    except InvalidBundle as exc:
+        raise RestError(500, str(exc)) from None
 
 
 @router.put("/{tenant}/{namespace}/{bundle}/unload", status_code=204, response_model=None,
@@ -130,12 +136,12 @@ async def namespace_bundles(broker: Broker, tenant: str, namespace: str) -> dict
 async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str, namespace: str,
                                   bundle: str) -> RedirectResponse | None:
     name = namespace_name(tenant, namespace)
-    require_namespace(broker, name)
+    policies = require_namespace(broker, name)
     try:
         unit = NamespaceBundle.parse(name, bundle)
     except InvalidBundle as exc:
         raise precondition_failed(str(exc)) from None
-    if unit not in NamespaceBundles(name).bundles:
+    if unit not in _bundles(name, policies).bundles:
         raise precondition_failed(f"Bundle {bundle} is not a bundle of {name}")
     if broker.cluster is None:  # a standalone broker keeps the bundle; its topics load again on use
         for topic in [t for t in broker.topics.values() if t.name.namespace_name == name]:

@@ -11,6 +11,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from magnetar.cli import admin_cluster  # noqa: F401 - its commands join the admin app's groups
 from magnetar.cli.admin import admin_app
 from magnetar.cli.client import client_app
 from magnetar.cli.perf import perf_app

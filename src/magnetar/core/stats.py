@@ -58,6 +58,19 @@ class RateCounter:
             size += b
         return msgs / _WINDOW_S, size / _WINDOW_S
 
+    def recent_rate(self, now_ms: int) -> tuple[float, float]:
+        """(messages/s, bytes/s) over the part of the window since the counter's oldest sample
+        (at least one second): a counter that began counting a moment ago (a topic just
+        loaded) shows its rate at once rather than ramping up over the window."""
+        if self._samples is None:
+            return _IDLE
+        self._trim(now_ms)
+        samples = self._samples or ()
+        if not samples:
+            return _IDLE
+        span_s = min(_WINDOW_S, max(1.0, (now_ms - samples[0][0] * 1000) / 1000))
+        return sum(m for _, m, _ in samples) / span_s, sum(b for _, _, b in samples) / span_s
+
     def _trim(self, now_ms: int) -> None:
         oldest = (now_ms - WINDOW_MS) // 1000
         samples = self._samples

@@ -13,7 +13,9 @@ from pathlib import Path
 
 from magnetar.core.broker import commands as broker_commands
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
+from magnetar.core.cluster.load_balancer_config import LoadBalancerConfig
 from magnetar.server.cluster_membership import ClusterMembership, broker_id_of
+from magnetar.server.load_manager import LoadManager
 from magnetar.server.standalone import Standalone, run
 
 
@@ -24,6 +26,7 @@ class ClusterBroker(Standalone):
         if config.metadata_store_url is None:
             raise ConfigError("magnetar broker needs metadataStoreUrl (zk:host:port[/chroot]); "
                               "without one, run magnetar standalone")
+        load_balancing = LoadBalancerConfig.from_properties(config.extra)
         super().__init__(config, data_dir)
         if self.broker.metadata.get_cluster(config.clusterName) is None:
             self.broker.metadata.close()
@@ -37,11 +40,17 @@ class ClusterBroker(Standalone):
         self.broker.appends.may_acknowledge = self.membership.may_acknowledge
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
         self.broker.cluster = self.membership
+        self.load_manager = LoadManager(self.membership, load_balancing, self.broker.metadata)
+        if load_balancing.loadBalancerEnabled:
+            self.membership.placement = self.load_manager
+        self.membership.load_balancing = self.load_manager
 
     async def _joined(self) -> None:
         await self.membership.join(asyncio.get_running_loop())
+        await self.load_manager.start()
 
     async def _leaving(self) -> None:
+        await self.load_manager.stop()
         await self.membership.leave()
 
 

@@ -21,11 +21,13 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
+from magnetar.core.broker.broker_facade import LoadBalancing
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.cluster.broker_placement import select_broker
 from magnetar.core.cluster.bundle_ownership import BundleState
+from magnetar.core.cluster.bundles_data import bundles_of
 from magnetar.core.cluster.metadata_store import SessionEvent
-from magnetar.core.cluster.namespace_bundles import NamespaceBundle, NamespaceBundles
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles
 from magnetar.core.cluster.namespace_ephemeral_data import InvalidOwnerData, NamespaceEphemeralData
 from magnetar.core.cluster.session_lease import SessionLease
 from magnetar.core.cluster.topic_lookup import (
@@ -34,6 +36,7 @@ from magnetar.core.cluster.topic_lookup import (
     BundleView,
     Connect,
     NotReady,
+    Placed,
     Redirect,
     RegisteredBroker,
     check_serving,
@@ -41,7 +44,7 @@ from magnetar.core.cluster.topic_lookup import (
     decide_lookup,
 )
 from magnetar.core.errors import ServiceNotReady
-from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore
+from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore, NamespaceStore
 from magnetar.core.metadata.records import AlreadyExists, MetadataError, SessionState
 from magnetar.core.names import TopicName
 from magnetar.core.security.access_rules import AccessRules
@@ -69,8 +72,15 @@ class Unloads(Protocol):
     def unload_topic(self, name: TopicName, drain_ms: int = 0) -> Coroutine[Any, Any, bool]: ...
 
 
-class MembershipStore(CoordinationStore, LedgerIdStore, Protocol):
-    """What membership uses of the metadata store: coordination, and ledger id reservations."""
+class MembershipStore(CoordinationStore, LedgerIdStore, NamespaceStore, Protocol):
+    """What membership uses of the metadata store: coordination, ledger id reservations, and
+    namespaces' bundles."""
+
+
+class FreeBundlePlacement(Protocol):
+    """Who places a bundle nobody owns (the load manager's leader), for a lookup or an admin request."""
+
+    async def place(self, bundle: NamespaceBundle, authoritative: bool) -> Placed | NotReady: ...
 
 
 class LedgerIdBlocks(Protocol):
@@ -121,6 +131,14 @@ class ClusterMembership:
         self.drain_ms = drain_ms
         #: stopping: no bundle is acquired here any more, lookups go to the other brokers
         self.leaving = False
+        #: each namespace's bundles as last read from its policies (default bundles until read)
+        self.bundles: dict[str, NamespaceBundles] = {}
+        #: the load manager's placement of free bundles; None: the fewest bundles, decided here
+        self.placement: FreeBundlePlacement | None = None
+        #: this broker's latest load report (Pulsar's LocalBrokerData fields), kept in its registration
+        self.load_fields: dict[str, Any] = {}
+        #: the broker's load manager, for the admin API
+        self.load_balancing: LoadBalancing | None = None
 
     # -- start and stop ----------------------------------------------------------------
     async def join(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -242,7 +260,7 @@ class ClusterMembership:
         """A producer or consumer came to this broker for a bundle it does not own (told to
         by the broker handing it over): wait while the owner's node says it is being handed
         over, then acquire the bundle if it is free. Whether this broker owns it now."""
-        bundle = bundle_of(name)
+        bundle = await self.fresh_bundle_of(name)
         deadline = monotonic_ms() + HANDOVER_WAIT_MS
         while not self.leaving:
             node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
@@ -264,8 +282,9 @@ class ClusterMembership:
 
     def _registration(self) -> dict[str, Any]:
         me = self.me
-        return {"brokerId": me.broker_id, "pulsarServiceUrl": me.native_url, "pulsarServiceUrlTls": me.native_url_tls,
-                "webServiceUrl": me.http_url, "webServiceUrlTls": me.http_url_tls, "numBundles": len(self.owned)}
+        return {**self.load_fields, "brokerId": me.broker_id, "pulsarServiceUrl": me.native_url,
+                "pulsarServiceUrlTls": me.native_url_tls, "webServiceUrl": me.http_url,
+                "webServiceUrlTls": me.http_url_tls, "numBundles": len(self.owned)}
 
     # -- binary protocol ---------------------------------------------------------------
     def handlers(self, core: dict[int, Callable[[Any, Frame], None]]) -> dict[int, Callable[[Any, Frame], None]]:
@@ -274,7 +293,7 @@ class ClusterMembership:
                 -> Callable[[Any, Frame], None]:
             def checked(conn: Any, frame: Frame) -> None:
                 name = TopicName.parse(topic_of(frame))
-                if self._key(bundle_of(name)) in self.owned:
+                if self._key(self.bundle_of(name)) in self.owned:
                     handler(conn, frame)
                     return
                 def answered(done: asyncio.Future[bool]) -> None:
@@ -290,7 +309,7 @@ class ClusterMembership:
 
     def check_serving(self, name: TopicName) -> None:
         """``ServiceNotReady`` unless this broker owns the topic's bundle."""
-        state = BundleState.OWNED if self._key(bundle_of(name)) in self.owned else BundleState.UNOWNED
+        state = BundleState.OWNED if self._key(self.bundle_of(name)) in self.owned else BundleState.UNOWNED
         refused = check_serving(self.broker_id, state, True)
         if refused is not None:
             raise ServiceNotReady(refused.message)
@@ -316,7 +335,7 @@ class ClusterMembership:
             connect(conn, frame)
         elif isinstance(answer, Redirect):
             conn.write_command(commands.lookup_redirect(request_id, answer.service_url or "",
-                                                        answer.service_url_tls))
+                                                        answer.service_url_tls, answer.authoritative))
         else:
             raise ServiceNotReady(answer.message)
 
@@ -324,10 +343,14 @@ class ClusterMembership:
                      authoritative: bool = False) -> Connect | Redirect | NotReady:
         """Who serves ``name``: this broker (acquiring its bundle if it is free and comes
         here), or another one."""
-        bundle = bundle_of(name)
+        bundle = await self.fresh_bundle_of(name)
         for _ in range(LOOKUP_ATTEMPTS):
             view, brokers = await self._view(bundle)
-            answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative and not self.leaving)
+            authoritative = authoritative and not self.leaving
+            placed = await self._placed(view, bundle, authoritative)
+            if isinstance(placed, NotReady):
+                return placed
+            answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative, placed)
             if not isinstance(answer, Acquire):
                 return answer
             if await self._acquire(bundle):
@@ -336,10 +359,13 @@ class ClusterMembership:
 
     async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
         """An admin request on ``name``: serve it here (acquiring first), or 307 to the owner."""
-        bundle = bundle_of(name)
+        bundle = await self.fresh_bundle_of(name)
         for _ in range(LOOKUP_ATTEMPTS):
             view, brokers = await self._view(bundle)
-            answer = decide_admin(self.broker_id, view, brokers, path)
+            placed = await self._placed(view, bundle, "authoritative=true" in path.partition("?")[2])
+            if isinstance(placed, NotReady):
+                return placed
+            answer = decide_admin(self.broker_id, view, brokers, path, placed=placed)
             if not isinstance(answer, Acquire):
                 return answer
             if await self._acquire(bundle):
@@ -374,6 +400,30 @@ class ClusterMembership:
         await self._update_registration()
         return None
 
+    def bundle_of(self, name: TopicName) -> NamespaceBundle:
+        """The topic's bundle among its namespace's bundles as last read (no store call)."""
+        namespace = name.namespace_name
+        bundles = self.bundles.get(namespace)
+        return (bundles or NamespaceBundles(namespace)).find_bundle(str(name))
+
+    async def fresh_bundle_of(self, name: TopicName) -> NamespaceBundle:
+        """The topic's bundle after reading its namespace's bundles from the store."""
+        try:
+            await self._read_bundles(name.namespace_name)
+        except (MetadataError, InvalidBundle) as exc:
+            log.warning("bundles of %s: %s", name.namespace_name, exc)
+        return self.bundle_of(name)
+
+    async def _read_bundles(self, namespace: str) -> NamespaceBundles:
+        policies = await self._off_loop(self.store.get_namespace_policies, namespace)
+        bundles = self.bundles[namespace] = bundles_of(namespace, policies)
+        return bundles
+
+    async def _placed(self, view: BundleView, bundle: NamespaceBundle, authoritative: bool) -> Placed | NotReady | None:
+        if self.placement is None or view.state is not BundleState.UNOWNED or view.owner is not None:
+            return None
+        return await self.placement.place(bundle, authoritative)
+
     # -- I/O -------------------------------------------------------------------------
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
         if self._key(bundle) in self.owned:
@@ -405,12 +455,19 @@ class ClusterMembership:
             found.pop(self.broker_id, None)
         return found
 
-    async def _acquire(self, bundle: NamespaceBundle) -> bool:
-        """Create the bundle's ownership node; False when another broker was first."""
+    async def _acquire(self, bundle: NamespaceBundle, *, still_a_bundle: bool = True) -> bool:
+        """Create the bundle's ownership node; False when another broker was first (or,
+        ``still_a_bundle``, when the range is no longer one of the namespace's bundles)."""
         data = owner_record(self.me)
         try:
             version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
         except AlreadyExists:
+            return False
+        if still_a_bundle and bundle not in (await self._read_bundles(bundle.namespace)).bundles:
+            # split meanwhile: its halves' nodes were made before the split was written, so
+            # a read after this create sees the new bundles
+            await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
+            log.info("did not take %s: the bundle was split", bundle)
             return False
         # ids reserved from now on are above every id the previous owner was handed
         ids = self.shell.ledger_ids
@@ -433,11 +490,6 @@ class ClusterMembership:
     @staticmethod
     def _key(bundle: NamespaceBundle) -> tuple[str, str]:
         return bundle.namespace, bundle.range_name
-
-
-def bundle_of(name: TopicName) -> NamespaceBundle:
-    """The bundle of a topic (a partition by its own name) among its namespace's default bundles."""
-    return NamespaceBundles(name.namespace_name).find_bundle(str(name))
 
 
 def owner_record(owner: NamespaceEphemeralData) -> dict[str, Any]:

@@ -20,6 +20,8 @@ class LocalCoordination:
     def __init__(self) -> None:
         self._brokers: dict[str, dict[str, Any]] = {}
         self._bundles: dict[tuple[str, str], Versioned] = {}
+        self._leader: dict[str, Any] | None = None
+        self._bundle_data: dict[str, dict[str, Any]] = {}
         self._session_listeners: list[Callable[[SessionState], None]] = []
         self._session_state = SessionState.CONNECTED
 
@@ -38,6 +40,7 @@ class LocalCoordination:
         """The ephemeral records go, and listeners hear that the session is lost."""
         self._brokers.clear()
         self._bundles.clear()
+        self._leader = None
         if self._session_state is not SessionState.LOST:
             self._session_state = SessionState.LOST
             for listener in self._session_listeners:
@@ -93,6 +96,26 @@ class LocalCoordination:
     def list_owned_bundles(self, namespace: str) -> dict[str, Versioned]:
         return {bundle: Versioned(copy.deepcopy(found.data), found.version)
                 for (ns, bundle), found in sorted(self._bundles.items()) if ns == namespace}
+
+    def elect_leader(self, data: dict[str, Any]) -> bool:
+        dump_json("leader data", data)
+        if self._leader is not None:
+            return False
+        self._leader = copy.deepcopy(data)
+        return True
+
+    def get_leader(self) -> dict[str, Any] | None:
+        return None if self._leader is None else copy.deepcopy(self._leader)
+
+    def put_bundle_data(self, bundle: str, data: dict[str, Any]) -> None:
+        namespace, _, bundle_range = bundle.rpartition("/")
+        check_bundle(namespace, bundle_range)
+        dump_json("bundle data", data)
+        self._bundle_data[bundle] = copy.deepcopy(data)
+
+    def get_bundle_data(self, bundle: str) -> dict[str, Any] | None:
+        found = self._bundle_data.get(bundle)
+        return None if found is None else copy.deepcopy(found)
 
     def _check_version(self, key: tuple[str, str], version: int) -> None:
         found = self._bundles.get((key[0], check_bundle(*key)))

@@ -131,15 +131,18 @@ def lookup_response(request_id: int, broker_url: str, broker_url_tls: str | None
     return _lookup_answer(pb.CommandLookupTopicResponse.Connect, request_id, broker_url, broker_url_tls)
 
 
-def lookup_redirect(request_id: int, broker_url: str, broker_url_tls: str | None = None) -> pb.BaseCommand:
-    """Tell the client to look up again at another broker, which serves the topic
-    (authoritative: that broker answers for itself rather than redirecting again)."""
-    return _lookup_answer(pb.CommandLookupTopicResponse.Redirect, request_id, broker_url, broker_url_tls)
+def lookup_redirect(request_id: int, broker_url: str, broker_url_tls: str | None = None,
+                    authoritative: bool = True) -> pb.BaseCommand:
+    """Tell the client to look up again at another broker: authoritative, that broker serves
+    the topic and answers for itself; not authoritative, that broker decides (the leader)."""
+    return _lookup_answer(pb.CommandLookupTopicResponse.Redirect, request_id, broker_url, broker_url_tls,
+                          authoritative)
 
 
-def _lookup_answer(kind: int, request_id: int, broker_url: str, broker_url_tls: str | None) -> pb.BaseCommand:
+def _lookup_answer(kind: int, request_id: int, broker_url: str, broker_url_tls: str | None,
+                   authoritative: bool = True) -> pb.BaseCommand:
     body = pb.CommandLookupTopicResponse(request_id=to_uint64(request_id), brokerServiceUrl=broker_url,
-                                         response=kind, authoritative=True)  # type: ignore[arg-type]
+                                         response=kind, authoritative=authoritative)  # type: ignore[arg-type]
     if broker_url_tls is not None:
         body.brokerServiceUrlTls = broker_url_tls
     return pb.BaseCommand(type=_T.LOOKUP_RESPONSE, lookupTopicResponse=body)

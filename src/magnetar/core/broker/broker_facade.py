@@ -64,6 +64,23 @@ class LatencyRecords(Protocol):
     def ledger_write_latency_of(self, topic: str) -> LatencyValues | None: ...
 
 
+class LoadBalancing(Protocol):
+    """A cluster's broker's load manager, as the admin API asks it."""
+
+    def leader_broker(self) -> dict[str, Any] | None:
+        """The leader as this broker last saw it (Pulsar's ``LeaderBroker``), None when none is elected."""
+
+    def load_report(self) -> dict[str, Any]:
+        """This broker's latest load report (Pulsar's ``LocalBrokerData``)."""
+
+    async def split_bundle(self, bundle: NamespaceBundle, algorithm: str, unload: bool, path: str) \
+            -> AdminRedirect | None:
+        """Split ``bundle`` if this broker owns it (or nobody does), else the redirect of ``path`` to its owner."""
+
+    def decision_counts(self) -> dict[str, int]:
+        """What the leader decided so far: ``unload_broker``, ``unload_bundle``, ``bundles_split``."""
+
+
 class TopicOwners(Protocol):
     """Who serves a topic among the brokers of a cluster (absent on a standalone broker,
     which serves every topic)."""
@@ -85,6 +102,10 @@ class TopicOwners(Protocol):
 
     async def web_url_of(self, broker_id: str) -> str | None:
         """A registered broker's web service URL; None when it is not registered."""
+
+    @property
+    def load_balancing(self) -> LoadBalancing | None:
+        """The broker's load manager (None until it is set up)."""
 
     async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
         """Release ``bundle`` if this broker owns it (its topics closed, its node deleted:

@@ -80,6 +80,15 @@ class BundleView:
 
 
 @dataclass(frozen=True, slots=True)
+class Placed:
+    """Where the load manager's leader sends a free bundle (``authoritative``: the broker
+    takes it; not: the broker is the leader, which decides)."""
+
+    broker_id: str
+    authoritative: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class RegisteredBroker:
     """A broker's registration (``/loadbalance/brokers/<id>``): how to reach it, and its load."""
 
@@ -88,8 +97,9 @@ class RegisteredBroker:
 
 
 def decide_lookup(me: str, view: BundleView, brokers: Mapping[str, RegisteredBroker], listener: str | None = None,
-                  authoritative: bool = False) -> LookupAnswer:
-    """The LOOKUP answer for a topic of the bundle ``view`` describes."""
+                  authoritative: bool = False, placed: Placed | None = None) -> LookupAnswer:
+    """The LOOKUP answer for a topic of the bundle ``view`` describes; a free bundle goes
+    where ``placed`` says, or without it to the broker owning the fewest bundles."""
     if view.state is BundleState.OWNED:
         return Connect()
     if view.state is not BundleState.UNOWNED:
@@ -102,31 +112,45 @@ def decide_lookup(me: str, view: BundleView, brokers: Mapping[str, RegisteredBro
         return _redirect(view.owner, listener)
     if authoritative:
         return Acquire()
-    chosen = select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
-    if chosen is None:
+    if placed is None:
+        chosen = select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
+        placed = None if chosen is None else Placed(chosen)
+    if placed is None:
         return NotReady("no broker is registered in the cluster")
-    return Acquire() if chosen == me else _redirect(brokers[chosen].urls, listener)
+    if placed.broker_id == me:
+        return Acquire()
+    if placed.broker_id not in brokers:
+        return NotReady(f"broker {placed.broker_id} is not registered; look up again")
+    return _redirect(brokers[placed.broker_id].urls, listener, placed.authoritative)
 
 
-def _redirect(target: NamespaceEphemeralData, listener: str | None) -> LookupAnswer:
+def _redirect(target: NamespaceEphemeralData, listener: str | None, authoritative: bool = True) -> LookupAnswer:
     urls = target.service_urls(listener)
     if urls is None or (urls.service_url is None and urls.service_url_tls is None):
         return NotReady(f"broker {target.broker_id} advertises no listener '{listener}'")
-    return Redirect(target.broker_id, urls.service_url, urls.service_url_tls)
+    return Redirect(target.broker_id, urls.service_url, urls.service_url_tls, authoritative)
 
 
 def decide_admin(me: str, view: BundleView, brokers: Mapping[str, RegisteredBroker], path: str,
-                 tls: bool = False) -> AdminAnswer:
+                 tls: bool = False, placed: Placed | None = None) -> AdminAnswer:
     """An admin request on a topic: serve it here, acquire first, or 307 to the web URL of
-    the owner (or of the broker the placement picked) with the same path."""
-    answer = decide_lookup(me, view, brokers)
+    the owner (or of the broker the placement picked) with the same path; a redirect the
+    leader makes to the broker it placed the bundle on says ``authoritative=true``."""
+    answer = decide_lookup(me, view, brokers, placed=placed, authoritative=_authoritative(path))
     if not isinstance(answer, Redirect):
         return answer
     target = view.owner if view.owner is not None else brokers[answer.broker_id].urls
     base = target.web_url(tls)
     if base is None:
         return NotReady(f"broker {answer.broker_id} advertises no web service URL")
-    return AdminRedirect(base.rstrip("/") + "/" + path.lstrip("/"))
+    location = base.rstrip("/") + "/" + path.lstrip("/")
+    if view.owner is None and placed is not None and placed.authoritative and not _authoritative(path):
+        location += ("&" if "?" in path else "?") + "authoritative=true"
+    return AdminRedirect(location)
+
+
+def _authoritative(path: str) -> bool:
+    return "authoritative=true" in path.partition("?")[2].split("&")
 
 
 def check_serving(me: str, state: BundleState, topic_serving: bool) -> NotReady | None:

@@ -7,7 +7,9 @@
 - ``/managed-ledgers/<tenant>/<ns>/<domain>/<topic>``           the topic's managed ledger
 - ``/managed-ledgers/<tenant>/<ns>/<domain>/<topic>/<cursor>``  its cursor's ``ManagedCursorInfo``
 - ``/schemas/<tenant>/<ns>/<topic>/<version>``                  one schema version
-- ``/loadbalance/brokers/<host:port>``                          a live broker (ephemeral)
+- ``/loadbalance/brokers/<host:port>``                          a live broker and its load report (ephemeral)
+- ``/loadbalance/leader``                                       the load manager's leader (ephemeral)
+- ``/loadbalance/bundle-data/<tenant>/<ns>/<range>``            a bundle's ``BundleData`` (the leader's)
 - ``/namespace/<tenant>/<ns>/<0xXXXXXXXX_0xXXXXXXXX>``          a bundle's owner (ephemeral)
 
 Pulsar keeps topic policies in a system topic, not in the metadata store; here they are
@@ -29,6 +31,8 @@ TOPIC_POLICIES = "/admin/topic-policies"
 MANAGED_LEDGERS = "/managed-ledgers"
 SCHEMAS = "/schemas"
 BROKERS = "/loadbalance/brokers"
+LEADER = "/loadbalance/leader"
+BUNDLE_DATA = "/loadbalance/bundle-data"
 OWNERSHIP = "/namespace"
 LEDGER_IDS = "/magnetar/ledger-ids"
 KEYS = "/magnetar/kv"

@@ -584,6 +584,27 @@ class ZooKeeperCoordination(ZooKeeperRecords):
                  for bundle in self._zk.children(f"{paths.OWNERSHIP}/{namespace}")}
         return {bundle: owner for bundle, owner in found.items() if owner is not None}
 
+    def elect_leader(self, data: dict[str, Any]) -> bool:
+        try:
+            self._zk.create(paths.LEADER, _bytes("leader data", data), ephemeral=True)
+        except AlreadyExists:
+            return False
+        return True
+
+    def get_leader(self) -> dict[str, Any] | None:
+        return self._zk.read_json(paths.LEADER)
+
+    def put_bundle_data(self, bundle: str, data: dict[str, Any]) -> None:
+        self._put(_bundle_data_path(bundle), _bytes("bundle data", data))
+
+    def get_bundle_data(self, bundle: str) -> dict[str, Any] | None:
+        return self._zk.read_json(_bundle_data_path(bundle))
+
+
+def _bundle_data_path(bundle: str) -> str:
+    namespace, _, bundle_range = bundle.rpartition("/")
+    return f"{paths.BUNDLE_DATA}/{namespace}/{check_bundle(namespace, bundle_range)}"
+
 
 def _bundle_path(namespace: str, bundle_range: str) -> str:
     return f"{paths.OWNERSHIP}/{namespace}/{check_bundle(namespace, bundle_range)}"
