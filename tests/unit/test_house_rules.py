@@ -41,6 +41,11 @@ SERVER_MAY_USE = {
     "cluster.bundle_ownership", "cluster.namespace_bundles", "cluster.namespace_ephemeral_data",
     "cluster.topic_lookup", "broker.broker_facade", "cluster.session_lease", "cluster.metadata_store",
     "cluster.broker_placement",
+    # the load manager: reports, the leader, placement, shedding and splits decided in core,
+    # their store reads and writes done by the shell
+    "cluster.bundle_data", "cluster.bundle_split", "cluster.bundles_data", "cluster.leader_election",
+    "cluster.least_resource_usage", "cluster.load_balancer_config", "cluster.load_report",
+    "cluster.stored_split",
     # a planned move: deliveries held until the consumers acknowledged what they hold
     "topics.handover",
 }

@@ -15,10 +15,10 @@ from fastapi.responses import RedirectResponse
 
 from magnetar.admin.common import Broker, namespace_name, require_namespace
 from magnetar.admin.errors import RestError, conflict, not_found, precondition_failed
-from magnetar.core.cluster.bundle_split import SPLIT_ALGORITHMS
+from magnetar.core.cluster.bundle_split import SPLIT_ALGORITHMS, SplitRefused
 from magnetar.core.cluster.bundles_data import bundles_of
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
-from magnetar.server.bundle_splits import SplitRefused, split_in_store
+from magnetar.core.cluster.stored_split import split_in_store
 
 router = APIRouter(tags=["load-balancing"])
 

@@ -18,31 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from magnetar.core.cluster.bundle_split import split_bundle
-from magnetar.core.cluster.bundles_data import POLICIES_KEY, bundles_data, bundles_of
-from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles, bundle_hash
+from magnetar.core.cluster.bundle_split import SplitRefused, split_bundle
+from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, bundle_hash
+from magnetar.core.cluster.stored_split import split_in_store
 from magnetar.core.cluster.topic_lookup import AdminRedirect
-from magnetar.core.metadata.interfaces import NamespaceStore
 from magnetar.core.metadata.records import AlreadyExists, NotFound
 from magnetar.server.cluster_membership import ClusterMembership
 
 log = logging.getLogger("magnetar.cluster")
-
-
-class SplitRefused(Exception):
-    """The split cannot be made now (a half is owned already): try again."""
-
-
-def split_in_store(store: NamespaceStore, bundle: NamespaceBundle, algorithm: str,
-                   topics: Sequence[str]) -> NamespaceBundles:
-    """Write the namespace's boundaries with ``bundle`` split (a standalone broker's whole split)."""
-    policies = store.get_namespace_policies(bundle.namespace)
-    if policies is None:
-        raise NotFound(f"Namespace {bundle.namespace} does not exist")
-    after = split_bundle(bundles_of(bundle.namespace, policies), bundle, algorithm,
-                         [bundle_hash(t) for t in topics])
-    store.put_namespace_policies(bundle.namespace, {**policies, POLICIES_KEY: bundles_data(after)})
-    return after
 
 
 async def split_owned_bundle(membership: ClusterMembership, bundle: NamespaceBundle, algorithm: str,

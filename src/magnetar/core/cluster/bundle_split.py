@@ -28,6 +28,10 @@ TOPIC_COUNT_EQUALLY_DIVIDE = "topic_count_equally_divide"
 SPLIT_ALGORITHMS = (RANGE_EQUALLY_DIVIDE, TOPIC_COUNT_EQUALLY_DIVIDE)
 
 
+class SplitRefused(Exception):
+    """The split cannot be made now (a half is owned already): try again."""
+
+
 @dataclass(frozen=True, slots=True)
 class SplitConfig:
     enabled: bool = True
