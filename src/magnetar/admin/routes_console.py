@@ -3,9 +3,10 @@
 - ``GET /admin/v2/topics-page``: every topic of the broker the caller may look up, one
   row per topic with a partitioned topic's partitions folded into it, searched by a
   substring of the name, sorted by name, rate, backlog or storage and cut into pages by
-  the server, so a list of 50,000 topics stays quick. Sorting by name reads stats only
-  for the rows of the page; sorting by a figure reads them all, 500 topics per turn of
-  the event loop.
+  the server, so a list of 50,000 topics stays quick: a page reads the stats of its own
+  rows only. Sorting by a figure sorts a list of up to ``LIVE_SORT_MAX`` rows on the
+  figures of now, a longer one on those of the broker's last rate sample (at most
+  ``rate_history.RESOLUTION_S`` old), kept ordered between samples (``topic_order``).
 - ``GET /admin/v2/{domain}/{tenant}/{namespace}/{topic}/subscription/{sub}/delayedIndex``:
   the subscription's delayed-delivery index: which tracker, how many messages, its memory,
   the next due time and, for the bucket tracker (PIP-195), each bucket's ledger range,
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -25,17 +26,22 @@ from fastapi import APIRouter, Query, Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
+from magnetar.admin.rate_history import RateHistory
+from magnetar.admin.topic_figures import Figures, combine, measure
+from magnetar.admin.topic_order import KeptOrders, page_steps, run_sliced
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
 from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
 from magnetar.core.security import authorization
 from magnetar.core.security.authorization import Operation
 from magnetar.core.subscriptions.subscription import Subscription
-from magnetar.core.topics.topic import Topic
 from magnetar.security.identity import Identity
 
-#: rows whose stats are read per turn of the event loop when sorting by a figure
-FILL_SLICE = 500
+#: rows whose stats are read per turn of the event loop when sorting few rows by a figure
+FILL_SLICE = 250
+#: a list of up to this many rows sorted by a figure is sorted on the figures of now; a
+#: longer one on those of the broker's last rate sample (``topic_order``)
+LIVE_SORT_MAX = 1000
 #: names listed per turn of the event loop when the topic list is built again
 BUILD_SLICE = 5000
 _PARTITION = re.compile(r"^(.*)-partition-\d+$")
@@ -44,43 +50,16 @@ SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThro
                   "storageSize", "producers", "subscriptions", "consumers"]
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class TopicRow:
     name: str
-    partitions: int = 0
-    members: tuple[str, ...] = ()
-    loaded: bool = False
-    msgRateIn: float = 0.0
-    msgRateOut: float = 0.0
-    msgThroughputIn: float = 0.0
-    msgThroughputOut: float = 0.0
-    backlog: int = 0
-    storageSize: int = 0
-    producers: int = 0
-    subscriptions: int = 0
-    consumers: int = 0
-
-    def add(self, topic: Topic, now: int) -> None:
-        self.loaded = True
-        rate, throughput = topic.msg_in.rate(now)
-        self.msgRateIn += rate
-        self.msgThroughputIn += throughput
-        self.storageSize += topic.ledger.total_size_bytes()
-        self.producers += len(topic.producers)
-        names: set[str] = set()
-        for name, sub in topic.subscriptions.items():
-            names.add(name)
-            self.backlog += sub.backlog()
-            for consumer in sub.consumers:
-                self.consumers += 1
-                out_rate, out_throughput = consumer.msg_out.rate(now)
-                self.msgRateOut += out_rate
-                self.msgThroughputOut += out_throughput
-        self.subscriptions = max(self.subscriptions, len(names))
+    partitions: int
+    #: whether the broker has any of its topics loaded (figures are zero otherwise)
+    loaded: bool
+    figures: Figures
 
     def json(self) -> dict[str, Any]:
-        row = {key: value for key, value in self.__dict__.items() if key != "members"}
-        return row
+        return {"name": self.name, "partitions": self.partitions, "loaded": self.loaded, **self.figures._asdict()}
 
 
 def _namespaces(broker: AdminBroker) -> list[str]:
@@ -119,19 +98,27 @@ class TopicDirectory:
     """Every topic name the metadata holds, folded and sorted once and kept until the
     metadata store writes again (its change counter moves), so a page of 50,000 topics
     does not parse 50,000 names per request. Topics only the broker has loaded (not yet
-    written, or non-persistent) are added per request."""
+    written, or non-persistent) are added, and the list with them kept while they stay the
+    same: the same list object stands for the same rows (``topic_order`` keys on it)."""
 
     def __init__(self) -> None:
         self._key: int | None = None
         self._rows: list[Listed] = []
         self._names: frozenset[str] = frozenset()
+        self._with_extra: tuple[frozenset[str], list[Listed]] = (frozenset(), [])
 
     async def rows(self, broker: AdminBroker) -> list[Listed]:
         key = broker.metadata.changes
         if key != self._key:
             self._rows, self._names = await self._build(broker)
             self._key = broker.metadata.changes if broker.metadata.changes == key else None
-        extra = [key for key in broker.topics if key not in self._names]
+            self._with_extra = (frozenset(), self._rows)
+        extra = frozenset(broker.topics.keys() - self._names)
+        if extra != self._with_extra[0]:
+            self._with_extra = (extra, self._added(extra))
+        return self._with_extra[1]
+
+    def _added(self, extra: frozenset[str]) -> list[Listed]:
         if not extra:
             return self._rows
         rows = list(self._rows)
@@ -165,29 +152,43 @@ class TopicDirectory:
         return rows, frozenset(names)
 
 
-def topic_rows(broker: AdminBroker, identity: Identity | None, search: str,
-               listed: list[Listed]) -> list[Listed]:
-    """The rows matching ``search`` that the caller may look up."""
+def chosen_rows(broker: AdminBroker, identity: Identity | None, search: str,
+                listed: list[Listed]) -> list[int] | None:
+    """The positions of the rows matching ``search`` that the caller may look up; None
+    when that is every row."""
     needle = search.lower()
+    if not needle and (broker.authentication is None or not broker.config.authorizationEnabled):
+        return None
     tests: dict[str, Callable[[str], bool]] = {}
-    rows = []
-    for item in listed:
+    chosen = []
+    for index, item in enumerate(listed):
         if needle and needle not in item.lowered:
             continue
         visible = tests.get(item.namespace)
         if visible is None:
             visible = tests[item.namespace] = _visible(broker, identity, item.namespace)
         if visible(item.name):
-            rows.append(item)
-    return rows
+            chosen.append(index)
+    return chosen
 
 
-def fill(broker: AdminBroker, row: TopicRow, now: int) -> TopicRow:
-    for member in row.members:
-        live = broker.topics.get(member)
-        if live is not None:
-            row.add(live, now)
-    return row
+def fill(broker: AdminBroker, item: Listed, now: int) -> TopicRow:
+    """The row of ``item`` with its figures now."""
+    loaded = [topic for topic in map(broker.topics.get, item.members) if topic is not None]
+    figures = combine(measure(topic, now).figures for topic in loaded)
+    return TopicRow(item.name, item.partitions, bool(loaded), figures)
+
+
+async def filled_in_order(broker: AdminBroker, listed: list[Listed], chosen: Sequence[int], sort: str,
+                          descending: bool, offset: int, limit: int) -> list[TopicRow]:
+    """A page of few rows sorted by a figure: every row filled now, then sorted."""
+    now = broker.now_ms()
+    rows: list[TopicRow] = []
+    for start in range(0, len(chosen), FILL_SLICE):
+        rows.extend(fill(broker, listed[i], now) for i in chosen[start:start + FILL_SLICE])
+        await asyncio.sleep(0)  # other clients are served between slices
+    rows.sort(key=lambda r: (getattr(r.figures, sort), r.name), reverse=descending)
+    return rows[offset:offset + limit]
 
 
 def delayed_index(sub: Subscription) -> dict[str, Any]:
@@ -239,9 +240,10 @@ def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
     }
 
 
-def make_router() -> APIRouter:
+def make_router(history: RateHistory) -> APIRouter:
     router = APIRouter(prefix="/admin/v2", tags=["console"])
     directory = TopicDirectory()
+    orders = KeptOrders()
 
     @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
     async def topics_page(broker: Broker, request: Request,
@@ -250,21 +252,23 @@ def make_router() -> APIRouter:
                           offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         identity: Identity | None = request.scope.get("state", {}).get("identity")
-        now = broker.now_ms()
-        listed = topic_rows(broker, identity, search, await directory.rows(broker))
+        listed = await directory.rows(broker)
+        chosen = chosen_rows(broker, identity, search, listed)
+        total = len(listed) if chosen is None else len(chosen)
+        descending = order == "desc"
         if sort == "name":
-            if order == "desc":
-                listed.reverse()
-            page = [fill(broker, TopicRow(i.name, i.partitions, i.members), now) for i in listed[offset:offset + limit]]
+            every: Sequence[int] = range(len(listed)) if chosen is None else chosen
+            indices = list((every[::-1] if descending else every)[offset:offset + limit])
+        elif total <= LIVE_SORT_MAX:
+            every = range(len(listed)) if chosen is None else chosen
+            page = await filled_in_order(broker, listed, every, sort, descending, offset, limit)
+            return {"total": total, "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
         else:
-            rows: list[TopicRow] = []
-            for start in range(0, len(listed), FILL_SLICE):
-                rows.extend(fill(broker, TopicRow(i.name, i.partitions, i.members), now)
-                            for i in listed[start:start + FILL_SLICE])
-                await asyncio.sleep(0)  # other clients are served between slices
-            rows.sort(key=lambda r: (getattr(r, sort), r.name), reverse=order == "desc")
-            page = rows[offset:offset + limit]
-        return {"total": len(listed), "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
+            kept = await orders.order(sort, listed, history.figures, history.generation)
+            indices = await run_sliced(page_steps(kept, chosen, offset, limit, descending))
+        now = broker.now_ms()
+        return {"total": total, "offset": offset, "limit": limit,
+                "topics": [fill(broker, listed[i], now).json() for i in indices]}
 
     return router
 
