@@ -187,25 +187,30 @@ class RateHistory:
         return body
 
 
+def load_report(broker: AdminBroker, history: RateHistory) -> dict[str, Any]:
+    """What the load-report route answers: the latest sample, with the broker's URLs."""
+    latest = history.latest()
+    config = broker.config
+    web_port = config.webServicePort or config.webServicePortTls
+    namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
+    return {
+        "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
+        "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
+        "brokerVersionString": __version__,
+        "clusterName": config.clusterName,
+        "numNamespaces": namespaces,
+        "numBundles": namespaces,
+        "lastUpdate": latest.timestamp,
+        **asdict(latest),
+    }
+
+
 def make_router(history: RateHistory) -> APIRouter:
     router = APIRouter(prefix="/admin/v2/broker-stats", tags=["broker-stats"])
 
     @router.get("/load-report", summary="The broker's load: rates and counts of its topics and clients")
-    async def load_report(broker: Broker) -> dict[str, Any]:
-        latest = history.latest()
-        config = broker.config
-        web_port = config.webServicePort or config.webServicePortTls
-        namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
-        return {
-            "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
-            "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
-            "brokerVersionString": __version__,
-            "clusterName": config.clusterName,
-            "numNamespaces": namespaces,
-            "numBundles": namespaces,
-            "lastUpdate": latest.timestamp,
-            **asdict(latest),
-        }
+    async def load_report_of(broker: Broker) -> dict[str, Any]:
+        return load_report(broker, history)
 
     @router.get("/rate-history", response_class=Response, responses=HISTORY_RESPONSE,
                 summary="The broker's rates and counts over the last 15 minutes")
