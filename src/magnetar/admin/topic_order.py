@@ -3,10 +3,10 @@
 Sorting 50,000 topics by message rate on every request would read every topic's stats each
 time. Instead the broker's rate samples (``rate_history``) keep each loaded topic's figures,
 and the list is ordered by one of them once per sample and per list of topics, on the first
-request that asks for that order: the rows' values, sorted runs of ``SLICE`` rows and their
-merge, each a few thousand rows per turn of the event loop. A page then reads only the rows
-it shows. The order is ascending by (value, position in the name-sorted list), so ties
-keep name order; descending is the same order read backwards (ties in reverse name order).
+request that asks for that order: the rows' values and sorted runs, ``SLICE`` rows per turn
+of the event loop, then the runs' merge. A page then reads only the rows it shows. The
+order is ascending by (value, position in the name-sorted list), so ties keep name order;
+descending is the same order read backwards (ties in reverse name order).
 
 The steps are generators that yield between slices: ``drain`` runs one at once (tests),
 ``run_sliced`` gives the event loop a turn between slices.
@@ -15,7 +15,6 @@ The steps are generators that yield between slices: ``drain`` runs one at once (
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Generator, Mapping, Sequence
 from itertools import islice
 from typing import Protocol, TypeVar
@@ -23,7 +22,7 @@ from typing import Protocol, TypeVar
 from magnetar.admin.topic_figures import FIELDS, NONE, Figures, combine
 
 #: rows handled per turn of the event loop
-SLICE = 2000
+SLICE = 1000
 
 Steps = Generator[None, None, list[int]]
 T = TypeVar("T")
@@ -48,12 +47,6 @@ async def run_sliced(steps: Generator[None, None, T]) -> T:
         await asyncio.sleep(0)  # other clients are served between slices
 
 
-def value_of(members: Sequence[str], figures: Mapping[str, Figures], field: int) -> float:
-    if len(members) == 1:
-        return figures.get(members[0], NONE)[field]
-    return combine(figures.get(member, NONE) for member in members)[field]
-
-
 class Row(Protocol):
     """A row of the topic list: a topic, or a partitioned topic with its partitions."""
 
@@ -66,26 +59,29 @@ def values_steps(rows: Sequence[Row], figures: Mapping[str, Figures], field: str
     """The value of ``field`` for each row."""
     index = FIELDS.index(field)
     values: list[float] = []
+    get = figures.get
     for start in range(0, len(rows), slice_size):
-        values.extend(value_of(row.members, figures, index) for row in rows[start:start + slice_size])
+        for row in rows[start:start + slice_size]:
+            members = row.members
+            if len(members) == 1:
+                values.append(get(members[0], NONE)[index])
+            else:
+                values.append(combine(get(member, NONE) for member in members)[index])
         if start + slice_size < len(rows):
             yield
     return values
 
 
-def order_steps(values: Sequence[float], slice_size: int = SLICE) -> Steps:
-    """The indices of ``values`` in ascending (value, index) order."""
-    runs = []
+def order_steps(values: list[float], slice_size: int = SLICE) -> Steps:
+    """The indices of ``values`` in ascending (value, index) order: sorted runs of
+    ``slice_size``, then one stable sort of their concatenation, which merges the runs (in
+    C, a few milliseconds at 50,000) and keeps ties in index order."""
+    runs: list[int] = []
+    key = values.__getitem__
     for start in range(0, len(values), slice_size):
-        runs.append(sorted(zip(values[start:start + slice_size], range(start, start + slice_size), strict=False)))
+        runs.extend(sorted(range(start, min(len(values), start + slice_size)), key=key))
         yield
-    merged = heapq.merge(*runs)
-    order: list[int] = []
-    while len(order) < len(values):
-        order.extend(index for _, index in islice(merged, slice_size))
-        if len(order) < len(values):
-            yield
-    return order
+    return sorted(runs, key=key)
 
 
 def page_steps(order: Sequence[int], chosen: Sequence[int] | None, offset: int, limit: int, descending: bool,
