@@ -66,16 +66,17 @@ def _namespaces(broker: AdminBroker) -> list[str]:
     return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
 
 
-def _visible(broker: AdminBroker, identity: Identity | None, namespace: str) -> Callable[[str], bool]:
-    """A test of topic names (partitioned parents) of ``namespace`` the caller may look up."""
+def _visible(broker: AdminBroker, identity: Identity | None, namespace: str) -> Callable[[str], bool] | None:
+    """A test of topic names (partitioned parents) of ``namespace`` the caller may look up;
+    None when the caller may look up all of them."""
     if broker.authentication is None or not broker.config.authorizationEnabled:
-        return lambda name: True
+        return None
     if identity is None:
         return lambda name: False
     role = identity.role
     context = broker.access.access_context(namespace)
     if authorization.allowed(role, Operation.LOOKUP, context):
-        return lambda name: True
+        return None
     return lambda name: authorization.allowed(role, Operation.LOOKUP, context, name)
 
 
@@ -94,6 +95,14 @@ class Listed:
     members: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """The rows of the topic list, sorted by name, and the namespaces they are of."""
+
+    rows: list[Listed]
+    namespaces: frozenset[str]
+
+
 class TopicDirectory:
     """Every topic name the metadata holds, folded and sorted once and kept until the
     metadata store writes again (its change counter moves), so a page of 50,000 topics
@@ -103,38 +112,39 @@ class TopicDirectory:
 
     def __init__(self) -> None:
         self._key: int | None = None
-        self._rows: list[Listed] = []
+        self._listing = Listing([], frozenset())
         self._names: frozenset[str] = frozenset()
-        self._with_extra: tuple[frozenset[str], list[Listed]] = (frozenset(), [])
+        self._with_extra: tuple[frozenset[str], Listing] = (frozenset(), self._listing)
 
-    async def rows(self, broker: AdminBroker) -> list[Listed]:
+    async def listing(self, broker: AdminBroker) -> Listing:
         key = broker.metadata.changes
         if key != self._key:
-            self._rows, self._names = await self._build(broker)
+            self._listing, self._names = await self._build(broker)
             self._key = broker.metadata.changes if broker.metadata.changes == key else None
-            self._with_extra = (frozenset(), self._rows)
+            self._with_extra = (frozenset(), self._listing)
         extra = frozenset(broker.topics.keys() - self._names)
         if extra != self._with_extra[0]:
             self._with_extra = (extra, self._added(extra))
         return self._with_extra[1]
 
-    def _added(self, extra: frozenset[str]) -> list[Listed]:
+    def _added(self, extra: frozenset[str]) -> Listing:
         if not extra:
-            return self._rows
-        rows = list(self._rows)
+            return self._listing
+        rows = list(self._listing.rows)
         for name in extra:
             match = _PARTITION.match(name)
             if match is not None and match.group(1) in self._names:
                 continue
             rows.append(Listed(name, name.lower(), _namespace_of(name), 0, (name,)))
         rows.sort(key=lambda row: row.name)
-        return rows
+        return Listing(rows, self._listing.namespaces | {_namespace_of(name) for name in extra})
 
     @staticmethod
-    async def _build(broker: AdminBroker) -> tuple[list[Listed], frozenset[str]]:
+    async def _build(broker: AdminBroker) -> tuple[Listing, frozenset[str]]:
         rows: list[Listed] = []
         names: set[str] = set()
-        for namespace in _namespaces(broker):
+        namespaces = _namespaces(broker)
+        for namespace in namespaces:
             partitioned = broker.metadata.list_partitioned_topics(namespace)
             for parent, count in partitioned.items():
                 members = tuple(f"{parent}-partition-{i}" for i in range(count))
@@ -149,25 +159,23 @@ class TopicDirectory:
                 if index % BUILD_SLICE == BUILD_SLICE - 1:
                     await asyncio.sleep(0)  # other clients are served between slices
         rows.sort(key=lambda row: row.name)
-        return rows, frozenset(names)
+        return Listing(rows, frozenset(namespaces)), frozenset(names)
 
 
 def chosen_rows(broker: AdminBroker, identity: Identity | None, search: str,
-                listed: list[Listed]) -> list[int] | None:
+                listed: list[Listed], namespaces: frozenset[str]) -> list[int] | None:
     """The positions of the rows matching ``search`` that the caller may look up; None
-    when that is every row."""
+    when that is every row. ``namespaces``: those of the rows."""
     needle = search.lower()
-    if not needle and (broker.authentication is None or not broker.config.authorizationEnabled):
+    tests = {namespace: _visible(broker, identity, namespace) for namespace in namespaces}
+    if not needle and all(test is None for test in tests.values()):
         return None
-    tests: dict[str, Callable[[str], bool]] = {}
     chosen = []
     for index, item in enumerate(listed):
         if needle and needle not in item.lowered:
             continue
         visible = tests.get(item.namespace)
-        if visible is None:
-            visible = tests[item.namespace] = _visible(broker, identity, item.namespace)
-        if visible(item.name):
+        if visible is None or visible(item.name):
             chosen.append(index)
     return chosen
 
@@ -252,8 +260,9 @@ def make_router(history: RateHistory) -> APIRouter:
                           offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
                           limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
         identity: Identity | None = request.scope.get("state", {}).get("identity")
-        listed = await directory.rows(broker)
-        chosen = chosen_rows(broker, identity, search, listed)
+        listing = await directory.listing(broker)
+        listed = listing.rows
+        chosen = chosen_rows(broker, identity, search, listed, listing.namespaces)
         total = len(listed) if chosen is None else len(chosen)
         descending = order == "desc"
         if sort == "name":
