@@ -42,6 +42,8 @@ FILL_SLICE = 250
 #: a list of up to this many rows sorted by a figure is sorted on the figures of now; a
 #: longer one on those of the broker's last rate sample (``topic_order``)
 LIVE_SORT_MAX = 1000
+#: the longest a topic loaded in place of another (their number unchanged) may be missing
+EXTRA_CHECK_MS = 1000
 #: names listed per turn of the event loop when the topic list is built again
 BUILD_SLICE = 5000
 _PARTITION = re.compile(r"^(.*)-partition-\d+$")
@@ -108,13 +110,17 @@ class TopicDirectory:
     metadata store writes again (its change counter moves), so a page of 50,000 topics
     does not parse 50,000 names per request. Topics only the broker has loaded (not yet
     written, or non-persistent) are added, and the list with them kept while they stay the
-    same: the same list object stands for the same rows (``topic_order`` keys on it)."""
+    same: the same list object stands for the same rows (``topic_order`` keys on it). They
+    are looked for again when the number of loaded topics moves, or ``EXTRA_CHECK_MS`` after
+    the last look (a look reads every loaded topic's name: 3.5 ms at 50,000)."""
 
     def __init__(self) -> None:
         self._key: int | None = None
         self._listing = Listing([], frozenset())
         self._names: frozenset[str] = frozenset()
         self._with_extra: tuple[frozenset[str], Listing] = (frozenset(), self._listing)
+        #: (loaded topics, metadata changes, time) when the loaded topics were last compared
+        self._checked: tuple[int, int | None, int] = (-1, None, 0)
 
     async def listing(self, broker: AdminBroker) -> Listing:
         key = broker.metadata.changes
@@ -122,9 +128,12 @@ class TopicDirectory:
             self._listing, self._names = await self._build(broker)
             self._key = broker.metadata.changes if broker.metadata.changes == key else None
             self._with_extra = (frozenset(), self._listing)
-        extra = frozenset(broker.topics.keys() - self._names)
-        if extra != self._with_extra[0]:
-            self._with_extra = (extra, self._added(extra))
+        loaded, now = len(broker.topics), broker.now_ms()
+        if (loaded, key) != self._checked[:2] or now - self._checked[2] >= EXTRA_CHECK_MS:
+            self._checked = (loaded, key, now)
+            extra = frozenset(broker.topics.keys() - self._names)
+            if extra != self._with_extra[0]:
+                self._with_extra = (extra, self._added(extra))
         return self._with_extra[1]
 
     def _added(self, extra: frozenset[str]) -> Listing:
@@ -183,6 +192,8 @@ def chosen_rows(broker: AdminBroker, identity: Identity | None, search: str,
 def fill(broker: AdminBroker, item: Listed, now: int) -> TopicRow:
     """The row of ``item`` with its figures now."""
     loaded = [topic for topic in map(broker.topics.get, item.members) if topic is not None]
+    if len(loaded) == 1:
+        return TopicRow(item.name, item.partitions, True, measure(loaded[0], now).figures)
     figures = combine(measure(topic, now).figures for topic in loaded)
     return TopicRow(item.name, item.partitions, bool(loaded), figures)
 
