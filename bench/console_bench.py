@@ -2,12 +2,15 @@
 
 Loads ``--topics`` topics (a producer, a message and a subscription each), then:
 
-- times the REST calls behind the console's topics page (the first page by name, and by
-  message rate, which fills every row before sorting) and the console's own files;
 - measures a producer's publish round trips (SEND to receipt, one at a time) for
   ``--seconds`` with no console, then as long again with a console open: another process
   polls what the overview and a topic page poll, once a second each (load report, rate
-  history, the topics page sorted by rate, the probe topic's stats).
+  history, the topics page sorted by rate, the probe topic's stats);
+- times the REST calls behind the console's pages (the topics page's first page by name and
+  by message rate, the load report, the rate history, a topic's stats), the console's own
+  files, and for comparison the cheapest admin call (``brokers/ready``);
+- with ``--browser``, times console pages in headless Chromium, from navigation to their
+  first rows drawn.
 
     python bench/console_bench.py --topics 50000
 """
@@ -87,11 +90,37 @@ def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dic
     return summary([ms for _, ms in latencies]), polled
 
 
+#: console pages timed in a browser with ``--browser``: from navigation to the page drawn
+BROWSED = {"topics by rate": ("/topics?sort=msgRateIn&order=desc", "#topic-table tbody tr[data-row]"),
+           "topics by name": ("/topics", "#topic-table tbody tr[data-row]"),
+           "overview": ("/overview", "#totals [data-field]")}
+
+
+def browse(web_url: str, times: int) -> dict[str, list[float]]:
+    """Milliseconds from opening each of ``BROWSED`` in headless Chromium to its first rows
+    drawn, ``times`` times each (a fresh page each time)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "e2e"))
+    from console_helpers import chromium_context
+    out: dict[str, list[float]] = {}
+    with chromium_context() as context:
+        for label, (route, drawn) in BROWSED.items():
+            for _ in range(times):
+                page = context.new_page()
+                started = time.perf_counter()
+                page.goto(f"{web_url}/console/#{route}")
+                page.wait_for_selector(drawn, timeout=60_000)
+                out.setdefault(label, []).append(round((time.perf_counter() - started) * 1000, 1))
+                page.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=20.0, help="each publish phase")
     parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    parser.add_argument("--browser", action="store_true",
+                        help="also time console pages in headless Chromium (tests/e2e/console_helpers.py)")
     args = parser.parse_args()
     if args.topics < 1 or args.seconds <= 0:
         parser.error("--topics must be at least 1 and --seconds above 0")
@@ -107,13 +136,16 @@ def main() -> None:
                        for first in range(0, args.topics, 1000))
         created_s = time.perf_counter() - started
         os.sync()  # the creation's writeback is not the console's cost
-        pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", f"{PAGE}?sort=msgRateIn&order=desc&limit=50",
-                                            "/console/", "/console/console.js"], 5)
         quiet, _ = publishes(broker, args.seconds, console=False)
         busy, polled = publishes(broker, args.seconds, console=True)
+        # after the publishes: the probe topic polled for its stats exists then
+        pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", *POLLED, "/console/", "/console/console.js",
+                                            "/admin/v2/brokers/ready"], 5)
+        browsed = browse(broker.web_url, 3) if args.browser else None
         print(json.dumps({"topics": args.topics, "creation_failures": failures, "created_s": round(created_s, 1),
-                          "get_ms": pages, "publish_without_console": quiet, "publish_with_console": busy,
-                          "console_requests": polled, "load_avg_1m": os.getloadavg()[0]}))
+                          "get_ms": pages, "browser_ms": browsed, "publish_without_console": quiet,
+                          "publish_with_console": busy, "console_requests": polled,
+                          "load_avg_1m": os.getloadavg()[0]}))
     finally:
         broker.kill()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -65,3 +65,16 @@ def start_cluster(zookeeper: ZooKeeperProcess, data_dir: Path, count: int = 2,
             broker.kill()
         raise
     return Cluster(url, brokers)
+
+
+def one_topic_per_bundle() -> list[str]:
+    """Fresh topics of public/default, one in each of its four bundles."""
+    bundles = NamespaceBundles("public/default")
+    found: dict[str, str] = {}
+    prefix = uuid.uuid4().hex[:8]
+    i = 0
+    while len(found) < len(bundles):
+        topic = f"persistent://public/default/c-{prefix}-{i}"
+        found.setdefault(bundles.find_bundle(topic).range_name, topic)
+        i += 1
+    return list(found.values())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from cluster_helpers import CLI, Cluster, initialize, start_cluster
+from cluster_helpers import CLI, Cluster, initialize, one_topic_per_bundle, start_cluster
 from e2e_helpers import EARLIEST, quiet_logger, read_topic, receive_n
 
 from magnetar.core.cluster.namespace_bundles import NamespaceBundles
@@ -22,19 +22,6 @@ def cluster(zookeeper: ZooKeeperProcess, tmp_path_factory: pytest.TempPathFactor
     running = start_cluster(zookeeper, tmp_path_factory.mktemp("cluster") / "data")
     yield running
     running.stop()
-
-
-def one_topic_per_bundle() -> list[str]:
-    """Fresh topics of public/default, one in each of its four bundles."""
-    bundles = NamespaceBundles("public/default")
-    found: dict[str, str] = {}
-    prefix = uuid.uuid4().hex[:8]
-    i = 0
-    while len(found) < len(bundles):
-        topic = f"persistent://public/default/c-{prefix}-{i}"
-        found.setdefault(bundles.find_bundle(topic).range_name, topic)
-        i += 1
-    return list(found.values())
 
 
 def test_each_broker_owns_some_bundles_and_the_client_reaches_them_through_either(cluster: Cluster) -> None:

@@ -173,6 +173,29 @@ def test_topics_page_searches_sorts_and_pages_on_the_server(
     producer.close()
 
 
+def test_topics_page_creates_topics_and_refuses_a_name_that_is_not_one(console: ConsolePage,
+                                                                       admin: httpx.Client) -> None:
+    plain, parted = name("made"), name("made-parted")
+    page = console.open("/topics")
+    page.fill("#new-topic", plain)
+    page.click("#create-topic-button")
+    page.click("#confirm-cancel")
+    assert plain not in admin.get("/admin/v2/persistent/public/default").json()
+    console.act("#create-topic-button")
+    assert plain in admin.get("/admin/v2/persistent/public/default").json()
+    page.fill("#new-topic", parted)
+    page.fill("#new-topic-partitions", "3")
+    console.act("#create-topic-button")
+    assert admin.get(rest(parted) + "/partitions").json()["partitions"] == 3
+    before = admin.get("/admin/v2/persistent/public/default").json()
+    page.fill("#new-topic", "made-without-a-namespace")
+    console.confirm("#create-topic-button")
+    check = expect()
+    check(page.locator("#action-status [data-outcome=error]")).to_contain_text("Give a full name")
+    assert admin.get("/admin/v2/persistent/public/default").json() == before
+    assert console.errors == []
+
+
 def test_topic_page_shows_what_the_stats_say(console: ConsolePage, client: pulsar.Client,
                                              admin: httpx.Client) -> None:
     topic = name("orders")

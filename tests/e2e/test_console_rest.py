@@ -77,6 +77,16 @@ def test_load_report_and_rate_history(admin: httpx.Client, client: pulsar.Client
     producer.close()
 
 
+def test_a_standalone_broker_lists_itself_alone(admin: httpx.Client) -> None:
+    view = admin.get("/admin/v2/broker-stats/brokers").json()
+    assert view["clustered"] is False and view["clusterName"] == "standalone" and len(view["brokers"]) == 1
+    me = view["brokers"][0]
+    assert me["brokerId"] == admin.get("/admin/v2/brokers/standalone").json()[0] and me["self"]
+    owned = admin.get(f"/admin/v2/brokers/standalone/{me['brokerId']}/ownedNamespaces").json()
+    assert me["ownedBundles"] == sorted(owned) and me["error"] is None
+    assert me["consoleUrl"] == me["webServiceUrl"] + "/console/" and me["loadReport"]["clusterName"] == "standalone"
+
+
 def test_delayed_index_of_a_subscription(admin: httpx.Client, client: pulsar.Client) -> None:
     topic = new_topic("later")
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)

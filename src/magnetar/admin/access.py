@@ -77,6 +77,7 @@ RULES: dict[str, dict[str, Rule]] = {
     "/console/{path:path}": {"GET": PUBLIC},
     "/admin/v2/broker-stats/load-report": {"GET": SUPER_USER},
     "/admin/v2/broker-stats/rate-history": {"GET": SUPER_USER},
+    "/admin/v2/broker-stats/brokers": {"GET": SUPER_USER},
     # each topic the caller may look up, checked by the route itself
     "/admin/v2/topics-page": {"GET": AUTHENTICATED},
     "/admin/v2/brokers/ready": {"GET": PUBLIC},

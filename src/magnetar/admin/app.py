@@ -20,6 +20,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from magnetar import __version__
 from magnetar.admin import (
     access,
+    broker_views,
     console_static,
     errors,
     lookup,
@@ -77,7 +78,8 @@ def create_app(broker: AdminBroker, connections: HttpConnections | None = None) 
     with contextlib.suppress(RuntimeError):  # no running loop: an app made for a test, no samples
         history.start(asyncio.get_running_loop())
     app.include_router(rate_history.make_router(history))
-    app.include_router(routes_console.make_router())
+    app.include_router(broker_views.make_router(history))
+    app.include_router(routes_console.make_router(history))
     app.include_router(console_static.make_router())
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))

@@ -17,16 +17,18 @@ zero for that sample rather than as a negative rate.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 
 from magnetar import __version__
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker
+from magnetar.admin.topic_figures import Figures, measure
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.topics.topic import Topic
 
@@ -34,6 +36,10 @@ RESOLUTION_S = 5
 SAMPLES = 15 * 60 // RESOLUTION_S
 #: loaded topics read per turn of the event loop while a sample is taken
 SLICE = 100
+#: what the rate-history route answers, for the OpenAPI document
+HISTORY_RESPONSE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"schema": {
+    "type": "object", "properties": {"resolutionSeconds": {"type": "number"},
+                                     "samples": {"type": "array", "items": {"type": "object"}}}}}}}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,21 +73,24 @@ class Sample:
     storageSize: int
 
 
-def totals(topics: Iterable[Topic]) -> Totals:
+def totals(named: Iterable[tuple[str, Topic]], now_ms: int, figures: dict[str, Figures] | None = None) -> Totals:
+    """The totals of ``named`` topics; each topic's figures go into ``figures`` if given."""
     msgs_in = bytes_in = msgs_out = bytes_out = count = producers = subscriptions = consumers = backlog = storage = 0
-    for topic in topics:
+    for name, topic in named:
+        measured = measure(topic, now_ms)
+        mine = measured.figures
+        if figures is not None:
+            figures[name] = mine
         count += 1
         msgs_in += topic.msg_in.total_msgs
         bytes_in += topic.msg_in.total_bytes
-        producers += len(topic.producers)
-        storage += topic.ledger.total_size_bytes()
-        for sub in topic.subscriptions.values():
-            subscriptions += 1
-            backlog += sub.backlog()
-            for consumer in sub.consumers:
-                consumers += 1
-                msgs_out += consumer.msg_out.total_msgs
-                bytes_out += consumer.msg_out.total_bytes
+        msgs_out += measured.msgs_out
+        bytes_out += measured.bytes_out
+        producers += mine.producers
+        storage += mine.storageSize
+        subscriptions += mine.subscriptions
+        backlog += mine.backlog
+        consumers += mine.consumers
     return Totals(msgs_in, bytes_in, msgs_out, bytes_out, count, producers, subscriptions, consumers,
                   backlog, storage)
 
@@ -100,15 +109,20 @@ def sample_between(before: Totals, after: Totals, seconds: float, timestamp: int
 
 class RateHistory:
     """The samples; ``start`` takes one every ``resolution_s`` on the running event loop,
-    reading ``SLICE`` topics per turn of the loop so that many topics never hold it long."""
+    reading ``SLICE`` topics per turn of the loop so that many topics never hold it long.
+    Each walk also keeps every loaded topic's figures (``figures``, replaced whole when a
+    walk ends and ``generation`` counts up), which the topic list sorts by."""
 
     def __init__(self, broker: AdminBroker, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
         self.broker = broker
         self.resolution_s = resolution_s
         self.samples: deque[Sample] = deque(maxlen=size)
+        self.figures: dict[str, Figures] = {}
+        self.generation = 0
         self._last: tuple[int, Totals] | None = None
         self._task: PeriodicTask | None = None
         self._walking = False
+        self._encoded: tuple[Sample | None, bytes] = (None, b"")
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Samples are taken on the broker's one timer; a walk's slices take turns of ``loop``."""
@@ -128,16 +142,19 @@ class RateHistory:
 
     def _walk(self, loop: asyncio.AbstractEventLoop, first: bool) -> None:
         topics = list(self.broker.topics.items())
+        figures: dict[str, Figures] = {}
         self._walking = True
 
         def step(start: int, partial: Totals) -> None:
             live = self.broker.topics
-            chunk = [topic for key, topic in topics[start:start + SLICE] if live.get(key) is topic]
-            partial = add(partial, totals(chunk))
+            chunk = [(key, topic) for key, topic in topics[start:start + SLICE] if live.get(key) is topic]
+            partial = add(partial, totals(chunk, self.broker.now_ms(), figures))
             if start + SLICE < len(topics):
                 loop.call_soon(step, start + SLICE, partial)
                 return
             self._walking = False
+            self.figures = figures
+            self.generation += 1
             if first:
                 self._last = (self.broker.now_ms(), partial)
             else:
@@ -155,8 +172,38 @@ class RateHistory:
         """The last sample, or one taken now (rates zero) before the first."""
         if self.samples:
             return self.samples[-1]
-        current = totals(self.broker.topics.values())
-        return sample_between(current, current, 0, self.broker.now_ms())
+        now = self.broker.now_ms()
+        current = totals(self.broker.topics.items(), now)
+        return sample_between(current, current, 0, now)
+
+    def encoded(self) -> bytes:
+        """The samples as the rate-history route answers them, JSON, encoded once per sample."""
+        last = self.samples[-1] if self.samples else None
+        kept, body = self._encoded
+        if kept is not last or not body:
+            body = json.dumps({"resolutionSeconds": self.resolution_s,
+                               "samples": [asdict(s) for s in self.samples]}).encode()
+            self._encoded = (last, body)
+        return body
+
+
+def load_report(broker: AdminBroker, history: RateHistory) -> dict[str, Any]:
+    """What the load-report route answers: the latest sample, with the broker's URLs."""
+    latest = history.latest()
+    config = broker.config
+    web_port = config.webServicePort or config.webServicePortTls
+    namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
+    return {
+        "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
+        "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
+        "brokerVersionString": __version__,
+        "clusterName": config.clusterName,
+        "numNamespaces": namespaces,
+        "numBundles": namespaces,
+        "lastUpdate": latest.timestamp,
+        **asdict(latest),
+        **_load_manager_fields(broker),
+    }
 
 
 #: what a cluster's broker adds from its load manager's report (Pulsar's LocalBrokerData)
@@ -175,25 +222,12 @@ def make_router(history: RateHistory) -> APIRouter:
     router = APIRouter(prefix="/admin/v2/broker-stats", tags=["broker-stats"])
 
     @router.get("/load-report", summary="The broker's load: rates and counts of its topics and clients")
-    async def load_report(broker: Broker) -> dict[str, Any]:
-        latest = history.latest()
-        config = broker.config
-        web_port = config.webServicePort or config.webServicePortTls
-        namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
-        return {
-            "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
-            "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
-            "brokerVersionString": __version__,
-            "clusterName": config.clusterName,
-            "numNamespaces": namespaces,
-            "numBundles": namespaces,
-            "lastUpdate": latest.timestamp,
-            **asdict(latest),
-            **_load_manager_fields(broker),
-        }
+    async def load_report_of(broker: Broker) -> dict[str, Any]:
+        return load_report(broker, history)
 
-    @router.get("/rate-history", summary="The broker's rates and counts over the last 15 minutes")
-    async def rate_history() -> dict[str, Any]:
-        return {"resolutionSeconds": history.resolution_s, "samples": [asdict(s) for s in history.samples]}
+    @router.get("/rate-history", response_class=Response, responses=HISTORY_RESPONSE,
+                summary="The broker's rates and counts over the last 15 minutes")
+    async def rate_history() -> Response:
+        return Response(history.encoded(), media_type="application/json")
 
     return router

@@ -69,7 +69,7 @@ async def active_brokers(broker: Broker, cluster: str) -> list[str]:
         return []
     if broker.cluster is not None:
         return await broker.cluster.broker_ids()
-    return [_standalone_id(broker)]
+    return [standalone_id(broker)]
 
 
 @router.get("/{cluster}/{broker_id}/ownedNamespaces", response_model=None,
@@ -79,24 +79,28 @@ async def owned_namespaces(broker: Broker, request: Request, cluster: str,
     if broker.metadata.get_cluster(check_name("cluster", cluster)) is None:
         raise not_found("Cluster does not exist")
     owners = broker.cluster
-    me = _standalone_id(broker) if owners is None else owners.broker_id
+    me = standalone_id(broker) if owners is None else owners.broker_id
     if broker_id != me:
         url = None if owners is None or cluster != broker.config.clusterName else await owners.web_url_of(broker_id)
         if url is None:
             raise not_found(f"Broker {broker_id} is not a registered broker of cluster {cluster}")
         return RedirectResponse(url.rstrip("/") + request.url.path, status_code=307)
-    if owners is not None:
-        bundles = owners.owned_bundles()
-    else:  # a standalone broker owns every bundle of every namespace
-        bundles = [str(bundle) for tenant in broker.metadata.list_tenants()
-                   for namespace in broker.metadata.list_namespaces(tenant)
-                   for bundle in bundles_of(namespace, broker.metadata.get_namespace_policies(namespace)).bundles]
     # Pulsar's NamespaceOwnershipStatus of each bundle
     return {bundle: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
-            for bundle in sorted(bundles)}
+            for bundle in owned_bundles(broker)}
 
 
-def _standalone_id(broker: Broker) -> str:
+def owned_bundles(broker: Broker) -> list[str]:
+    """The bundles this broker owns, sorted: on a standalone broker, every bundle of every namespace."""
+    if broker.cluster is not None:
+        return sorted(broker.cluster.owned_bundles())
+    return sorted(str(bundle) for tenant in broker.metadata.list_tenants()
+                  for namespace in broker.metadata.list_namespaces(tenant)
+                  for bundle in bundles_of(namespace, broker.metadata.get_namespace_policies(namespace)).bundles)
+
+
+def standalone_id(broker: Broker) -> str:
+    """A standalone broker's id: its advertised address and web port."""
     return f"{broker.config.advertisedAddress}:{broker.config.webServicePort or broker.config.webServicePortTls}"
 
 

@@ -251,6 +251,54 @@
     return run();
   }
 
+  // a link to another broker's console: http(s) only, never script
+  function brokerLink(url, text) {
+    const node = el("a", {}, text);
+    try {
+      const parsed = new URL(String(url));
+      if (parsed.protocol === "http:" || parsed.protocol === "https:") node.setAttribute("href", parsed.href);
+    } catch (e) { /* not a URL: the name alone */ }
+    return node;
+  }
+
+  function brokerTable(view) {
+    const load = (b, key, fmt) => (b.loadReport ? fmt(b.loadReport[key]) : "-");
+    const rows = view.brokers.map((b) => el("tr", { data: { broker: b.brokerId } },
+      el("td", {}, b.consoleUrl ? brokerLink(b.consoleUrl, b.brokerId) : b.brokerId,
+        b.self ? [" ", el("span", { className: "tag" }, "this broker")] : null),
+      el("td", { data: { field: "bundles" } }, b.ownedBundles === null ? "-"
+        : b.ownedBundles.map((bundle) => el("div", { data: { bundle } }, bundle))),
+      el("td", { className: "num", data: { field: "numTopics" } }, load(b, "numTopics", fmtInt)),
+      el("td", { className: "num", data: { field: "numProducers" } }, load(b, "numProducers", fmtInt)),
+      el("td", { className: "num", data: { field: "numConsumers" } }, load(b, "numConsumers", fmtInt)),
+      el("td", { className: "num", data: { field: "msgRateIn" } }, load(b, "msgRateIn", fmtRate)),
+      el("td", { className: "num", data: { field: "msgRateOut" } }, load(b, "msgRateOut", fmtRate)),
+      el("td", { className: "error" }, b.error || "")));
+    const head = el("tr", {}, ["Broker", "Owned bundles", "Topics", "Producers", "Consumers", "Msgs/s in",
+      "Msgs/s out", ""].map((label, i) => el("th", { className: i >= 2 && i <= 6 ? "num" : "" }, label)));
+    return [el("p", { className: "muted" }, `Cluster ${view.clusterName}: ${view.brokers.length} brokers`),
+      el("table", { id: "broker-table" }, el("thead", {}, head), el("tbody", {}, rows))];
+  }
+
+  async function clusterSection(box) {
+    let view = null;
+    try { view = await api("/admin/v2/broker-stats/brokers"); } catch (e) { view = null; }
+    if (view && view.clustered) {
+      fill(box, brokerTable(view));
+      return;
+    }
+    try {
+      const clusters = await api("/admin/v2/clusters");
+      const rows = [];
+      for (const name of clusters) {
+        let brokers = [];
+        try { brokers = await api(`/admin/v2/brokers/${enc(name)}`); } catch (e) { brokers = ["(" + e.reason + ")"]; }
+        rows.push({ name, brokers: brokers.join(", ") });
+      }
+      fill(box, table([{ label: "Cluster", key: "name" }, { label: "Active brokers", key: "brokers" }], rows));
+    } catch (e) { fill(box, banner(e)); }
+  }
+
   async function overviewPage() {
     const cards = el("div", { className: "cards", id: "totals" });
     const chartsBox = el("div", { className: "charts", id: "rate-charts" });
@@ -285,16 +333,7 @@
         fill(cards, banner(e));
       }
     });
-    try {
-      const clusters = await api("/admin/v2/clusters");
-      const rows = [];
-      for (const name of clusters) {
-        let brokers = [];
-        try { brokers = await api(`/admin/v2/brokers/${enc(name)}`); } catch (e) { brokers = ["(" + e.reason + ")"]; }
-        rows.push({ name, brokers: brokers.join(", ") });
-      }
-      fill(cluster, table([{ label: "Cluster", key: "name" }, { label: "Active brokers", key: "brokers" }], rows));
-    } catch (e) { fill(cluster, banner(e)); }
+    await clusterSection(cluster);
     try {
       const names = await api("/admin/v2/tenants");
       const rows = [];
