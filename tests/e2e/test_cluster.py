@@ -4,6 +4,7 @@ client, connected to either broker, reaches each topic's owner through lookups."
 from __future__ import annotations
 
 import subprocess
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -323,18 +324,21 @@ def test_an_unloaded_bundle_sends_its_clients_straight_to_the_next_owner(cluster
         client.close()
     owner = cluster.by_id(cluster.owner_of(topic) or "")
     successor = b if owner is a else a
-    with RawConnection.to_service(owner.service_url) as conn:
+    bundle = NamespaceBundles(namespace).find_bundle(topic).range_name
+    with RawConnection.to_service(owner.service_url) as conn, \
+            RawConnection.to_service(successor.service_url) as next_conn:
         conn.handshake()
+        next_conn.handshake()
         conn.create_producer(topic, producer_id=7, request_id=1)
         conn.subscribe(topic, "s", consumer_id=3, request_id=2)
-        bundle = NamespaceBundles(namespace).find_bundle(topic).range_name
-        assert httpx.put(f"{owner.web_url}/admin/v2/namespaces/{namespace}/{bundle}/unload",
-                         timeout=10).status_code == 204
-        closes = {frame.command.type: frame.command for frame in (conn.expect(T.CLOSE_PRODUCER),
-                                                                   conn.expect(T.CLOSE_CONSUMER))}
-        assert closes[T.CLOSE_PRODUCER].close_producer.assignedBrokerServiceUrl == successor.service_url
-        assert closes[T.CLOSE_CONSUMER].close_consumer.assignedBrokerServiceUrl == successor.service_url
-    with RawConnection.to_service(successor.service_url) as conn:
-        conn.handshake()
-        conn.create_producer(topic, producer_id=7, request_id=1)
+        unloading = threading.Thread(target=httpx.put, daemon=True, kwargs={
+            "url": f"{owner.web_url}/admin/v2/namespaces/{namespace}/{bundle}/unload", "timeout": 10})
+        unloading.start()
+        closed = conn.expect(T.CLOSE_PRODUCER).command.close_producer
+        assert closed.assignedBrokerServiceUrl == successor.service_url
+        # straight there, as the client does, while the owner is still releasing the bundle
+        next_conn.create_producer(topic, producer_id=7, request_id=1)
+        closed_consumer = conn.expect(T.CLOSE_CONSUMER).command.close_consumer
+        assert closed_consumer.assignedBrokerServiceUrl == successor.service_url
+        unloading.join(10)
     assert cluster.owner_of(topic) == cluster.broker_id(successor)

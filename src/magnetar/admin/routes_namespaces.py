@@ -134,7 +134,7 @@ def _bundles(name: str, policies: dict[str, Any]) -> NamespaceBundles:
 @router.put("/{tenant}/{namespace}/{bundle}/unload", status_code=204, response_model=None,
             summary="Unload a bundle: its owner closes its topics and gives it up; the next lookup places it")
 async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str, namespace: str,
-                                  bundle: str) -> RedirectResponse | None:
+                                  bundle: str, destinationBroker: str | None = None) -> RedirectResponse | None:
     name = namespace_name(tenant, namespace)
     policies = require_namespace(broker, name)
     try:
@@ -148,7 +148,8 @@ async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str,
             if unit.includes(str(topic.name)):
                 await broker.release.unload_topic(topic.name)
         return None
-    redirect = await broker.cluster.unload_bundle(unit, request.url.path)
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    redirect = await broker.cluster.unload_bundle(unit, path, destinationBroker or None)
     return None if redirect is None else RedirectResponse(redirect.location, status_code=redirect.status)
 
 

@@ -19,6 +19,7 @@ import concurrent.futures
 import json
 import logging
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from magnetar.core.broker.broker_facade import LoadBalancing
@@ -106,6 +107,15 @@ class ClusterShell(Protocol):
     def ledger_ids(self) -> LedgerIdBlocks: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Successor:
+    """The broker a bundle is handed to, and its service URLs."""
+
+    broker_id: str
+    service_url: str | None
+    service_url_tls: str | None
+
+
 def broker_id_of(advertised_address: str, web_port: int | None) -> str:
     """Pulsar's broker id: the advertised host and the web service port."""
     return f"{advertised_address}:{web_port if web_port is not None else 0}"
@@ -186,7 +196,7 @@ class ClusterMembership:
         owned = dict(self.owned)
         self.owned.clear()
         successor = await self._successor()
-        owned = {key: await self._mark_handed_over(key, version) for key, version in owned.items()}
+        owned = {key: await self._mark_handed_over(key, version, successor) for key, version in owned.items()}
         await self._hand_over([topic.name for topic in self.shell.topics.values()], successor)
         for (namespace, bundle_range), version in owned.items():
             try:
@@ -224,32 +234,40 @@ class ClusterMembership:
         await self._unload([topic.name for topic in self.shell.topics.values()], drain_ms)
 
     # -- handing bundles over (PIP-307's transfer) ---------------------------------------
-    async def _successor(self) -> tuple[str | None, str | None] | None:
-        """The service URLs of the broker the placement would give a bundle leaving this
-        one: told to the clients as they are closed, so they reconnect there at once."""
+    async def _successor(self, destination: str | None = None) -> Successor | None:
+        """The broker a bundle leaving this one goes to: ``destination`` (the leader's
+        transfer) if it is registered, else the one the placement would pick. Its service
+        URLs are told to the clients as they are closed, so they reconnect there at once."""
         brokers = await self._off_loop(self._read_brokers)
         brokers.pop(self.broker_id, None)
-        chosen = select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
+        chosen = destination if destination in brokers else \
+            select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
+        if destination is not None and chosen != destination:
+            log.warning("the destination %s is not a registered broker; handing over to %s", destination, chosen)
         if chosen is None:
             return None
         urls = brokers[chosen].urls
-        return urls.native_url, urls.native_url_tls
+        return Successor(chosen, urls.native_url, urls.native_url_tls)
 
-    async def _mark_handed_over(self, key: tuple[str, str], version: int) -> int:
-        """Mark the ownership node ``disabled`` (Pulsar's flag for a bundle being unloaded):
-        a broker a client reconnects to meanwhile waits for the node to go, instead of
-        sending the client back to lookup. The node's new version (the old on failure)."""
+    async def _mark_handed_over(self, key: tuple[str, str], version: int, successor: Successor | None) -> int:
+        """Mark the ownership node ``disabled`` (Pulsar's flag for a bundle being unloaded),
+        naming the successor: that broker, when a client reconnects to it meanwhile, waits
+        for the node to go and takes the bundle, instead of sending the client back to
+        lookup. The node's new version (the old on failure)."""
         data = {**owner_record(self.me), "disabled": True}
+        if successor is not None:
+            data["successor"] = successor.broker_id
         try:
             return await self._off_loop(self.store.update_bundle_owner, key[0], key[1], data, version)
         except MetadataError as exc:
             log.warning("could not mark %s/%s as handed over: %s", key[0], key[1], exc)
             return version
 
-    async def _hand_over(self, names: list[TopicName], successor: tuple[str | None, str | None] | None) -> None:
+    async def _hand_over(self, names: list[TopicName], successor: Successor | None) -> None:
         """Unload topics whose clients are told to reconnect to ``successor``."""
         if successor is not None:
-            self.shell.successors.update((str(name), successor) for name in names)
+            urls = (successor.service_url, successor.service_url_tls)
+            self.shell.successors.update((str(name), urls) for name in names)
         try:
             await self._unload(names, self.drain_ms)
         finally:
@@ -257,18 +275,24 @@ class ClusterMembership:
                 self.shell.successors.pop(str(name), None)
 
     async def _taken_over(self, name: TopicName) -> bool:
-        """A producer or consumer came to this broker for a bundle it does not own (told to
-        by the broker handing it over): wait while the owner's node says it is being handed
-        over, then acquire the bundle if it is free. Whether this broker owns it now."""
+        """A producer or consumer came to this broker for a bundle it does not own: sent
+        here by the broker handing the bundle over, which usually releases it before the
+        client arrives. A free bundle is taken (the ownership node's create settles any
+        race); while the owner's node is disabled and names this broker its successor, the
+        wait is for its release. Whether this broker owns the bundle now."""
         bundle = await self.fresh_bundle_of(name)
         deadline = monotonic_ms() + HANDOVER_WAIT_MS
         while not self.leaving:
             node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
             if node is None:
                 return isinstance(await self.lookup(name, authoritative=True), Connect)
-            if not node.data.get("disabled") or monotonic_ms() > deadline:
+            if node.data.get("successor") != self.broker_id or monotonic_ms() > deadline:
+                return False
+            if not node.data.get("disabled"):
                 return False
             await asyncio.sleep(HANDOVER_POLL_S)
+            if await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name) is None:
+                return isinstance(await self.lookup(name, authoritative=True), Connect)
         return False
 
     async def _unload(self, names: list[TopicName], drain_ms: int) -> None:
@@ -383,7 +407,8 @@ class ClusterMembership:
         data = await self._off_loop(self.store.get_broker, broker_id)
         return None if data is None else data.get("webServiceUrl")
 
-    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str,
+                            destination: str | None = None) -> AdminRedirect | None:
         version = self.owned.pop(self._key(bundle), None)
         if version is None:
             view, _ = await self._view(bundle)
@@ -391,10 +416,11 @@ class ClusterMembership:
                 return None  # nobody's, or a node of an earlier session of this broker's, which goes with it
             base = view.owner.web_url(False)
             return None if base is None else AdminRedirect(base.rstrip("/") + path)
-        version = await self._mark_handed_over(self._key(bundle), version)
+        successor = await self._successor(destination)
+        version = await self._mark_handed_over(self._key(bundle), version, successor)
         await self._hand_over([topic.name for topic in self.shell.topics.values()
                                if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
-                              await self._successor())
+                              successor)
         await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
         await self._update_registration()

@@ -24,6 +24,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import quote, unquote
 
 from magnetar.core.cluster.bundle_data import BundleData
 from magnetar.core.cluster.bundle_split import find_bundles_to_split
@@ -267,7 +268,8 @@ class LoadManager:
             self._recently_placed.pop(decision.bundle, None)
             if decision.destination is not None:
                 self._destinations[decision.bundle] = (decision.destination, now_ms())
-            if await self._at_owner(decision.broker, decision.bundle, "unload", ""):
+            query = "" if decision.destination is None else f"?destinationBroker={quote(decision.destination)}"
+            if await self._at_owner(decision.broker, decision.bundle, "unload", query):
                 self.counters.unload_bundle_total += 1
 
     async def write_bundle_data(self) -> None:
@@ -317,7 +319,8 @@ class LoadManager:
             bundle = NamespaceBundle.parse(namespace, bundle_range)
             if owner == self.me:
                 if action == "unload":
-                    await self.membership.unload_bundle(bundle, path)
+                    destination = query.partition("destinationBroker=")[2] or None
+                    await self.membership.unload_bundle(bundle, path, unquote(destination) if destination else None)
                 else:
                     await self.split_bundle(bundle, self.config.defaultNamespaceBundleSplitAlgorithm,
                                             query.endswith("true"), path)

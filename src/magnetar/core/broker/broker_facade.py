@@ -107,10 +107,11 @@ class TopicOwners(Protocol):
     def load_balancing(self) -> LoadBalancing | None:
         """The broker's load manager (None until it is set up)."""
 
-    async def unload_bundle(self, bundle: NamespaceBundle, path: str) -> AdminRedirect | None:
-        """Release ``bundle`` if this broker owns it (its topics closed, its node deleted:
-        the next lookup places it anew) and answer None; None too when nobody owns it;
-        else the redirect of ``path`` to its owner."""
+    async def unload_bundle(self, bundle: NamespaceBundle, path: str,
+                            destination: str | None = None) -> AdminRedirect | None:
+        """Hand ``bundle`` over if this broker owns it (its topics closed, their clients sent
+        to ``destination`` or the broker the placement picks, its node deleted) and answer
+        None; None too when nobody owns it; else the redirect of ``path`` to its owner."""
 
 
 class BrokerFacade(Protocol):
