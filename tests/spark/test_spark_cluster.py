@@ -3,8 +3,8 @@ process started with the pyspark package's ``bin/spark-class``, executors in pro
 own, applications sent with ``spark-submit --master spark://...``.
 
 Batch read and write; a streaming copy with a checkpoint (read and write); the exactly-once kill
-tests: the driver SIGKILLed twice mid-stream, then an executor SIGKILLed twice mid-batch (Spark
-retries its tasks on another executor); 100,000 rows in the sink exactly once each time.
+tests: the driver SIGKILLed twice mid-stream, then an executor SIGKILLed twice and SIGTERMed once
+mid-batch (Spark retries its tasks on another executor); 100,000 rows in the sink exactly once.
 Slow: run with ``bin/test -m slow tests/spark/test_spark_cluster.py``.
 """
 
@@ -110,11 +110,12 @@ def submit(cluster: StandaloneCluster, broker: BrokerProcess, mode: str, source:
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def copied_more(broker: BrokerProcess, topic: str, before: int, driver: subprocess.Popen[bytes]) -> int:
-    """The rows in ``topic`` once more than 5,000 were added since ``before`` (0: not yet)."""
+def copied_more(broker: BrokerProcess, topic: str, before: int, driver: subprocess.Popen[bytes],
+                more: int = 5000) -> int:
+    """The rows in ``topic`` once more than ``more`` were added since ``before`` (0: not yet)."""
     assert driver.poll() is None, f"the driver exited ({driver.returncode}); see its log in the cluster folder"
     n = rows_in(broker, topic)
-    return n if n > before + 5000 else 0
+    return n if n > before + more else 0
 
 
 def rows_in(broker: BrokerProcess, topic: str) -> int:
@@ -165,12 +166,19 @@ def test_stream_survives_driver_kills_then_executor_kills(cluster: StandaloneClu
         assert copied < ROWS, "the stream should be killed before it copied everything"
     driver = submit(cluster, broker, "run", source, sink, checkpoint)
     try:
-        for _ in range(2):  # an executor: SIGKILL mid-batch, Spark retries its tasks
+        # An executor killed mid-batch, Spark retries its tasks: SIGKILL twice (a crash), then
+        # SIGTERM (a stop: the executor's shutdown hooks run while its tasks are cut short).
+        for sig in (signal.SIGKILL, signal.SIGKILL, signal.SIGTERM):
             copied = wait_until(lambda before=copied, d=driver: copied_more(broker, sink, before, d),
                                 timeout_s=900, what="the query to copy more rows")
             assert copied < ROWS, "the executor should be killed before the stream copied everything"
             executors = wait_until(cluster.executor_pids, timeout_s=60, what="an executor")
-            os.kill(executors[0], signal.SIGKILL)
+            os.kill(executors[0], sig)
+            wait_until(lambda pid=executors[0]: pid not in cluster.executor_pids(), timeout_s=120,
+                       what=f"the executor to exit on signal {sig.name}")
+        # The query goes on after the last loss too: its tasks ran again elsewhere.
+        wait_until(lambda before=copied, d=driver: copied_more(broker, sink, before, d, more=0),
+                   timeout_s=900, what="the query to copy more rows after the last executor's loss")
         assert driver.poll() is None, "an executor's loss must not end the query"
     finally:
         os.killpg(driver.pid, signal.SIGKILL)

@@ -94,6 +94,22 @@ def test_messages_of_another_shape_break_a_run_and_keep_their_fields() -> None:
     assert decoded.keys == [single.partition_key or None for single, _ in messages]
 
 
+def test_runs_of_wide_records_break_where_any_byte_of_their_shape_differs() -> None:
+    # Records of 16 bytes and more are compared by their first bytes read as two 64-bit words:
+    # a payload size of another value, and (with a three-byte size) a field of another number
+    # in the ninth byte, each end a run.
+    sized = [(_single(), b"%0100d" % i) for i in range(30)] + [(_single(), b"%0101d" % 30)] + \
+        [(_single(), b"%0100d" % i) for i in range(31, 60)]
+    decoded = _decoded_batch(sized)
+    assert decoded.values.to_pylist() == [value for _, value in sized]
+    big = 20_000
+    shaped = [(_single(sequence_id=200 + i), bytes([i]) * big) for i in range(20)] + \
+        [(_single(event_time=300), b"e" * big)] + [(_single(sequence_id=300 + i), bytes([i]) * big) for i in range(20)]
+    decoded = _decoded_batch(shaped)
+    assert decoded.values.to_pylist() == [value for _, value in shaped]
+    assert decoded.event_ms == [0] * 20 + [300] + [0] * 20
+
+
 def test_a_run_that_overruns_its_batch_is_refused() -> None:
     payload = make_batch([(_single(), b"%04d" % i) for i in range(50)])
     with pytest.raises(BatchError):

@@ -41,6 +41,16 @@ def test_entry_ids_name_every_message_of_the_entry_as_protobuf_would() -> None:
     assert ids.with_batch_index(7) == serialized(7)
     assert decode_fields(serialized(3)) == {1: 12, 2: 345, 3: 2, 4: 3, 6: 20_000}
 
+    # Arrow ranges of ids, across the one-, two- and three-byte batch indexes, twice per layout
+    # (the second from the cached layout).
+    for lo, hi in ((0, 1), (0, 20_000), (100, 300), (127, 129), (16_000, 17_000), (0, 20_000), (5, 5)):
+        assert ids.batch_ids(lo, hi).to_pylist() == [serialized(i) for i in range(lo, hi)]
+    unpartitioned = EntryIds.parse(pb.MessageIdData(ledgerId=1, entryId=2, batch_index=0,
+                                                    batch_size=300).SerializeToString())
+    assert unpartitioned.batch_ids(0, 300).to_pylist() == \
+        [pb.MessageIdData(ledgerId=1, entryId=2, batch_index=i, batch_size=300).SerializeToString()
+         for i in range(300)]
+
     single = EntryIds.parse(pulsar.MessageId(-1, 4, 5, -1).serialize())
     assert (single.batch_index, single.batch_size, single.rest_of_entry, single.entry_size_known) == (-1, 0, 0, True)
 

@@ -77,6 +77,7 @@ class TopicRelease:
 
     async def release(self, topic: Topic, delete_data: bool) -> None:
         shell, key = self._shell, str(topic.name)
+        held = key in self.unloading  # by a deletion, which holds it until its record is gone
         self.unloading.add(key)
         try:
             topic.fenced = True
@@ -96,7 +97,8 @@ class TopicRelease:
             if delete_data:
                 await asyncio.get_running_loop().run_in_executor(None, shell.compaction.delete, key)
         finally:
-            self.unloading.discard(key)
+            if not held:
+                self.unloading.discard(key)
 
     async def unload_topic(self, name: TopicName, drain_ms: int = 0) -> bool:
         """Close every client and release the topic; it is reopened on next use. With
@@ -129,21 +131,29 @@ class TopicRelease:
             await self.unload_topic(topic.name)
 
     async def delete_topic(self, name: TopicName) -> None:
-        """Remove the topic, its data, cursors and schemas; clients are disconnected."""
+        """Remove the topic, its data, cursors and schemas; clients are disconnected.
+
+        The topic stays in ``unloading`` until its record is gone: a request meanwhile (a
+        lookup, an admin read) would otherwise load it again from that record, empty, and
+        it would live on after its deletion."""
         shell, key = self._shell, str(name)
-        topic = shell.topics.get(key)
-        if topic is not None:
-            await self.release(topic, delete_data=True)
-        elif name.persistent and shell.metadata.get_topic(key) is not None:
-            unloaded = shell.ledger_factory.open(key)
-            await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
-            await asyncio.get_running_loop().run_in_executor(None, shell.compaction.delete, key)
-        await asyncio.wrap_future(shell.writer.submit(lambda store: store.delete_cursors(key)))
-        if name.partition_index < 0:
-            shell.schemas.delete_all(name)
-            shell.metadata.delete_topic_policies(key)
-        shell.metadata.delete_topic(key)
-        shell.recorder.forget_topic(key)
+        self.unloading.add(key)
+        try:
+            topic = shell.topics.get(key)
+            if topic is not None:
+                await self.release(topic, delete_data=True)
+            elif name.persistent and shell.metadata.get_topic(key) is not None:
+                unloaded = shell.ledger_factory.open(key)
+                await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
+                await asyncio.get_running_loop().run_in_executor(None, shell.compaction.delete, key)
+            await asyncio.wrap_future(shell.writer.submit(lambda store: store.delete_cursors(key)))
+            if name.partition_index < 0:
+                shell.schemas.delete_all(name)
+                shell.metadata.delete_topic_policies(key)
+            shell.metadata.delete_topic(key)
+            shell.recorder.forget_topic(key)
+        finally:
+            self.unloading.discard(key)
 
     async def delete_partitioned_topic(self, name: TopicName, partitions: int) -> None:
         """Delete every partition, then the partitioned topic's metadata."""

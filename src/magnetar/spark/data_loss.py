@@ -93,6 +93,7 @@ class DataLossCheck:
         self.fail_on_data_loss = fail_on_data_loss
         self._starts: dict[tuple[str, MessagePosition], ReadableStart] = {}
         self._gone: set[tuple[str, MessagePosition]] = set()
+        self._behind: set[tuple[str, MessagePosition]] = set()
 
     def readable_start(self, admin: AdminClient, topic: str, start: MessagePosition) -> ReadableStart:
         """Where to read ``topic`` from: ``start`` when its ledger is still stored; else, once the
@@ -107,8 +108,8 @@ class DataLossCheck:
         if ledgers is None:
             return ReadableStart.at(start)
         stored = [info for info in ledgers if info.entries > 0]
-        first_readable = ReadableStart.at(EARLIEST) if stored else \
-            ReadableStart(EARLIEST, max(start, admin.last_message_id(topic)))
+        last = EARLIEST if stored else admin.last_message_id(topic)
+        first_readable = ReadableStart.at(EARLIEST) if stored else ReadableStart(EARLIEST, max(start, last))
         if start.is_earliest:
             return first_readable  # "earliest" is what is stored: no loss
         if any(info.ledger_id == start.ledger_id for info in ledgers):
@@ -120,12 +121,25 @@ class DataLossCheck:
             what = (f"the query's offset {start} is in ledger {start.ledger_id}, which the topic does not "
                     f"have (it stores ledgers {stored[0].ledger_id} to {stored[-1].ledger_id}): was the "
                     "topic deleted and created again?")
+        elif last < start:
+            what = (f"the topic ends before the query's offset {start} (it stores no message; "
+                    f"{'none was written' if last.is_earliest else f'its last one is {last}'}): was the "
+                    "topic deleted and created again?")
         else:
             what = (f"every message after {start} is gone: the topic stores no message any more "
                     f"(its last one was {first_readable.nothing_through})")
         report_loss(loss_message(topic, what, retention_in_force(admin, topic)), self.fail_on_data_loss,
                     "the earliest message still stored")
         return first_readable
+
+    def topic_behind(self, topic: str, start: MessagePosition) -> None:
+        """``topic`` ends before ``start``, which the query has read: deleted and created again
+        (by a producer or a lookup, as auto-creation allows) between two plannings, or emptied?
+        ``start`` is checked again, once, at the next :meth:`readable_start`."""
+        key = (topic, start)
+        if key not in self._behind:
+            self._behind.add(key)
+            self._starts.pop(key, None)
 
     def topic_gone(self, admin: AdminClient, topic: str, last: MessagePosition) -> None:
         """``topic``, read up to ``last``, no longer exists."""

@@ -24,6 +24,7 @@ from magnetar.wire.batch import BatchError, decompress, is_batch
 from magnetar.wire.frames import parse_entry, verify_entry_checksum
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
 _U32 = struct.Struct(">I")
@@ -53,6 +54,16 @@ class BinaryColumn:
     def add_chunk(self, chunk: pa.Array) -> None:
         self._seal()
         self.chunks.append(chunk)
+
+    def take_all(self, other: BinaryColumn) -> int:
+        """Append every value of ``other`` (which is left empty) without copying them; returns
+        their size in bytes."""
+        other._seal()
+        self._seal()
+        self.chunks += other.chunks
+        size = sum(chunk.nbytes for chunk in other.chunks)
+        other.chunks = []
+        return size
 
     def array(self) -> pa.Array:
         """Everything so far as one array (which stays the column's only chunk)."""
@@ -118,7 +129,7 @@ def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
     offset, look, long_runs = 0, True, False
     try:
         while len(keys) < count:
-            if look:
+            if look and count - len(keys) >= _MIN_RUN:
                 run, offset = _uniform_run(data, offset, count - len(keys), out)
                 if run:
                     # Another shape may start a run of its own right after a long one.
@@ -168,7 +179,8 @@ def _uniform_run(data: bytes, offset: int, most: int, out: EntryMessages) -> tup
     if rows < 1:
         return 0, offset
     matrix = np.frombuffer(data, np.uint8, rows * stride, offset).reshape(rows, stride)
-    same = (matrix[:, :fixed] == matrix[0, :fixed]).all(axis=1)
+    same = _same_prefix(data, offset, rows, stride, fixed) if stride >= 16 else \
+        (matrix[:, :fixed] == matrix[0, :fixed]).all(axis=1)
     if fixed < 4 + meta_len:  # a sequence id: continuation bits on all its bytes but the last
         same &= (matrix[:, fixed:3 + meta_len] >= 0x80).all(axis=1) & (matrix[:, 3 + meta_len] < 0x80)
     run = rows if same.all() else int(same.argmin())
@@ -180,6 +192,19 @@ def _uniform_run(data: bytes, offset: int, most: int, out: EntryMessages) -> tup
     out.event_ms += [0] * run
     out.properties += [_NO_PROPERTIES] * run
     return run, offset + run * stride
+
+
+def _same_prefix(data: bytes, offset: int, rows: int, stride: int, fixed: int) -> np.ndarray:
+    """Whether each of ``rows`` records ``stride`` bytes apart starts with the first one's
+    ``fixed`` (at most 16) bytes: compared as two little-endian 64-bit words a record, read in
+    place, which costs a fraction of comparing a byte matrix and reducing its rows."""
+    import numpy as np
+    low = np.ndarray((rows,), "<u8", data, offset, (stride,))
+    if fixed <= 8:
+        masked = low & np.uint64((1 << 8 * fixed) - 1)
+        return masked == masked[0]
+    high = np.ndarray((rows,), "<u8", data, offset + 8, (stride,)) & np.uint64((1 << 8 * (fixed - 8)) - 1)
+    return (low == low[0]) & (high == high[0])
 
 
 def _add_parsed(data: bytes, start: int, stop: int, out: EntryMessages) -> int:

@@ -10,10 +10,11 @@ the others itself, byte for byte what ``MessageId.serialize()`` would return.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
 #: Field numbers of ``MessageIdData`` (PulsarApi.proto).
@@ -136,25 +137,46 @@ class EntryIds:
 
     def batch_ids(self, lo: int, hi: int) -> pa.Array:
         """The serialised ids of batch indexes ``lo`` to ``hi`` (exclusive) of this id's entry, as
-        an Arrow binary array laid out by numpy: one matrix per varint width of the index."""
+        an Arrow binary array laid out by numpy: one matrix per varint width of the index, whose
+        index bytes and offsets are made once per layout (:func:`_batch_id_layout`)."""
         import numpy as np
         import pyarrow as pa
-        head, tail = np.frombuffer(self.head + _BATCH_INDEX_TAG, np.uint8), np.frombuffer(self.tail, np.uint8)
-        parts, offsets, at, width = [], [np.zeros(1, np.int64)], 0, 1
-        while lo < hi:
-            stop = min(hi, 1 << (7 * width))
-            if stop <= lo:  # indexes of this width come before lo
-                width += 1
-                continue
-            index = np.arange(lo, stop, dtype=np.int64)
-            rows = np.empty((stop - lo, len(head) + width + len(tail)), np.uint8)
-            rows[:, :len(head)] = head
-            for j in range(width):
-                rows[:, len(head) + j] = (index >> (7 * j)) & 0x7F | (0x80 if j < width - 1 else 0)
-            rows[:, len(head) + width:] = tail
-            parts.append(rows.reshape(-1))
-            offsets.append(at + np.arange(1, stop - lo + 1, dtype=np.int64) * rows.shape[1])
-            at += rows.size
-            lo, width = stop, width + 1
-        return pa.Array.from_buffers(pa.binary(), len(np.concatenate(offsets)) - 1, [
-            None, pa.py_buffer(np.concatenate(offsets).astype(np.int32)), pa.py_buffer(np.concatenate(parts))])
+        head, tail = self.head + _BATCH_INDEX_TAG, self.tail
+        groups, offsets = _batch_id_layout(lo, hi, len(head), len(tail))
+        out = np.empty(int(offsets[-1]), np.uint8)
+        head_bytes, tail_bytes = np.frombuffer(head, np.uint8), np.frombuffer(tail, np.uint8)
+        for at, index_bytes in groups:
+            rows, width = index_bytes.shape
+            matrix = out[at:at + rows * (len(head) + width + len(tail))].reshape(rows, -1)
+            matrix[:, :len(head)] = head_bytes
+            matrix[:, len(head):len(head) + width] = index_bytes
+            matrix[:, len(head) + width:] = tail_bytes
+        return pa.Array.from_buffers(pa.binary(), hi - lo, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+
+
+@lru_cache(maxsize=64)
+def _batch_id_layout(lo: int, hi: int, head_len: int, tail_len: int,
+                     ) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+    """For ids ``head + varint(index) + tail`` of indexes ``lo`` to ``hi``: per varint width,
+    where its rows start and their index bytes; and the ids' offsets (int32)."""
+    import numpy as np
+    groups, offsets, at, width = [], [np.zeros(1, np.int64)], 0, 1
+    while lo < hi:
+        stop = min(hi, 1 << (7 * width))
+        if stop <= lo:  # indexes of this width come before lo
+            width += 1
+            continue
+        index = np.arange(lo, stop, dtype=np.int64)
+        index_bytes = np.empty((stop - lo, width), np.uint8)
+        for j in range(width):
+            index_bytes[:, j] = (index >> (7 * j)) & 0x7F | (0x80 if j < width - 1 else 0)
+        row = head_len + width + tail_len
+        groups.append((at, index_bytes))
+        offsets.append(at + np.arange(1, stop - lo + 1, dtype=np.int64) * row)
+        at += (stop - lo) * row
+        lo, width = stop, width + 1
+    layout = np.concatenate(offsets).astype(np.int32)
+    layout.flags.writeable = False  # shared by every call with this layout
+    for _, index_bytes in groups:
+        index_bytes.flags.writeable = False
+    return groups, layout

@@ -462,14 +462,15 @@ class ArrowBatchBuilder:
 
     def add_messages(self, decoded: EntryMessages, lo: int, hi: int, ids: EntryIds) -> None:
         """Messages ``lo`` to ``hi`` (exclusive) of a decoded entry whose first message ``ids`` names."""
-        values = decoded.values[lo:hi] if lo or hi < decoded.count else decoded.values
-        self.values.add_chunk(values)
-        self.size += values.nbytes
         if lo or hi < decoded.count:
+            values = decoded.values[lo:hi]
+            self.values.add_chunk(values)
+            self.size += values.nbytes
             self.keys += decoded.keys[lo:hi]
             self.event_ms += decoded.event_ms[lo:hi]
             self.properties += decoded.properties[lo:hi]
         else:
+            self.size += self.values.take_all(decoded.column)  # the entry's chunks, not concatenated
             self.keys += decoded.keys
             self.event_ms += decoded.event_ms
             self.properties += decoded.properties
@@ -517,11 +518,12 @@ class ArrowBatchBuilder:
         data = [values] if self.typed is None else \
             self.typed.columns(values.to_pylist(), self.keys, list(zip(self.run_ends, self.versions, strict=True)))
         columns = data + [
+            pa.nulls(rows, s.field(self.metadata_at).type) if self.keys.count(None) == rows else
             pa.array(self.keys, s.field(self.metadata_at).type),
             pa.repeat(pa.scalar(self.topic, pa.string()), rows),
             self.ids.array(),
             pa.Array.from_buffers(micros, rows, [None, pa.py_buffer(publish_us)]),
-            _event_times(_int64_numpy(self.event_ms), micros),
+            _event_times(_int64_numpy(self.event_ms), micros) if any(self.event_ms) else pa.nulls(rows, micros),
             _map_array(self.properties, s.field(self.metadata_at + 5).type),
             producers.dictionary_decode(),
             # A Reader's messages are never redelivered.

@@ -31,6 +31,24 @@ TIMEOUT_S = 30.0
 UNAVAILABLE_RETRY_PAUSES_S = (0.1, 0.2, 0.5, 1.0, 2.0)
 
 
+#: Pause between the tries of a call redirected to a topic's owner that does not answer (a
+#: broker of a cluster that stopped: its topics move once its metadata-store session ends);
+#: they go on for up to TIMEOUT_S.
+OWNER_RETRY_PAUSE_S = 0.5
+
+
+def _owner_unreachable(exc: httpx.HTTPError, asked: str) -> bool:
+    """A connection failure on a redirect's hop, not on the broker the client was given."""
+    if not isinstance(exc, (httpx.ConnectError, httpx.RemoteProtocolError, httpx.ReadError)):
+        return False
+    try:
+        failed = exc.request.url
+    except RuntimeError:  # no request attached
+        return False
+    given = httpx.URL(asked)
+    return (failed.host, failed.port) != (given.host, given.port)
+
+
 class MagnetarAdminError(RuntimeError):
     """An admin REST call failed; the message has the method, URL, status and the broker's reason."""
 
@@ -100,13 +118,21 @@ class AdminClient:
     # -- plumbing ---------------------------------------------------------------------------------
     def _call(self, method: str, path: str, body: Any = None, ok_missing: bool = False) -> Any:
         url = f"{self.base_url}/admin/v2/{path}"
-        for pause_s in (*UNAVAILABLE_RETRY_PAUSES_S, None):
+        moving_until = time.monotonic() + TIMEOUT_S
+        pauses = iter((*UNAVAILABLE_RETRY_PAUSES_S, None))
+        while True:
             try:
                 resp = self._http.request(method, url, json=body)
             except httpx.HTTPError as exc:
+                if _owner_unreachable(exc, url) and time.monotonic() < moving_until:
+                    # The broker sent us to the topic's owner, which does not answer: in a
+                    # cluster, ownership moves once the owner's session ends; ask again.
+                    time.sleep(OWNER_RETRY_PAUSE_S)
+                    continue
                 raise MagnetarAdminError(f"{method} {url} failed: {exc}; is {self.base_url} the broker's "
                                          "admin (web service) URL?") from exc
-            if resp.status_code != 503 or pause_s is None:
+            pause_s = next(pauses) if resp.status_code == 503 else None
+            if pause_s is None:
                 break
             time.sleep(pause_s)  # a topic being unloaded or deleted: the broker asks to retry shortly
         if ok_missing and resp.status_code in (404, 405):

@@ -126,11 +126,14 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _current_partitions(self, admin: AdminClient, begin: SourceOffset,
                             ) -> tuple[list[str], dict[str, MessagePosition]]:
         """The partitions the query reads now and their last message ids; a partition the query
-        has read that no longer exists is reported as data loss."""
+        has read that no longer exists is reported as data loss, one that now ends before what
+        the query has read is checked again."""
         latest = self._latest_positions(admin)
         for tp, position in sorted(begin.positions.items()):
             if tp not in latest:
                 self._check.topic_gone(admin, tp, position)
+            elif latest[tp] < position:
+                self._check.topic_behind(tp, position)
         return sorted(latest), latest
 
     def _latest_positions(self, admin: AdminClient) -> dict[str, MessagePosition]:

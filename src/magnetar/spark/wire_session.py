@@ -44,6 +44,10 @@ _HONOURED = frozenset({"operationTimeoutMs", "connectionTimeoutMs", "useTls", "t
                        "statsIntervalSeconds"})
 
 
+class _OwnershipMoving(Exception):
+    """A lookup met a topic whose ownership is moving between brokers: look up again shortly."""
+
+
 class BrokerSessionError(RuntimeError):
     """The broker refused a request or broke the connection; ``code`` is the ServerError, if any."""
 
@@ -182,7 +186,25 @@ class BrokerLink:
         return header.removeprefix("Bearer ").encode()
 
     def _connect_to_owner(self) -> _Socket:
-        """Follow the broker's lookup answers to the broker that serves the topic."""
+        """Follow the broker's lookup answers to the broker that serves the topic.
+
+        While the topic's ownership moves (the owner a lookup names does not answer: a broker
+        of a cluster that stopped, whose topics move once its metadata-store session ends; or
+        a broker answers ServiceNotReady), the lookup starts over from the service URL, as the
+        official client's does, until ``operationTimeoutMs`` has passed."""
+        deadline = time.monotonic() + self.timeout_s
+        pause_s = 0.1
+        while True:
+            try:
+                return self._follow_lookups()
+            except _OwnershipMoving as moving:
+                if time.monotonic() + pause_s > deadline:
+                    raise BrokerSessionError(f"lookup of {self.topic}: {moving}, for {self.timeout_s:.0f}s "
+                                             "(operationTimeoutMs)") from None
+            time.sleep(pause_s)
+            pause_s = min(2 * pause_s, 1.0)
+
+    def _follow_lookups(self) -> _Socket:
         url = self.connection.service_url
         sock = self._open(url)
         authoritative = False
@@ -193,6 +215,8 @@ class BrokerLink:
             answer = self.expect("LOOKUP_RESPONSE", sock).lookupTopicResponse
             if answer.response == pb.CommandLookupTopicResponse.Failed:
                 sock.close()
+                if answer.HasField("error") and answer.error == pb.ServiceNotReady:
+                    raise _OwnershipMoving(f"{sock.url} answered ServiceNotReady ({answer.message})")
                 raise BrokerSessionError(f"lookup of {self.topic} failed: {answer.message}")
             tls = url.startswith("pulsar+ssl") or self.connection.client_settings.get("useTls", "") == "true"
             target = (answer.brokerServiceUrlTls if tls else answer.brokerServiceUrl) or url
@@ -201,7 +225,10 @@ class BrokerLink:
                 return sock
             sock.close()
             url, authoritative = target, answer.authoritative
-            sock = self._open(url)
+            try:
+                sock = self._open(url)
+            except OSError as exc:
+                raise _OwnershipMoving(f"its owner {url} does not answer ({exc})") from None
             if answer.response == pb.CommandLookupTopicResponse.Connect:
                 return sock
         sock.close()
