@@ -76,6 +76,7 @@ class ServerConnection(asyncio.Protocol):
         #: producer ids the broker closed (Pulsar's ``recentlyClosedProducers``): SENDs for
         #: them that were already on the wire are dropped, not answered with an error
         self.closed_producers: set[int] = set()
+        self.closed_consumers: set[int] = set()
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -356,6 +357,7 @@ class ServerConnection(asyncio.Protocol):
     def close_consumer(self, consumer_id: int) -> None:
         entry = self.consumers.pop(consumer_id, None)
         if entry is not None:
+            self.closed_consumers.add(consumer_id)
             _, sub = entry
             self.write_command(commands.close_consumer(consumer_id, self.broker.successors.get(str(sub.topic.name))))
 

@@ -56,6 +56,9 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     address: str
     client_version: str
     producers: dict[int, Producer]
+    #: producer and consumer ids the broker closed (an unload), not the client
+    closed_producers: set[int]
+    closed_consumers: set[int]
     producer_topics: dict[int, Topic]
     producer_requests: dict[int, int]
     consumers: dict[int, tuple[Consumer, Subscription]]
@@ -189,9 +192,11 @@ def closed_while_answering(conn: ClientConnection, request: pb.BaseCommand) -> b
     unloaded) while the answer waited for a write: the client was told to reconnect, and a
     late success would make it take the closed one for ready. It gets a retriable error."""
     if request.type == T.PRODUCER:
-        return request.producer.producer_id not in conn.producers
+        producer_id = request.producer.producer_id
+        return producer_id not in conn.producers and producer_id in conn.closed_producers
     if request.type == T.SUBSCRIBE:
-        return request.subscribe.consumer_id not in conn.consumers
+        consumer_id = request.subscribe.consumer_id
+        return consumer_id not in conn.consumers and consumer_id in conn.closed_consumers
     return False
 
 

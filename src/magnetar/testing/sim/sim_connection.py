@@ -64,6 +64,7 @@ class SimConnection:
         self.client_version = "magnetar-sim"
         self.producers: dict[int, Producer] = {}
         self.closed_producers: set[int] = set()
+        self.closed_consumers: set[int] = set()
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -228,6 +229,7 @@ class SimConnection:
 
     def close_consumer(self, consumer_id: int) -> None:
         if self.consumers.pop(consumer_id, None) is not None:
+            self.closed_consumers.add(consumer_id)
             self.write_command(commands.close_consumer(consumer_id))
 
     # -- ProducerSink -------------------------------------------------------------------------
