@@ -14,6 +14,7 @@ not stored, stored twice, and redelivered to the consumer.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -83,8 +84,14 @@ class Load:
                 if self.stopping.is_set():
                     return
                 continue
+            except pulsar.PulsarException as exc:
+                self.errors.append(f"receive: {exc}")
+                continue
             self.received.append(int(msg.data()))
-            self.consumer.acknowledge(msg)
+            try:
+                self.consumer.acknowledge(msg)
+            except pulsar.PulsarException as exc:
+                self.errors.append(f"ack of {int(msg.data())}: {exc}")
 
 
 def owner_web_url(metadata_url: str, topic: str) -> tuple[str, str]:
@@ -141,6 +148,13 @@ def main() -> None:
             while set(load.latency) - set(load.received) and time.monotonic() < deadline:
                 time.sleep(0.1)
             workers[1].join()
+            if set(load.latency) - set(load.received):
+                web, _ = owner_web_url(url, topic)
+                path = topic.replace("persistent://", "/admin/v2/persistent/")
+                with urllib.request.urlopen(f"{web}{path}/stats", timeout=10) as answer:
+                    sub = json.load(answer)["subscriptions"]["bench"]
+                print(f"the consumer is behind: backlog {sub['msgBacklog']}, unacked {sub['unackedMessages']}, "
+                      f"consumers {[(c['consumerName'], c['availablePermits']) for c in sub['consumers']]}")
             reader = client.create_reader(topic, pulsar.MessageId.earliest)
             stored: list[int] = []
             while reader.has_message_available():

@@ -46,6 +46,9 @@ from magnetar.wire.commands import to_uint64
 from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command, request_id_of
 from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, send_receipt_frames
 
+#: how long after the broker closed a producer its SENDs still on the wire are dropped quietly
+RECENTLY_CLOSED_MS = 2000
+
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
@@ -75,7 +78,7 @@ class ServerConnection(asyncio.Protocol):
         self.producers: dict[int, Producer] = {}
         #: producer ids the broker closed (Pulsar's ``recentlyClosedProducers``): SENDs for
         #: them that were already on the wire are dropped, not answered with an error
-        self.closed_producers: set[int] = set()
+        self.closed_producers: dict[int, float] = {}
         self.closed_consumers: set[int] = set()
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
@@ -386,7 +389,7 @@ class ServerConnection(asyncio.Protocol):
     def close_producer(self, producer_id: int) -> None:
         if self.producers.pop(producer_id, None) is not None:
             topic = self.producer_topics.pop(producer_id, None)
-            self.closed_producers.add(producer_id)
+            self.closed_producers[producer_id] = monotonic_ms()
             successor = None if topic is None else self.broker.successors.get(str(topic.name))
             self.write_command(commands.close_producer(producer_id, successor))
 
@@ -608,10 +611,12 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             conn.update_reading()
             break
     if producer is None or topic is None:
-        if producer_id in conn.closed_producers:
+        closed_at = conn.closed_producers.get(producer_id)
+        if closed_at is not None and monotonic_ms() - closed_at < RECENTLY_CLOSED_MS:
             # dropped unanswered, as Pulsar does: these crossed the broker's close of their
             # producer on the wire (its topic unloaded or handed over), and the client sends
-            # them again once it has reconnected; an error would make it drop the connection
+            # them again once it has reconnected; an error would make it drop the connection.
+            # Later ones get the error, which makes a client that missed the close reconnect.
             conn._answered(producer_id, len(sends))
             return len(sends)
         for sequence_id, *_ in sends:

@@ -11,7 +11,7 @@ cursors, the time); the simulation implements both as the server does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any, Protocol
 
 from magnetar.core.broker.command_shell import CommandShell
@@ -56,9 +56,6 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     address: str
     client_version: str
     producers: dict[int, Producer]
-    #: producer and consumer ids the broker closed (an unload), not the client
-    closed_producers: set[int]
-    closed_consumers: set[int]
     producer_topics: dict[int, Topic]
     producer_requests: dict[int, int]
     consumers: dict[int, tuple[Consumer, Subscription]]
@@ -83,6 +80,14 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
                    then: Callable[[Topic], None]) -> None:
         """``then(topic)`` once the topic is loaded (now, if it is; the connection's later
         commands wait meanwhile); a failure answers ``request``."""
+
+    @property
+    def closed_producers(self) -> Container[int]:
+        """Producer ids the broker closed (an unload), not the client."""
+
+    @property
+    def closed_consumers(self) -> Container[int]:
+        """Consumer ids the broker closed."""
 
 
 Handler = Callable[[ClientConnection, Frame], None]
