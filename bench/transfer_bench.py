@@ -54,6 +54,17 @@ class Load:
         self.received: list[int] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
+        self.longest_gap = 0.0
+        self.gave_up_at: float | None = None
+
+    def done_consuming(self) -> bool:
+        if not self.stopping.is_set():
+            return False
+        if self.gave_up_at is None:
+            self.gave_up_at = time.monotonic() + 60
+        with self.lock:
+            acknowledged = set(self.latency)
+        return time.monotonic() > self.gave_up_at or not (acknowledged - set(self.received))
 
     def publish(self) -> None:
         index, start = 0, time.monotonic()
@@ -77,16 +88,20 @@ class Load:
         return done
 
     def consume(self) -> None:
-        while True:
+        """Until everything acknowledged is received, or 60 s after the producer stopped;
+        notes the longest wait for a message while the backlog was not empty."""
+        last = time.monotonic()
+        while not self.done_consuming():
             try:
-                msg = self.consumer.receive(timeout_millis=2000)
+                msg = self.consumer.receive(timeout_millis=200)
             except pulsar.Timeout:
-                if self.stopping.is_set():
-                    return
                 continue
             except pulsar.PulsarException as exc:
                 self.errors.append(f"receive: {exc}")
                 continue
+            now = time.monotonic()
+            self.longest_gap = max(self.longest_gap, now - last)
+            last = now
             self.received.append(int(msg.data()))
             try:
                 self.consumer.acknowledge(msg)
@@ -144,9 +159,6 @@ def main() -> None:
             load.stopping.set()
             workers[0].join()
             load.producer.flush()
-            deadline = time.monotonic() + 60
-            while set(load.latency) - set(load.received) and time.monotonic() < deadline:
-                time.sleep(0.1)
             workers[1].join()
             if set(load.latency) - set(load.received):
                 web, _ = owner_web_url(url, topic)
@@ -176,6 +188,7 @@ def report(load: Load, moves: list[float], stored: list[int]) -> None:
         return f"{percentile(values, q) * 1000:.1f} ms"
     print(f"send to receipt: p50 {ms(latencies, 0.5)}, p99 {ms(latencies, 0.99)}, p99.9 {ms(latencies, 0.999)}, "
           f"max {ms(latencies, 1.0)}; within 2 s after a move: p99 {ms(near_moves, 0.99)}, max {ms(near_moves, 1.0)}")
+    print(f"the consumer's longest wait for a message: {load.longest_gap * 1000:.0f} ms")
     print(f"acknowledged but not stored: {len(acknowledged - set(stored))}; stored twice: "
           f"{len(stored) - len(set(stored))}; redelivered to the consumer: "
           f"{len(load.received) - len(set(load.received))}; acknowledged and never received: "
