@@ -36,7 +36,9 @@ def test_many_ledgers_hold_no_more_files_than_the_budget(tmp_path: Path) -> None
         ledger.flush()
     for ledger in ledgers:
         ledger.close()
-    assert open_fds() == before
+    # at most as many as before: the count is the process's, and under two workers an earlier
+    # test's background thread may close a socket of its own meanwhile
+    assert open_fds() <= before, "closing the ledgers gave every descriptor back"
 
 
 def test_a_ledger_with_unwritten_appends_keeps_its_descriptor(tmp_path: Path) -> None:
