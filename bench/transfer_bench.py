@@ -112,9 +112,12 @@ class Load:
 def owner_web_url(metadata_url: str, topic: str) -> tuple[str, str]:
     name = TopicName.parse(topic)
     bundle = NamespaceBundles(name.namespace_name).find_bundle(str(name))
+    deadline = time.monotonic() + 30
     with ZooKeeperMetadataStore(metadata_url) as store:
-        node = store.get_bundle_owner(bundle.namespace, bundle.range_name)
-    assert node is not None, "the topic's bundle has an owner"
+        # between owners while its clients are on their way to the next one
+        while (node := store.get_bundle_owner(bundle.namespace, bundle.range_name)) is None:
+            assert time.monotonic() < deadline, "the topic's bundle found no owner within 30 s"
+            time.sleep(0.05)
     return str(node.data["httpUrl"]), bundle.range_name
 
 
@@ -125,6 +128,7 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=4.0)
     parser.add_argument("--drain-ms", type=int, default=3000, help="unloadDrainTimeoutMillis")
     parser.add_argument("--data-dir", help="keep the brokers' data here (default: a temporary directory)")
+    parser.add_argument("--client-log", help="the official client's log (info level) goes to this file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch, ZooKeeperProcess() as zookeeper:
         tmp = args.data_dir or scratch
@@ -139,7 +143,8 @@ def main() -> None:
         brokers = [BrokerProcess(Path(tmp) / "data", settings, subcommand="broker").start() for _ in range(2)]
         hosts = ",".join(b.service_url.removeprefix("pulsar://") for b in brokers)
         client = pulsar.Client(f"pulsar://{hosts}", operation_timeout_seconds=30,
-                               logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+                               logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, args.client_log) if args.client_log
+                               else pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
         topic = f"persistent://public/default/transfer-{uuid.uuid4().hex[:8]}"
         load = Load(client, topic, args.rate)
         workers = [threading.Thread(target=load.publish), threading.Thread(target=load.consume)]

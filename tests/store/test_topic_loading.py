@@ -210,3 +210,37 @@ async def in_memory_load(broker: BrokerService) -> None:
     client.producer("non-persistent://public/default/memory", 1, 10)
     assert (await until(lambda: client.answer(10), "the producer")).HasField("producer_success")
     assert threads and set(threads) == {threading.current_thread().name}
+
+
+class OwnedBundles:
+    """A cluster's say on which topics this broker serves: only ``serves`` is asked on a load."""
+
+    def __init__(self) -> None:
+        self.owned = True
+
+    def serves(self, name: TopicName) -> bool:
+        return self.owned
+
+
+def test_a_topic_whose_bundle_is_handed_over_while_it_loads_is_not_served(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hand-over lists the loaded topics to close; one still loading then is not among
+    them, and serving it afterwards would make a second writer beside the next owner."""
+    with_broker(tmp_path, lambda broker: handed_over_while_loading(broker, HeldOpening(monkeypatch, "slow")))
+
+
+async def handed_over_while_loading(broker: BrokerService, held: HeldOpening) -> None:
+    owners = OwnedBundles()
+    broker.cluster = owners  # type: ignore[assignment]
+    client = Client(broker, 1)
+    client.producer("persistent://public/default/slow", 1, 10)
+    await until(held.started.is_set, "the slow ledger to start opening")
+    owners.owned = False
+    held.release.set()
+    answer = await until(lambda: client.answer(10), "the producer's answer")
+    assert answer.HasField("error") and answer.error.error == pb.ServiceNotReady
+    assert "redo the lookup" in answer.error.message
+    assert "persistent://public/default/slow" not in broker.topics and 1 not in client.conn.producers
+    owners.owned = True  # the bundle comes back: the topic loads again, from its files
+    client.producer("persistent://public/default/slow", 1, 11)
+    assert (await until(lambda: client.answer(11), "the second producer")).HasField("producer_success")

@@ -75,6 +75,8 @@ log = logging.getLogger("magnetar.broker")
 #: A non-persistent topic keeps at most one small in-memory ledger of recent entries
 #: (Topic drops the older ones as soon as they have been dispatched).
 NON_PERSISTENT_LEDGER = LedgerConfig(max_entries_per_ledger=1000, max_size_per_ledger_bytes=16 * 1024 * 1024)
+#: a topic load that took this long is logged (a client waits on it with its operation timeout)
+SLOW_LOAD_MS = 1000
 
 
 class PumpedConnection(Protocol):
@@ -261,6 +263,7 @@ class BrokerService:
             return await asyncio.shield(pending)
         loading: asyncio.Future[Topic] = asyncio.get_running_loop().create_future()
         self._loading[key] = loading
+        started = monotonic_ms()
         try:
             async with self._load_slots:
                 topic = self.topics.get(key) or await self._load(name, create)
@@ -270,6 +273,8 @@ class BrokerService:
             raise
         finally:
             del self._loading[key]
+            if (took := monotonic_ms() - started) >= SLOW_LOAD_MS:
+                log.warning("loading %s took %d ms", key, took)
         loading.set_result(topic)
         return topic
 
@@ -279,8 +284,15 @@ class BrokerService:
         if not name.persistent:  # in memory: nothing to wait for
             return self._adopt(name, self._open_ledger(name))
         ledger_id = self.ledger_ids.next_id()
+        loop = asyncio.get_running_loop()
         with _load_errors(key):
-            ledger = await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, name, ledger_id)
+            ledger = await loop.run_in_executor(None, self._open_ledger, name, ledger_id)
+        if self.cluster is not None and not self.cluster.serves(name):
+            # its bundle was handed over while the ledger opened, after the hand-over had
+            # listed the loaded topics: served here, it would have two writers
+            await loop.run_in_executor(None, ledger.close)
+            raise ServiceNotReady(f"Namespace bundle for topic {key} was unloaded while the topic loaded; "
+                                  "please redo the lookup")
         return self._adopt(name, ledger)
 
     def _check_record(self, name: TopicName, create: bool) -> None:

@@ -63,10 +63,14 @@ T = pb.BaseCommand
 
 #: lookups that find the bundle taken meanwhile look again at most this many times
 LOOKUP_ATTEMPTS = 3
+#: how long a client sent here is kept waiting for the owner's hand-over mark to show
+HANDOVER_MARK_WAIT_MS = 1000
 #: how long a client sent here by a broker handing its bundle over may wait for the
 #: bundle to be released, and how often the ownership node is read meanwhile
 HANDOVER_WAIT_MS = 5000
 HANDOVER_POLL_S = 0.02
+#: a LOOKUP, PRODUCER or SUBSCRIBE that waited this long on ownership is logged
+SLOW_OWNERSHIP_MS = 1000
 
 
 class Unloads(Protocol):
@@ -281,19 +285,18 @@ class ClusterMembership:
         race); while the owner's node is disabled and names this broker its successor, the
         wait is for its release. Whether this broker owns the bundle now."""
         bundle = await self.fresh_bundle_of(name)
-        deadline = monotonic_ms() + HANDOVER_WAIT_MS
-        while not self.leaving:
+        started = monotonic_ms()
+        while not self.leaving and not self.serves(name):
             node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
             if node is None:
                 return isinstance(await self.lookup(name, authoritative=True), Connect)
-            if node.data.get("successor") != self.broker_id or monotonic_ms() > deadline:
-                return False
-            if not node.data.get("disabled"):
+            handed_here = bool(node.data.get("disabled")) and node.data.get("successor") == self.broker_id
+            # the mark may not have reached this broker's view yet: the client can come
+            # straight from the close, faster than the store's watch
+            if monotonic_ms() - started > (HANDOVER_WAIT_MS if handed_here else HANDOVER_MARK_WAIT_MS):
                 return False
             await asyncio.sleep(HANDOVER_POLL_S)
-            if await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name) is None:
-                return isinstance(await self.lookup(name, authoritative=True), Connect)
-        return False
+        return self.serves(name)
 
     async def _unload(self, names: list[TopicName], drain_ms: int) -> None:
         """Unload topics side by side, so that their drains overlap."""
@@ -317,12 +320,19 @@ class ClusterMembership:
                 -> Callable[[Any, Frame], None]:
             def checked(conn: Any, frame: Frame) -> None:
                 name = TopicName.parse(topic_of(frame))
-                if self._key(self.bundle_of(name)) in self.owned:
+                if self.serves(name):
                     handler(conn, frame)
                     return
+                started = monotonic_ms()
                 def answered(done: asyncio.Future[bool]) -> None:
-                    finish_command(conn, frame, lambda: handler(conn, frame) if done.result()
-                                   else self.check_serving(name))
+                    _log_if_slow(started, frame, name, done)
+                    def finish() -> None:
+                        done.result()
+                        # owned now, by this wait or a concurrent one (the producer and the
+                        # consumer of one client come together): served; else refused
+                        self.check_serving(name)
+                        handler(conn, frame)
+                    finish_command(conn, frame, finish)
                 asyncio.ensure_future(self._taken_over(name)).add_done_callback(answered)
             return checked
         return {
@@ -331,9 +341,12 @@ class ClusterMembership:
             T.SUBSCRIBE: serving(core[T.SUBSCRIBE], lambda frame: frame.command.subscribe.topic),
         }
 
+    def serves(self, name: TopicName) -> bool:
+        return self._key(self.bundle_of(name)) in self.owned
+
     def check_serving(self, name: TopicName) -> None:
         """``ServiceNotReady`` unless this broker owns the topic's bundle."""
-        state = BundleState.OWNED if self._key(self.bundle_of(name)) in self.owned else BundleState.UNOWNED
+        state = BundleState.OWNED if self.serves(name) else BundleState.UNOWNED
         refused = check_serving(self.broker_id, state, True)
         if refused is not None:
             raise ServiceNotReady(refused.message)
@@ -346,7 +359,9 @@ class ClusterMembership:
             return
         listener = req.advertised_listener_name if req.HasField("advertised_listener_name") else None
 
+        started = monotonic_ms()
         def answered(done: asyncio.Future[Connect | Redirect | NotReady]) -> None:
+            _log_if_slow(started, frame, name, done)
             finish_command(conn, frame, lambda: self._answer(conn, frame, done.result(), connect))
         lookup = asyncio.ensure_future(self.lookup(name, listener, req.authoritative))
         lookup.add_done_callback(answered)
@@ -516,6 +531,16 @@ class ClusterMembership:
     @staticmethod
     def _key(bundle: NamespaceBundle) -> tuple[str, str]:
         return bundle.namespace, bundle.range_name
+
+
+def _log_if_slow(started: float, frame: Frame, name: TopicName, done: asyncio.Future[Any]) -> None:
+    """A command that waited on ownership longer than a client should: said once, with
+    how it ended, since the client may give up on it meanwhile."""
+    waited = monotonic_ms() - started
+    if waited >= SLOW_OWNERSHIP_MS:
+        outcome = repr(done.exception()) if done.exception() is not None else repr(done.result())
+        log.warning("%s for %s waited %d ms on its bundle's ownership: %s",
+                    T.Type.Name(frame.command.type), name, waited, outcome)
 
 
 def owner_record(owner: NamespaceEphemeralData) -> dict[str, Any]:

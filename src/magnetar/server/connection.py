@@ -46,9 +46,6 @@ from magnetar.wire.commands import to_uint64
 from magnetar.wire.frames import Frame, FrameDecoder, ProtocolError, encode_command, request_id_of
 from magnetar.wire.hot_commands import message_frame_header, send_receipt_frame, send_receipt_frames
 
-#: how long after the broker closed a producer its SENDs still on the wire are dropped quietly
-RECENTLY_CLOSED_MS = 2000
-
 log = logging.getLogger("magnetar.connection")
 
 MAX_PROTOCOL_VERSION = 21
@@ -612,11 +609,14 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             break
     if producer is None or topic is None:
         closed_at = conn.closed_producers.get(producer_id)
-        if closed_at is not None and monotonic_ms() - closed_at < RECENTLY_CLOSED_MS:
+        recent_ms = conn.broker.config.keepAliveIntervalSeconds * 1000
+        if closed_at is not None and monotonic_ms() - closed_at < recent_ms:
             # dropped unanswered, as Pulsar does: these crossed the broker's close of their
             # producer on the wire (its topic unloaded or handed over), and the client sends
             # them again once it has reconnected; an error would make it drop the connection.
-            # Later ones get the error, which makes a client that missed the close reconnect.
+            # "Recently" is a keep-alive interval, Pulsar's span: a client busy enough to
+            # read the close seconds late must not lose its connection over it. Later ones
+            # get the error, which makes a client that missed the close reconnect.
             conn._answered(producer_id, len(sends))
             return len(sends)
         for sequence_id, *_ in sends:

@@ -100,6 +100,9 @@ class TopicOwners(Protocol):
     def owned_bundles(self) -> list[str]:
         """The bundles this broker owns, ``tenant/ns/0x..._0x...``, sorted."""
 
+    def serves(self, name: TopicName) -> bool:
+        """Whether this broker owns the topic's bundle now (as last read; no store call)."""
+
     async def web_url_of(self, broker_id: str) -> str | None:
         """A registered broker's web service URL; None when it is not registered."""
 
