@@ -53,12 +53,13 @@ class Load:
         self.errors: list[str] = []
         self.received: list[int] = []
         self.stopping = threading.Event()
+        self.flushed = threading.Event()  # every send has its receipt or error
         self.lock = threading.Lock()
         self.longest_gap = 0.0
         self.gave_up_at: float | None = None
 
     def done_consuming(self) -> bool:
-        if not self.stopping.is_set():
+        if not self.flushed.is_set():
             return False
         if self.gave_up_at is None:
             self.gave_up_at = time.monotonic() + 60
@@ -164,6 +165,7 @@ def main() -> None:
             load.stopping.set()
             workers[0].join()
             load.producer.flush()
+            load.flushed.set()
             workers[1].join()
             if set(load.latency) - set(load.received):
                 web, _ = owner_web_url(url, topic)

@@ -260,9 +260,6 @@ def test_split_by_hand_through_any_broker(brokers: ThreeBrokers) -> None:
         client.close()
 
 
-# Behind the slow marker until the 30 s stall after a planned move is found: one of two fresh
-# CI runs timed out here (a client request left unanswered until its operation timeout).
-@pytest.mark.slow
 def test_auto_split_by_topic_count(brokers: ThreeBrokers) -> None:
     brokers.complete()
     first = brokers.first

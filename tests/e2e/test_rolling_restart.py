@@ -86,10 +86,6 @@ def run_through_restarts(cluster: Cluster, restarts: Callable[[dict[str, str]], 
         client.close()
 
 
-# Behind the slow marker until the 30 s stall after a planned move is found: in one of two
-# fresh CI runs a producer's reconnection waited out its 30 s operation timeout (passed 8 of 8
-# runs in a row before; bench/transfer_bench.py shows the same stall at 10,000 msgs/s).
-@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_the_owner_restarted_under_traffic_costs_the_application_nothing(cluster: Cluster) -> None:
     def owners(topics: dict[str, str]) -> list[BrokerProcess]:

@@ -288,9 +288,14 @@ class ClusterMembership:
         started = monotonic_ms()
         while not self.leaving and not self.serves(name):
             node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
-            if node is None:
-                return isinstance(await self.lookup(name, authoritative=True), Connect)
-            handed_here = bool(node.data.get("disabled")) and node.data.get("successor") == self.broker_id
+            # a free bundle is taken here, not placed: the broker that let it go sent the
+            # client here. A failed take: a concurrent producer or consumer of the client's
+            # is taking it here (owned once that completes), another broker took it, or it
+            # was split; the wait below settles which
+            if node is None and await self._acquire(bundle):
+                return True
+            handed_here = node is not None and bool(node.data.get("disabled")) \
+                and node.data.get("successor") == self.broker_id
             # the mark may not have reached this broker's view yet: the client can come
             # straight from the close, faster than the store's watch
             if monotonic_ms() - started > (HANDOVER_WAIT_MS if handed_here else HANDOVER_MARK_WAIT_MS):
