@@ -22,6 +22,7 @@ import json
 import multiprocessing
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -118,12 +119,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--topics", type=int, default=10_000)
     parser.add_argument("--seconds", type=float, default=20.0, help="each publish phase")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="publish phases without and with a console, alternated this many times each")
     parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
     parser.add_argument("--browser", action="store_true",
                         help="also time console pages in headless Chromium (tests/e2e/console_helpers.py)")
     args = parser.parse_args()
-    if args.topics < 1 or args.seconds <= 0:
-        parser.error("--topics must be at least 1 and --seconds above 0")
+    if args.topics < 1 or args.seconds <= 0 or args.rounds < 1:
+        parser.error("--topics and --rounds must be at least 1 and --seconds above 0")
     scratch = Path(tempfile.mkdtemp(prefix="console-bench-"))
     try:
         broker = start_from_checkout(BrokerProcess(scratch / "data", config={"idleTopicUnloadSeconds": "0"}),
@@ -136,15 +139,23 @@ def main() -> None:
                        for first in range(0, args.topics, 1000))
         created_s = time.perf_counter() - started
         os.sync()  # the creation's writeback is not the console's cost
-        quiet, _ = publishes(broker, args.seconds, console=False)
-        busy, polled = publishes(broker, args.seconds, console=True)
+        quiet, busy, polled = [], [], 0
+        for _ in range(args.rounds):  # alternated, so that a drift of the machine hits both alike
+            quiet.append(publishes(broker, args.seconds, console=False)[0])
+            figures, requests = publishes(broker, args.seconds, console=True)
+            busy.append(figures)
+            polled += requests
         # after the publishes: the probe topic polled for its stats exists then
         pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", *POLLED, "/console/", "/console/console.js",
                                             "/admin/v2/brokers/ready"], 5)
         browsed = browse(broker.web_url, 3) if args.browser else None
         print(json.dumps({"topics": args.topics, "creation_failures": failures, "created_s": round(created_s, 1),
-                          "get_ms": pages, "browser_ms": browsed, "publish_without_console": quiet,
-                          "publish_with_console": busy, "console_requests": polled,
+                          "get_ms": pages, "browser_ms": browsed,
+                          "publish_without_console": quiet[0] if args.rounds == 1 else quiet,
+                          "publish_with_console": busy[0] if args.rounds == 1 else busy,
+                          "median_p99_ms": {"without": statistics.median(r["p99_ms"] for r in quiet),
+                                            "with": statistics.median(r["p99_ms"] for r in busy)},
+                          "console_requests": polled,
                           "load_avg_1m": os.getloadavg()[0]}))
     finally:
         broker.kill()
