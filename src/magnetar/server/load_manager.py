@@ -13,7 +13,8 @@ The leader alone places free bundles (the others send such lookups to it), and e
 ``loadBalancerSheddingIntervalMinutes`` runs the shedder, every
 ``loadBalancerSplitIntervalMinutes`` the split check; each decision is logged with its
 reason, and carried out (unless shedding is disabled: then the log line is all) by the
-bundle's owner, through its admin API when it is another broker.
+bundle's owner, through its admin API when it is another broker, with this broker's own
+credentials (``brokerClientAuthenticationPlugin``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from magnetar.core.cluster.load_report import BrokerLoadReport, BundleStats, Inv
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
 from magnetar.core.cluster.topic_lookup import AdminRedirect, NotReady, Placed
 from magnetar.core.metadata.records import MetadataError, SessionState
+from magnetar.security.broker_client import BrokerClientCredentials
 from magnetar.server.bundle_splits import split_owned_bundle
 from magnetar.server.clock import now_ms
 from magnetar.server.cluster_membership import ClusterMembership
@@ -58,6 +60,8 @@ REPORT_SLICE = 250
 TRANSFER_VALID_MS = 60_000
 #: how long lookups of a free bundle placed a moment ago go where the first one went
 PLACEMENT_KEPT_MS = 5_000
+#: redirects followed by a call to another broker's admin API
+MAX_REDIRECTS = 3
 
 
 class TopicList(Protocol):
@@ -74,8 +78,11 @@ class LoadBalancingCounters:
 
 
 class LoadManager:
-    def __init__(self, membership: ClusterMembership, config: LoadBalancerConfig, topics: TopicList) -> None:
+    def __init__(self, membership: ClusterMembership, config: LoadBalancerConfig, topics: TopicList,
+                 credentials: BrokerClientCredentials | None = None) -> None:
         self.membership = membership
+        #: what this broker presents to the others' admin API (brokerClientAuthentication*)
+        self.credentials = credentials
         self.config = config
         self.topics = topics
         self.leading = False
@@ -329,7 +336,8 @@ class LoadManager:
             if base is None:
                 log.warning("%s of %s: its owner %s is no longer registered", action, bundle_name, owner)
                 return False
-            await _put(base.rstrip("/") + path + query)
+            headers = {} if self.credentials is None else await asyncio.to_thread(self.credentials.headers)
+            await _put(base.rstrip("/") + path + query, headers)
             return True
         except Exception as exc:  # the next cycle decides again from fresh reports
             log.warning("%s of %s at %s failed: %s", action, bundle_name, owner, exc)
@@ -364,9 +372,15 @@ def _leader(data: Any) -> LeaderBroker | None:
         return None
 
 
-async def _put(url: str) -> None:
+async def _put(url: str, headers: dict[str, str]) -> None:
+    """A PUT to another broker's admin API; a 307 is followed with the same credentials
+    (httpx drops them on a redirect to another origin, which every other broker is)."""
     import httpx
     async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.put(url, follow_redirects=True)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await client.put(url, headers=headers)
+            if response.status_code != 307 or "location" not in response.headers:
+                break
+            url = str(response.url.join(response.headers["location"]))
     if response.status_code >= 300:
         raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:200]}")
