@@ -19,6 +19,7 @@ from magnetar.core.cluster.bundle_split import SPLIT_ALGORITHMS, SplitRefused
 from magnetar.core.cluster.bundles_data import bundles_of
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
 from magnetar.core.cluster.stored_split import split_in_store
+from magnetar.core.metadata.records import VersionConflict
 
 router = APIRouter(tags=["load-balancing"])
 
@@ -63,7 +64,7 @@ async def split_namespace_bundle(broker: Broker, request: Request, tenant: str, 
         redirect = await owners.load_balancing.split_bundle(unit, algorithm, unload, path)
     except InvalidBundle as exc:
         raise precondition_failed(str(exc)) from None
-    except SplitRefused as exc:
+    except (SplitRefused, VersionConflict) as exc:
         raise conflict(str(exc)) from None
     return None if redirect is None else RedirectResponse(redirect.location, status_code=redirect.status)
 
