@@ -8,6 +8,7 @@ of the split bundle when asked to (``unload=true``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -54,8 +55,9 @@ async def split_namespace_bundle(broker: Broker, request: Request, tenant: str, 
         if unit not in bundles_of(name, policies).bundles:
             raise precondition_failed(f"Bundle {bundle} is not a bundle of {name}")
         owners = broker.cluster
-        if owners is None:
-            split_in_store(broker.metadata, unit, algorithm, broker.metadata.list_topics(name))
+        if owners is None:  # on the metadata writer's thread: a SQLite commit and its fsync
+            await asyncio.wrap_future(broker.writer.submit(
+                lambda store: split_in_store(store, unit, algorithm, store.list_topics(name))))
             await _unload_standalone(broker, unit, unload)
             return None
         if owners.load_balancing is None:
