@@ -164,7 +164,7 @@ class LoadManager:
             await asyncio.sleep(0)  # the loop serves between two slices
         self.report = build_report(totals.stats(), self._cpu.usage(), self.config.nic_speed_kbytes, now)
         self.membership.load_fields = self.report.to_json()
-        await self.membership._update_registration()
+        await self.membership.update_registration()
 
     def _read_reports(self) -> dict[str, tuple[BrokerLoadReport, int]]:
         """On the pool: each registered broker's report and its number of owned bundles."""
@@ -181,20 +181,20 @@ class LoadManager:
         return found
 
     async def reports(self) -> dict[str, BrokerLoadReport]:
-        return {b: r for b, (r, _) in (await self.membership._off_loop(self._read_reports)).items()}
+        return {b: r for b, (r, _) in (await self.membership.calls.run(self._read_reports)).items()}
 
     # -- leader ----------------------------------------------------------------------------
     async def elect(self) -> None:
         store = self.membership.store
         try:
-            self.leader = _leader(await self.membership._off_loop(store.get_leader))
+            self.leader = _leader(await self.membership.calls.run(store.get_leader))
             if election_state(self.me, self.leader, self.leading) is Election.TRY_TO_LEAD:
                 me = LeaderBroker(self.me, self.membership.me.http_url)
-                if await self.membership._off_loop(store.elect_leader, me.to_json()):
+                if await self.membership.calls.run(store.elect_leader, me.to_json()):
                     self.leading, self.leader = True, me
                     log.info("%s is the load manager's leader", self.me)
                 else:
-                    self.leader = _leader(await self.membership._off_loop(store.get_leader))
+                    self.leader = _leader(await self.membership.calls.run(store.get_leader))
         except MetadataError as exc:
             log.warning("leader election: %s", exc)
         if self.leading and (self.leader is None or self.leader.broker_id != self.me):
@@ -212,7 +212,7 @@ class LoadManager:
             return NotReady(route.message)
         if not isinstance(route, PlaceHere):
             return Placed(self.me)
-        reports = await self.membership._off_loop(self._read_reports)
+        reports = await self.membership.calls.run(self._read_reports)
         now = now_ms()
         destination, at = self._destinations.pop(str(bundle), (None, 0))
         if destination in reports and now - at < TRANSFER_VALID_MS:
@@ -288,7 +288,7 @@ class LoadManager:
         def write() -> None:
             for bundle, data in written.items():
                 self.membership.store.put_bundle_data(bundle, data.to_json())
-        await self.membership._off_loop(write)
+        await self.membership.calls.run(write)
         log.info("wrote the bundle data of %d bundles", len(written))
 
     # -- splits ------------------------------------------------------------------------------
@@ -302,7 +302,7 @@ class LoadManager:
         for broker, report in reports.items():
             for bundle, bundle_stats_ in report.bundles.items():
                 stats[bundle], owners[bundle] = bundle_stats_, broker
-        counts = await self.membership._off_loop(self._bundle_counts, {b.rsplit("/", 1)[0] for b in stats})
+        counts = await self.membership.calls.run(self._bundle_counts, {b.rsplit("/", 1)[0] for b in stats})
         unload = "true" if self.config.loadBalancerAutoUnloadSplitBundlesEnabled else "false"
         for decision in find_bundles_to_split(stats, counts, self.config.split):
             log.info("bundle split: split %s on %s: %s", decision.bundle, owners[decision.bundle], decision.reason)
@@ -354,12 +354,12 @@ class LoadManager:
 
     async def split_bundle(self, bundle: NamespaceBundle, algorithm: str, unload: bool, path: str) \
             -> AdminRedirect | None:
-        topics = await self.membership._off_loop(self.topics.list_topics, bundle.namespace)
+        topics = await self.membership.calls.run(self.topics.list_topics, bundle.namespace)
         return await split_owned_bundle(self.membership, bundle, algorithm, unload, topics, path)
 
     def load_report(self) -> dict[str, Any]:
         """This broker's latest report, as ``GET /admin/v2/broker-stats/load-report`` answers."""
-        return {**self.membership._registration(), **self.report.to_json()}
+        return {**self.membership.registration(), **self.report.to_json()}
 
 
 def _leader(data: Any) -> LeaderBroker | None:
