@@ -20,8 +20,10 @@ import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.cluster.bundles_data import bundles_data, bundles_of
+from magnetar.core.cluster.namespace_bundles import NamespaceBundle
 from magnetar.core.cluster.stored_split import split_in_store
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
+from magnetar.core.metadata.policy_updates import update_namespace_policies
 from magnetar.core.metadata.records import MetadataUnavailable, SessionState, VersionConflict, Versioned
 from magnetar.core.positions import Position
 from magnetar.storage import (
@@ -184,17 +186,36 @@ class SplitInBetween:
         return held
 
 
-def test_two_splits_of_one_namespace_racing_keep_both_boundaries(open_store: OpenStore) -> None:
+def split_low(store: BrokerMetadataStore) -> object:
+    return split_in_store(store, NamespaceBundle.parse("t/ns", "0x00000000_0x80000000"), "range_equally_divide", [])
+
+
+def split_high(store: BrokerMetadataStore) -> object:
+    return split_in_store(store, NamespaceBundle.parse("t/ns", "0x80000000_0xffffffff"), "range_equally_divide", [])
+
+
+def set_ttl(store: BrokerMetadataStore) -> object:
+    return update_namespace_policies(store, "t/ns", lambda policies: {**policies, "message_ttl_in_seconds": 60})
+
+
+@pytest.mark.parametrize(("first", "between", "expected"), [
+    (split_low, split_high, {"bundles": ["0x00000000", "0x40000000", "0x80000000", "0xbfffffff", "0xffffffff"]}),
+    (set_ttl, split_high, {"bundles": ["0x00000000", "0x80000000", "0xbfffffff", "0xffffffff"], "ttl": 60}),
+    (split_low, set_ttl, {"bundles": ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"], "ttl": 60}),
+], ids=["two-splits", "policy-then-split", "split-then-policy"])
+def test_racing_changes_of_a_namespaces_policies_both_survive(
+        open_store: OpenStore, first: Callable[[BrokerMetadataStore], object],
+        between: Callable[[BrokerMetadataStore], object], expected: dict[str, object]) -> None:
+    """``between`` writes after ``first`` read the policies and before it writes them."""
     a = open_store()
     b = open_store() if open_store.shared else a  # type: ignore[attr-defined]
     a.create_namespace("t/ns", {"bundles": {"boundaries": ["0x00000000", "0x80000000", "0xffffffff"],
                                             "numBundles": 2}})
-    low, high = bundles_of("t/ns", a.get_namespace_policies("t/ns")).bundles
-    racing = SplitInBetween(a, lambda: split_in_store(b, high, "range_equally_divide", []))
-    split_in_store(racing, low, "range_equally_divide", [])  # type: ignore[arg-type]
+    first(SplitInBetween(a, lambda: between(b)))  # type: ignore[arg-type]
     policies = a.get_namespace_policies("t/ns")
-    assert bundles_data(bundles_of("t/ns", policies)) == {
-        "boundaries": ["0x00000000", "0x40000000", "0x80000000", "0xbfffffff", "0xffffffff"], "numBundles": 4}
+    assert policies is not None
+    assert bundles_data(bundles_of("t/ns", policies))["boundaries"] == expected["bundles"]
+    assert policies.get("message_ttl_in_seconds") == expected.get("ttl")
 
 
 def test_topics_and_partitioned_topics(store: BrokerMetadataStore) -> None:

@@ -105,10 +105,10 @@ class AdminTables(SqliteConnection):
         with self._transaction() as db:
             if db.execute("UPDATE namespaces SET policies = ?, version = version + 1 WHERE name = ? AND version = ?",
                           params).rowcount == 0:
-                held = self.get_versioned_namespace_policies(name)
+                held = self._value("SELECT version FROM namespaces WHERE name = ?", (name,))
                 if held is None:
                     raise NotFound(f"namespace {name!r} does not exist")
-                raise VersionConflict(f"the policies of namespace {name!r} are at version {held.version}, "
+                raise VersionConflict(f"the policies of namespace {name!r} are at version {held}, "
                                       f"not {version}: changed by someone else since they were read")
         self._policy_changes += 1
         return version + 1
