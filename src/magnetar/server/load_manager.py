@@ -337,7 +337,7 @@ class LoadManager:
                 log.warning("%s of %s: its owner %s is no longer registered", action, bundle_name, owner)
                 return False
             headers = {} if self.credentials is None else await asyncio.to_thread(self.credentials.headers)
-            await _put(base.rstrip("/") + path + query, headers)
+            await put_at_broker(base.rstrip("/") + path + query, headers)
             return True
         except Exception as exc:  # the next cycle decides again from fresh reports
             log.warning("%s of %s at %s failed: %s", action, bundle_name, owner, exc)
@@ -372,7 +372,7 @@ def _leader(data: Any) -> LeaderBroker | None:
         return None
 
 
-async def _put(url: str, headers: dict[str, str]) -> None:
+async def put_at_broker(url: str, headers: dict[str, str]) -> None:
     """A PUT to another broker's admin API; a 307 is followed with the same credentials
     (httpx drops them on a redirect to another origin, which every other broker is)."""
     import httpx
