@@ -76,7 +76,7 @@ def test_the_leader_splits_another_brokers_bundle_with_the_brokers_credentials(c
         def split_elsewhere() -> bool:
             now: NamespaceBundles = bundles_of(namespace, store.get_namespace_policies(namespace))
             return not elsewhere & {b.range_name for b in now.bundles}
-        wait_until(split_elsewhere, 30, f"the split of {sorted(elsewhere)}, owned by another broker than the leader")
+        wait_until(split_elsewhere, 60, f"the split of {sorted(elsewhere)}, owned by another broker than the leader")
         log = "\n".join(b.log_path.read_text(errors="replace") for b in cluster.brokers)
         assert "answered 401" not in log and "answered 403" not in log
     finally:
