@@ -14,11 +14,16 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.cluster.bundles_data import bundles_data, bundles_of
+from magnetar.core.cluster.namespace_bundles import NamespaceBundle
+from magnetar.core.cluster.stored_split import split_in_store
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
+from magnetar.core.metadata.policy_updates import update_namespace_policies
 from magnetar.core.metadata.records import MetadataUnavailable, SessionState, VersionConflict, Versioned
 from magnetar.core.positions import Position
 from magnetar.storage import (
@@ -37,6 +42,7 @@ from magnetar.testing.zookeeper_process import ZooKeeperProcess, expire_session
 
 TOPIC = "persistent://public/default/orders"
 BUNDLE = "0x00000000_0x40000000"
+T = TypeVar("T")
 #: how long a change may take to reach another store
 SEEN_WITHIN_S = 1.0
 
@@ -134,6 +140,82 @@ def test_namespaces_crud(store: BrokerMetadataStore) -> None:
     assert store.list_namespaces("public") == ["public/b", "public/default"]
     assert store.delete_namespace("public/b")
     assert store.list_namespaces("public") == ["public/default"]
+
+
+def test_namespace_policies_change_by_compare_and_set(store: BrokerMetadataStore) -> None:
+    assert store.get_versioned_namespace_policies("t/ns") is None
+    with pytest.raises(NotFound):
+        store.put_versioned_namespace_policies("t/ns", {}, 0)
+    store.create_namespace("t/ns", {"ttl": 1})
+    first = store.get_versioned_namespace_policies("t/ns")
+    assert first is not None and first.data == {"ttl": 1}
+    second = store.put_versioned_namespace_policies("t/ns", {"ttl": 2}, first.version)
+    assert second != first.version
+    with pytest.raises(VersionConflict):
+        store.put_versioned_namespace_policies("t/ns", {"ttl": 3}, first.version)  # a stale read
+    assert store.get_versioned_namespace_policies("t/ns") == Versioned({"ttl": 2}, second)
+    store.put_namespace_policies("t/ns", {"ttl": 4})  # an unconditional write moves the version too
+    with pytest.raises(VersionConflict):
+        store.put_versioned_namespace_policies("t/ns", {"ttl": 5}, second)
+    with pytest.raises(InvalidMetadata, match="namespace policies version"):
+        store.put_versioned_namespace_policies("t/ns", {}, -1)
+    assert store.get_namespace_policies("t/ns") == {"ttl": 4}
+
+
+class SplitInBetween:
+    """A store whose first read of a namespace's policies lets another split write before
+    the split that read them writes."""
+
+    def __init__(self, store: BrokerMetadataStore, other: Callable[[], object]) -> None:
+        self._store = store
+        self._other: Callable[[], object] | None = other
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._store, name)
+
+    def get_versioned_namespace_policies(self, name: str) -> Versioned | None:
+        return self._then_the_other(self._store.get_versioned_namespace_policies(name))
+
+    def get_namespace_policies(self, name: str) -> dict[str, Any] | None:
+        return self._then_the_other(self._store.get_namespace_policies(name))
+
+    def _then_the_other(self, held: T) -> T:
+        if self._other is not None:
+            other, self._other = self._other, None
+            other()
+        return held
+
+
+def split_low(store: BrokerMetadataStore) -> object:
+    return split_in_store(store, NamespaceBundle.parse("t/ns", "0x00000000_0x80000000"), "range_equally_divide", [])
+
+
+def split_high(store: BrokerMetadataStore) -> object:
+    return split_in_store(store, NamespaceBundle.parse("t/ns", "0x80000000_0xffffffff"), "range_equally_divide", [])
+
+
+def set_ttl(store: BrokerMetadataStore) -> object:
+    return update_namespace_policies(store, "t/ns", lambda policies: {**policies, "message_ttl_in_seconds": 60})
+
+
+@pytest.mark.parametrize(("first", "between", "expected"), [
+    (split_low, split_high, {"bundles": ["0x00000000", "0x40000000", "0x80000000", "0xbfffffff", "0xffffffff"]}),
+    (set_ttl, split_high, {"bundles": ["0x00000000", "0x80000000", "0xbfffffff", "0xffffffff"], "ttl": 60}),
+    (split_low, set_ttl, {"bundles": ["0x00000000", "0x40000000", "0x80000000", "0xffffffff"], "ttl": 60}),
+], ids=["two-splits", "policy-then-split", "split-then-policy"])
+def test_racing_changes_of_a_namespaces_policies_both_survive(
+        open_store: OpenStore, first: Callable[[BrokerMetadataStore], object],
+        between: Callable[[BrokerMetadataStore], object], expected: dict[str, object]) -> None:
+    """``between`` writes after ``first`` read the policies and before it writes them."""
+    a = open_store()
+    b = open_store() if open_store.shared else a  # type: ignore[attr-defined]
+    a.create_namespace("t/ns", {"bundles": {"boundaries": ["0x00000000", "0x80000000", "0xffffffff"],
+                                            "numBundles": 2}})
+    first(SplitInBetween(a, lambda: between(b)))  # type: ignore[arg-type]
+    policies = a.get_namespace_policies("t/ns")
+    assert policies is not None
+    assert bundles_data(bundles_of("t/ns", policies))["boundaries"] == expected["bundles"]
+    assert policies.get("message_ttl_in_seconds") == expected.get("ttl")
 
 
 def test_topics_and_partitioned_topics(store: BrokerMetadataStore) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from magnetar.core.metadata.records import Versioned
 from magnetar.core.positions import Position
 from magnetar.storage import (
     CursorRecord,
@@ -30,6 +31,7 @@ def test_a_version_1_store_gains_schema_times_and_delete_markers(tmp_path: Path)
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE schemas (topic TEXT NOT NULL, version INTEGER NOT NULL, type TEXT NOT NULL,"
                " data BLOB NOT NULL, properties TEXT NOT NULL, PRIMARY KEY (topic, version))")
+    db.execute("CREATE TABLE namespaces (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, policies TEXT NOT NULL)")
     db.execute("INSERT INTO schemas VALUES (?, 0, 'JSON', x'7b7d', '{}')", (TOPIC,))
     db.execute("PRAGMA user_version = 1")
     db.commit()
@@ -38,6 +40,20 @@ def test_a_version_1_store_gains_schema_times_and_delete_markers(tmp_path: Path)
         assert store.get_schemas(TOPIC) == [SchemaRecord("JSON", b"{}")]
         assert store.add_schema(TOPIC, SchemaRecord("JSON", b"[]", timestamp_ms=5, deleted=True)) == 1
         assert store.get_schema(TOPIC, 1) == SchemaRecord("JSON", b"[]", timestamp_ms=5, deleted=True)
+
+
+def test_a_version_2_store_gains_namespace_policy_versions(tmp_path: Path) -> None:
+    path = tmp_path / "metadata.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE namespaces (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, policies TEXT NOT NULL)")
+    db.execute("INSERT INTO namespaces VALUES ('public/default', 'public', '{\"ttl\":5}')")
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    with MetadataStore(path) as store:
+        assert store.get_versioned_namespace_policies("public/default") == Versioned({"ttl": 5}, 0)
+        assert store.put_versioned_namespace_policies("public/default", {"ttl": 6}, 0) == 1
+        assert store.get_namespace_policies("public/default") == {"ttl": 6}
 
 
 def test_everything_survives_reopen(tmp_path: Path) -> None:

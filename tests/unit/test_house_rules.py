@@ -146,3 +146,31 @@ def loop_timers_outside_the_alarm() -> set[str]:
 
 def test_every_timer_goes_through_the_broker_timer() -> None:
     assert loop_timers_outside_the_alarm() == set()
+
+
+#: objects other modules hold under these names are used through their public methods only
+#: (the cluster membership's store calls, bundle reads and registration included)
+PUBLIC_ONLY = {"membership"}
+
+
+def private_uses(source: str) -> set[str]:
+    """``membership._x`` and ``self.membership._x`` reached from outside the object's class."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")):
+            continue
+        holder = node.value
+        name = holder.id if isinstance(holder, ast.Name) else holder.attr if isinstance(holder, ast.Attribute) else ""
+        if name in PUBLIC_ONLY:
+            found.add(ast.unparse(node))
+    return found
+
+
+def test_the_cluster_membership_is_used_through_its_public_methods() -> None:
+    holders = [name for name, deps in layering.graph().items() if "magnetar.server.cluster_membership" in deps]
+    assert "magnetar.server.load_manager" in holders and "magnetar.server.bundle_splits" in holders
+    used = {name: uses for name in holders
+            if (uses := private_uses(layering.modules()[name].read_text(encoding="utf-8")))}
+    assert used == {}
+    assert private_uses("await self.membership._off_loop(f)\nmembership._acquire(b)\nself._own()") == {
+        "self.membership._off_loop", "membership._acquire"}

@@ -1,14 +1,15 @@
 """The broker as the admin REST API sees it: core's facade
 (:class:`~magnetar.core.broker.broker_facade.AdminFacade`), plus what only an HTTP answer
 needs of the broker's outer layers: the metadata store it reads and writes, the
-authentication service, the entry cache's budget, how busy the event loop is, and the
-writes an answer waits on before it goes out.
+authentication service, the entry cache's budget, how busy the event loop is, the writes
+an answer waits on before it goes out, and the writer that makes writes off the event loop.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Protocol
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from magnetar.admin.loop_lag_metrics import LoopLagReadings
 from magnetar.admin.scrape_pacing import Activity
@@ -18,10 +19,18 @@ from magnetar.core.schemas.topic_schemas import SchemaHistory
 from magnetar.security.authentication import AuthenticationService
 from magnetar.storage.entry_cache_budget import EntryCacheBudget
 
+T = TypeVar("T")
+
 
 class SchemaRegistry(SchemaHistory, Protocol):
     def written(self) -> concurrent.futures.Future[None]:
         """Done once the schema writes made so far are durable."""
+
+
+class MetadataWrites(Protocol):
+    def submit(self, write: Callable[[BrokerMetadataStore], T]) -> concurrent.futures.Future[T]:
+        """``write`` applied off the event loop, in order with the broker's other metadata
+        writes; done once it is durable."""
 
 
 class LedgerFactory(Protocol):
@@ -32,6 +41,9 @@ class LedgerFactory(Protocol):
 class AdminBroker(AdminFacade, Protocol):
     @property
     def metadata(self) -> BrokerMetadataStore: ...
+
+    @property
+    def writer(self) -> MetadataWrites: ...
 
     @property
     def loop_lag(self) -> LoopLagReadings: ...

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import Depends, Request
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.errors import RestError, not_found, precondition_failed
+from magnetar.admin.errors import RestError, conflict, not_found, precondition_failed
 from magnetar.core.errors import InvalidTopicName, TopicNotFound
+from magnetar.core.metadata.policy_updates import update_namespace_policies
+from magnetar.core.metadata.records import NotFound, VersionConflict
 from magnetar.core.names import TopicName, check_named_entity
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.core.topics.topic import Topic
@@ -62,6 +65,19 @@ def require_namespace(broker: AdminBroker, namespace: str) -> dict[str, Any]:
             raise not_found("Tenant does not exist")
         raise not_found("Namespace does not exist")
     return policies
+
+
+def update_namespace(broker: AdminBroker, namespace: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """Write ``change(policies)`` by compare-and-set on the policies' version, made again on
+    what another writer (a bundle split, another request) left; 404 without the namespace,
+    409 when others kept changing the policies."""
+    require_namespace(broker, namespace)
+    try:
+        update_namespace_policies(broker.metadata, namespace, change)
+    except NotFound:
+        raise not_found("Namespace does not exist") from None
+    except VersionConflict as exc:
+        raise conflict(f"Concurrent modification: {exc}") from None
 
 
 def partition_count(broker: AdminBroker, name: TopicName) -> int:

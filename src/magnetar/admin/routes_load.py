@@ -8,6 +8,7 @@ of the split bundle when asked to (``unload=true``).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -19,6 +20,7 @@ from magnetar.core.cluster.bundle_split import SPLIT_ALGORITHMS, SplitRefused
 from magnetar.core.cluster.bundles_data import bundles_of
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
 from magnetar.core.cluster.stored_split import split_in_store
+from magnetar.core.metadata.records import VersionConflict
 
 router = APIRouter(tags=["load-balancing"])
 
@@ -53,8 +55,9 @@ async def split_namespace_bundle(broker: Broker, request: Request, tenant: str, 
         if unit not in bundles_of(name, policies).bundles:
             raise precondition_failed(f"Bundle {bundle} is not a bundle of {name}")
         owners = broker.cluster
-        if owners is None:
-            split_in_store(broker.metadata, unit, algorithm, broker.metadata.list_topics(name))
+        if owners is None:  # on the metadata writer's thread: a SQLite commit and its fsync
+            await asyncio.wrap_future(broker.writer.submit(
+                lambda store: split_in_store(store, unit, algorithm, store.list_topics(name))))
             await _unload_standalone(broker, unit, unload)
             return None
         if owners.load_balancing is None:
@@ -63,7 +66,7 @@ async def split_namespace_bundle(broker: Broker, request: Request, tenant: str, 
         redirect = await owners.load_balancing.split_bundle(unit, algorithm, unload, path)
     except InvalidBundle as exc:
         raise precondition_failed(str(exc)) from None
-    except SplitRefused as exc:
+    except (SplitRefused, VersionConflict) as exc:
         raise conflict(str(exc)) from None
     return None if redirect is None else RedirectResponse(redirect.location, status_code=redirect.status)
 

@@ -14,7 +14,7 @@ from fastapi.responses import RedirectResponse
 from pydantic import StrictBool
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant
+from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant, update_namespace
 from magnetar.admin.errors import RestError, conflict, precondition_failed
 from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
@@ -180,12 +180,14 @@ async def _clear_backlog(broker: AdminBroker, namespace: str, subscription: str 
 # -- policies -------------------------------------------------------------------------------------
 def _update_policy(broker: AdminBroker, tenant: str, namespace: str, field: str, value: Any) -> None:
     name = namespace_name(tenant, namespace)
-    policies = dict(require_namespace(broker, name))
-    if value is None:
-        policies.pop(field, None)
-    else:
-        policies[field] = value
-    broker.metadata.put_namespace_policies(name, policies)
+
+    def change(policies: dict[str, Any]) -> dict[str, Any]:
+        if value is None:
+            policies.pop(field, None)
+        else:
+            policies[field] = value
+        return policies
+    update_namespace(broker, name, change)
     broker.policies_changed(name)
 
 

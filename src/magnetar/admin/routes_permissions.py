@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Body
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker, namespace_name, require_namespace, topic_name
+from magnetar.admin.common import Broker, namespace_name, require_namespace, topic_name, update_namespace
 from magnetar.admin.errors import bad_request
 from magnetar.core.security import authorization
 from magnetar.core.security.authorization import AuthAction, AuthPolicies
@@ -29,9 +29,7 @@ def auth_policies(broker: AdminBroker, namespace: str) -> AuthPolicies:
 
 
 def store(broker: AdminBroker, namespace: str, auth: AuthPolicies) -> None:
-    policies = dict(require_namespace(broker, namespace))
-    policies["auth_policies"] = auth.model_dump()
-    broker.metadata.put_namespace_policies(namespace, policies)
+    update_namespace(broker, namespace, lambda policies: {**policies, "auth_policies": auth.model_dump()})
 
 
 def _check_role(role: str) -> str:
@@ -95,10 +93,8 @@ async def get_subscription_auth_mode(broker: Broker, tenant: str, namespace: str
                        summary="Set the subscription auth mode (None or Prefix)")
 async def set_subscription_auth_mode(broker: Broker, tenant: str, namespace: str,
                                      mode: Annotated[Literal["None", "Prefix"], Body()]) -> None:
-    name = namespace_name(tenant, namespace)
-    policies = dict(require_namespace(broker, name))
-    policies["subscription_auth_mode"] = mode
-    broker.metadata.put_namespace_policies(name, policies)
+    update_namespace(broker, namespace_name(tenant, namespace),
+                     lambda policies: {**policies, "subscription_auth_mode": mode})
 
 
 def make_topic_router(domain: str) -> APIRouter:

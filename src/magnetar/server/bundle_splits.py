@@ -7,7 +7,7 @@ per topic at every moment, whatever bundles a broker still believes in:
 2. it writes the namespace's new boundaries into its policies (Pulsar's ``BundlesData``);
 3. it deletes the old bundle's node. A broker that still reads the old boundaries and takes
    the old range after that finds it gone from the policies just after its create, and gives
-   it back (``ClusterMembership._acquire``).
+   it back (``ClusterMembership.acquire``).
 
 The topics stay loaded and served through the split; with ``unload``, the halves are then
 unloaded, and the leader places them like any free bundle.
@@ -31,28 +31,28 @@ log = logging.getLogger("magnetar.cluster")
 async def split_owned_bundle(membership: ClusterMembership, bundle: NamespaceBundle, algorithm: str,
                              unload: bool, topics: Sequence[str], path: str) -> AdminRedirect | None:
     """Split ``bundle`` here if this broker owns it (or nobody does); else the 307 to its owner."""
-    bundles = await membership._read_bundles(bundle.namespace)
+    bundles = await membership.read_bundles(bundle.namespace)
     if bundle not in bundles.bundles:
         raise InvalidBundle(f"Bundle {bundle.range_name} is not a bundle of {bundle.namespace}")
     key = (bundle.namespace, bundle.range_name)
     if key not in membership.owned:
-        view, _ = await membership._view(bundle)
-        if view.owner is not None and view.owner.broker_id != membership.broker_id:
-            base = view.owner.web_url(False)
+        owner = await membership.owner_of_bundle(bundle)
+        if owner is not None and owner.broker_id != membership.broker_id:
+            base = owner.web_url(False)
             if base is None:
-                raise SplitRefused(f"the owner {view.owner.broker_id} of {bundle} advertises no web service URL")
+                raise SplitRefused(f"the owner {owner.broker_id} of {bundle} advertises no web service URL")
             return AdminRedirect(base.rstrip("/") + path)
-        if not await membership._acquire(bundle):
+        if not await membership.acquire(bundle):
             raise SplitRefused(f"{bundle} was taken by another broker meanwhile; try again")
     hashes = [bundle_hash(t) for t in topics]
     halves = [b for b in split_bundle(bundles, bundle, algorithm, hashes).bundles if b not in bundles.bundles]
     created: list[NamespaceBundle] = []
     try:
         for half in halves:
-            if not await membership._acquire(half, still_a_bundle=False):
+            if not await membership.acquire(half, still_a_bundle=False):
                 raise SplitRefused(f"{half} is owned already; try again")
             created.append(half)
-        after = await membership._off_loop(split_in_store, membership.store, bundle, algorithm, topics)
+        after = await membership.calls.run(split_in_store, membership.store, bundle, algorithm, topics)
     except BaseException:
         for half in created:
             await _release(membership, half)
@@ -71,7 +71,7 @@ async def _release(membership: ClusterMembership, bundle: NamespaceBundle) -> No
     if version is None:
         return
     try:
-        await membership._off_loop(membership.store.release_bundle, bundle.namespace, bundle.range_name, version)
+        await membership.calls.run(membership.store.release_bundle, bundle.namespace, bundle.range_name, version)
     except (NotFound, AlreadyExists) as exc:
         log.warning("could not release %s: %s", bundle, exc)
-    await membership._update_registration()
+    await membership.update_registration()

@@ -14,6 +14,7 @@ from pathlib import Path
 from magnetar.core.broker import commands as broker_commands
 from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.cluster.load_balancer_config import LoadBalancerConfig
+from magnetar.security.broker_client import broker_client_credentials
 from magnetar.server.cluster_membership import ClusterMembership, broker_id_of
 from magnetar.server.load_manager import LoadManager
 from magnetar.server.standalone import Standalone, run
@@ -27,6 +28,7 @@ class ClusterBroker(Standalone):
             raise ConfigError("magnetar broker needs metadataStoreUrl (zk:host:port[/chroot]); "
                               "without one, run magnetar standalone")
         load_balancing = LoadBalancerConfig.from_properties(config.extra)
+        credentials = broker_client_credentials(config)
         super().__init__(config, data_dir)
         if self.broker.metadata.get_cluster(config.clusterName) is None:
             self.broker.metadata.close()
@@ -40,7 +42,7 @@ class ClusterBroker(Standalone):
         self.broker.appends.may_acknowledge = self.membership.may_acknowledge
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
         self.broker.cluster = self.membership
-        self.load_manager = LoadManager(self.membership, load_balancing, self.broker.metadata)
+        self.load_manager = LoadManager(self.membership, load_balancing, self.broker.metadata, credentials)
         if load_balancing.loadBalancerEnabled:
             self.membership.placement = self.load_manager
         self.membership.load_balancing = self.load_manager

@@ -15,7 +15,6 @@ placement reads. A bundle is owned through its ephemeral node
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 from collections.abc import Callable, Coroutine
@@ -53,6 +52,7 @@ from magnetar.core.security.authorization import Operation
 from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import monotonic_ms
 from magnetar.server.connection import ServerConnection, finish_command
+from magnetar.server.store_calls import StoreCalls
 from magnetar.wire import commands
 from magnetar.wire import pulsar_api_pb2 as pb
 from magnetar.wire.frames import Frame
@@ -136,7 +136,9 @@ class ClusterMembership:
                                          urls.web_url_tls)
         #: bundles this broker owns: (namespace, range) -> the ownership node's version
         self.owned: dict[tuple[str, str], int] = {}
-        self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="magnetar-cluster")
+        #: every store call of the membership and the load manager runs on this pool
+        self.calls = StoreCalls()
+        self._pool = self.calls.pool
         self._loop: asyncio.AbstractEventLoop | None = None
         #: whether appends may be acknowledged: renewed by heartbeats answered in the session
         self.lease = SessionLease(session_timeout_ms)
@@ -163,7 +165,7 @@ class ClusterMembership:
         self.store.add_session_listener(changed)
         await self._heartbeat()
         self._heartbeats = asyncio.ensure_future(self._keep_heartbeating())
-        await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
+        await self._off_loop(self.store.register_broker, self.broker_id, self.registration())
         log.info("registered as %s in the cluster", self.broker_id)
 
     def may_acknowledge(self) -> bool:
@@ -227,7 +229,7 @@ class ClusterMembership:
             return
         try:
             if await self._off_loop(self.store.get_broker, self.broker_id) is None:
-                await self._off_loop(self.store.register_broker, self.broker_id, self._registration())
+                await self._off_loop(self.store.register_broker, self.broker_id, self.registration())
                 log.info("registered again as %s after a new session", self.broker_id)
         except (MetadataError, AlreadyExists) as exc:
             log.warning("could not register again: %s", exc)
@@ -312,7 +314,8 @@ class ClusterMembership:
                 log.exception("could not unload %s", name)
         await asyncio.gather(*(one(name) for name in names))
 
-    def _registration(self) -> dict[str, Any]:
+    def registration(self) -> dict[str, Any]:
+        """This broker's registration: its URLs, load report fields and ``numBundles``."""
         me = self.me
         return {**self.load_fields, "brokerId": me.broker_id, "pulsarServiceUrl": me.native_url,
                 "pulsarServiceUrlTls": me.native_url_tls, "webServiceUrl": me.http_url,
@@ -397,7 +400,7 @@ class ClusterMembership:
             answer = decide_lookup(self.broker_id, view, brokers, listener, authoritative, placed)
             if not isinstance(answer, Acquire):
                 return answer
-            if await self._acquire(bundle):
+            if await self.acquire(bundle):
                 return Connect()
         return NotReady(f"bundle {bundle} changed hands while looked up; look up again")
 
@@ -412,7 +415,7 @@ class ClusterMembership:
             answer = decide_admin(self.broker_id, view, brokers, path, placed=placed)
             if not isinstance(answer, Acquire):
                 return answer
-            if await self._acquire(bundle):
+            if await self.acquire(bundle):
                 return Connect()
         return NotReady(f"bundle {bundle} changed hands while looked up; try again")
 
@@ -455,12 +458,13 @@ class ClusterMembership:
     async def fresh_bundle_of(self, name: TopicName) -> NamespaceBundle:
         """The topic's bundle after reading its namespace's bundles from the store."""
         try:
-            await self._read_bundles(name.namespace_name)
+            await self.read_bundles(name.namespace_name)
         except (MetadataError, InvalidBundle) as exc:
             log.warning("bundles of %s: %s", name.namespace_name, exc)
         return self.bundle_of(name)
 
-    async def _read_bundles(self, namespace: str) -> NamespaceBundles:
+    async def read_bundles(self, namespace: str) -> NamespaceBundles:
+        """The namespace's bundles read from its policies (and kept in :attr:`bundles`)."""
         policies = await self._off_loop(self.store.get_namespace_policies, namespace)
         bundles = self.bundles[namespace] = bundles_of(namespace, policies)
         return bundles
@@ -469,6 +473,11 @@ class ClusterMembership:
         if self.placement is None or view.state is not BundleState.UNOWNED or view.owner is not None:
             return None
         return await self.placement.place(bundle, authoritative)
+
+    async def owner_of_bundle(self, bundle: NamespaceBundle) -> NamespaceEphemeralData | None:
+        """The bundle's owner as its ownership node names it (this broker for one it owns)."""
+        view, _ = await self._view(bundle)
+        return view.owner
 
     # -- I/O -------------------------------------------------------------------------
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
@@ -501,7 +510,7 @@ class ClusterMembership:
             found.pop(self.broker_id, None)
         return found
 
-    async def _acquire(self, bundle: NamespaceBundle, *, still_a_bundle: bool = True) -> bool:
+    async def acquire(self, bundle: NamespaceBundle, *, still_a_bundle: bool = True) -> bool:
         """Create the bundle's ownership node; False when another broker was first (or,
         ``still_a_bundle``, when the range is no longer one of the namespace's bundles)."""
         data = owner_record(self.me)
@@ -509,7 +518,7 @@ class ClusterMembership:
             version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
         except AlreadyExists:
             return False
-        if still_a_bundle and bundle not in (await self._read_bundles(bundle.namespace)).bundles:
+        if still_a_bundle and bundle not in (await self.read_bundles(bundle.namespace)).bundles:
             # split meanwhile: its halves' nodes were made before the split was written, so
             # a read after this create sees the new bundles
             await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
@@ -520,18 +529,22 @@ class ClusterMembership:
         ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
         self.owned[self._key(bundle)] = version
         log.info("acquired bundle %s", bundle)
-        await self._update_registration()
+        await self.update_registration()
         return True
 
     async def _update_registration(self) -> None:
+        """:meth:`update_registration`, under the name :meth:`unload_bundle` calls."""
+        await self.update_registration()
+
+    async def update_registration(self) -> None:
         """The registration's ``numBundles`` after a change of what this broker owns."""
         try:
-            await self._off_loop(self.store.update_broker, self.broker_id, self._registration())
+            await self._off_loop(self.store.update_broker, self.broker_id, self.registration())
         except MetadataError as exc:
             log.warning("could not update the registration of %s: %s", self.broker_id, exc)
 
     async def _off_loop(self, call: Callable[..., R], *args: Any) -> R:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call, *args)
+        return await self.calls.run(call, *args)
 
     @staticmethod
     def _key(bundle: NamespaceBundle) -> tuple[str, str]:

@@ -13,7 +13,8 @@ The leader alone places free bundles (the others send such lookups to it), and e
 ``loadBalancerSheddingIntervalMinutes`` runs the shedder, every
 ``loadBalancerSplitIntervalMinutes`` the split check; each decision is logged with its
 reason, and carried out (unless shedding is disabled: then the log line is all) by the
-bundle's owner, through its admin API when it is another broker.
+bundle's owner, through its admin API when it is another broker, with this broker's own
+credentials (``brokerClientAuthenticationPlugin``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from magnetar.core.cluster.load_report import BrokerLoadReport, BundleStats, Inv
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle
 from magnetar.core.cluster.topic_lookup import AdminRedirect, NotReady, Placed
 from magnetar.core.metadata.records import MetadataError, SessionState
+from magnetar.security.broker_client import BrokerClientCredentials
 from magnetar.server.bundle_splits import split_owned_bundle
 from magnetar.server.clock import now_ms
 from magnetar.server.cluster_membership import ClusterMembership
@@ -58,6 +60,8 @@ REPORT_SLICE = 250
 TRANSFER_VALID_MS = 60_000
 #: how long lookups of a free bundle placed a moment ago go where the first one went
 PLACEMENT_KEPT_MS = 5_000
+#: redirects followed by a call to another broker's admin API
+MAX_REDIRECTS = 3
 
 
 class TopicList(Protocol):
@@ -74,8 +78,11 @@ class LoadBalancingCounters:
 
 
 class LoadManager:
-    def __init__(self, membership: ClusterMembership, config: LoadBalancerConfig, topics: TopicList) -> None:
+    def __init__(self, membership: ClusterMembership, config: LoadBalancerConfig, topics: TopicList,
+                 credentials: BrokerClientCredentials | None = None) -> None:
         self.membership = membership
+        #: what this broker presents to the others' admin API (brokerClientAuthentication*)
+        self.credentials = credentials
         self.config = config
         self.topics = topics
         self.leading = False
@@ -157,7 +164,7 @@ class LoadManager:
             await asyncio.sleep(0)  # the loop serves between two slices
         self.report = build_report(totals.stats(), self._cpu.usage(), self.config.nic_speed_kbytes, now)
         self.membership.load_fields = self.report.to_json()
-        await self.membership._update_registration()
+        await self.membership.update_registration()
 
     def _read_reports(self) -> dict[str, tuple[BrokerLoadReport, int]]:
         """On the pool: each registered broker's report and its number of owned bundles."""
@@ -174,20 +181,20 @@ class LoadManager:
         return found
 
     async def reports(self) -> dict[str, BrokerLoadReport]:
-        return {b: r for b, (r, _) in (await self.membership._off_loop(self._read_reports)).items()}
+        return {b: r for b, (r, _) in (await self.membership.calls.run(self._read_reports)).items()}
 
     # -- leader ----------------------------------------------------------------------------
     async def elect(self) -> None:
         store = self.membership.store
         try:
-            self.leader = _leader(await self.membership._off_loop(store.get_leader))
+            self.leader = _leader(await self.membership.calls.run(store.get_leader))
             if election_state(self.me, self.leader, self.leading) is Election.TRY_TO_LEAD:
                 me = LeaderBroker(self.me, self.membership.me.http_url)
-                if await self.membership._off_loop(store.elect_leader, me.to_json()):
+                if await self.membership.calls.run(store.elect_leader, me.to_json()):
                     self.leading, self.leader = True, me
                     log.info("%s is the load manager's leader", self.me)
                 else:
-                    self.leader = _leader(await self.membership._off_loop(store.get_leader))
+                    self.leader = _leader(await self.membership.calls.run(store.get_leader))
         except MetadataError as exc:
             log.warning("leader election: %s", exc)
         if self.leading and (self.leader is None or self.leader.broker_id != self.me):
@@ -205,7 +212,7 @@ class LoadManager:
             return NotReady(route.message)
         if not isinstance(route, PlaceHere):
             return Placed(self.me)
-        reports = await self.membership._off_loop(self._read_reports)
+        reports = await self.membership.calls.run(self._read_reports)
         now = now_ms()
         destination, at = self._destinations.pop(str(bundle), (None, 0))
         if destination in reports and now - at < TRANSFER_VALID_MS:
@@ -281,7 +288,7 @@ class LoadManager:
         def write() -> None:
             for bundle, data in written.items():
                 self.membership.store.put_bundle_data(bundle, data.to_json())
-        await self.membership._off_loop(write)
+        await self.membership.calls.run(write)
         log.info("wrote the bundle data of %d bundles", len(written))
 
     # -- splits ------------------------------------------------------------------------------
@@ -295,7 +302,7 @@ class LoadManager:
         for broker, report in reports.items():
             for bundle, bundle_stats_ in report.bundles.items():
                 stats[bundle], owners[bundle] = bundle_stats_, broker
-        counts = await self.membership._off_loop(self._bundle_counts, {b.rsplit("/", 1)[0] for b in stats})
+        counts = await self.membership.calls.run(self._bundle_counts, {b.rsplit("/", 1)[0] for b in stats})
         unload = "true" if self.config.loadBalancerAutoUnloadSplitBundlesEnabled else "false"
         for decision in find_bundles_to_split(stats, counts, self.config.split):
             log.info("bundle split: split %s on %s: %s", decision.bundle, owners[decision.bundle], decision.reason)
@@ -329,7 +336,8 @@ class LoadManager:
             if base is None:
                 log.warning("%s of %s: its owner %s is no longer registered", action, bundle_name, owner)
                 return False
-            await _put(base.rstrip("/") + path + query)
+            headers = {} if self.credentials is None else await asyncio.to_thread(self.credentials.headers)
+            await put_at_broker(base.rstrip("/") + path + query, headers)
             return True
         except Exception as exc:  # the next cycle decides again from fresh reports
             log.warning("%s of %s at %s failed: %s", action, bundle_name, owner, exc)
@@ -346,12 +354,12 @@ class LoadManager:
 
     async def split_bundle(self, bundle: NamespaceBundle, algorithm: str, unload: bool, path: str) \
             -> AdminRedirect | None:
-        topics = await self.membership._off_loop(self.topics.list_topics, bundle.namespace)
+        topics = await self.membership.calls.run(self.topics.list_topics, bundle.namespace)
         return await split_owned_bundle(self.membership, bundle, algorithm, unload, topics, path)
 
     def load_report(self) -> dict[str, Any]:
         """This broker's latest report, as ``GET /admin/v2/broker-stats/load-report`` answers."""
-        return {**self.membership._registration(), **self.report.to_json()}
+        return {**self.membership.registration(), **self.report.to_json()}
 
 
 def _leader(data: Any) -> LeaderBroker | None:
@@ -364,9 +372,15 @@ def _leader(data: Any) -> LeaderBroker | None:
         return None
 
 
-async def _put(url: str) -> None:
+async def put_at_broker(url: str, headers: dict[str, str]) -> None:
+    """A PUT to another broker's admin API; a 307 is followed with the same credentials
+    (httpx drops them on a redirect to another origin, which every other broker is)."""
     import httpx
     async with httpx.AsyncClient(timeout=60) as client:
-        response = await client.put(url, follow_redirects=True)
+        for _ in range(MAX_REDIRECTS + 1):
+            response = await client.put(url, headers=headers)
+            if response.status_code != 307 or "location" not in response.headers:
+                break
+            url = str(response.url.join(response.headers["location"]))
     if response.status_code >= 300:
         raise RuntimeError(f"{url} answered {response.status_code}: {response.text[:200]}")

@@ -28,14 +28,15 @@ from magnetar.core.metadata.records import AlreadyExists, MetadataError, NotFoun
 from magnetar.storage.metadata_checks import check_int
 
 #: Version of the tables below, kept in ``PRAGMA user_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: The first ledger id a new store hands out.
 FIRST_LEDGER_ID = 1
 
 _TABLES = (
     "CREATE TABLE clusters (name TEXT PRIMARY KEY, data TEXT NOT NULL)",
     "CREATE TABLE tenants (name TEXT PRIMARY KEY, data TEXT NOT NULL)",
-    "CREATE TABLE namespaces (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, policies TEXT NOT NULL)",
+    "CREATE TABLE namespaces (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, policies TEXT NOT NULL,"
+    " version INTEGER NOT NULL DEFAULT 0)",
     "CREATE INDEX namespaces_by_tenant ON namespaces (tenant)",
     "CREATE TABLE partitioned_topics (topic TEXT PRIMARY KEY, namespace TEXT NOT NULL, partitions INTEGER NOT NULL)",
     "CREATE INDEX partitioned_topics_by_namespace ON partitioned_topics (namespace)",
@@ -55,6 +56,7 @@ _TABLES = (
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE schemas ADD COLUMN timestamp_ms INTEGER NOT NULL DEFAULT 0",
         "ALTER TABLE schemas ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0"),
+    2: ("ALTER TABLE namespaces ADD COLUMN version INTEGER NOT NULL DEFAULT 0",),
 }
 
 

@@ -92,8 +92,26 @@ class AdminTables(SqliteConnection):
     def put_namespace_policies(self, name: str, policies: dict[str, Any]) -> None:
         """Replace an existing namespace's policies; :class:`NotFound` if it was never created."""
         params = (dump_json("namespace policies", policies), name)
-        self._update(f"namespace {name!r}", "UPDATE namespaces SET policies = ? WHERE name = ?", params)
+        self._update(f"namespace {name!r}", "UPDATE namespaces SET policies = ?, version = version + 1 "
+                     "WHERE name = ?", params)
         self._policy_changes += 1
+
+    def get_versioned_namespace_policies(self, name: str) -> Versioned | None:
+        row = self._db.execute("SELECT policies, version FROM namespaces WHERE name = ?", (name,)).fetchone()
+        return None if row is None else Versioned(json.loads(row[0]), row[1])
+
+    def put_versioned_namespace_policies(self, name: str, policies: dict[str, Any], version: int) -> int:
+        params = (dump_json("namespace policies", policies), name, check_int("namespace policies version", version, 0))
+        with self._transaction() as db:
+            if db.execute("UPDATE namespaces SET policies = ?, version = version + 1 WHERE name = ? AND version = ?",
+                          params).rowcount == 0:
+                held = self._value("SELECT version FROM namespaces WHERE name = ?", (name,))
+                if held is None:
+                    raise NotFound(f"namespace {name!r} does not exist")
+                raise VersionConflict(f"the policies of namespace {name!r} are at version {held}, "
+                                      f"not {version}: changed by someone else since they were read")
+        self._policy_changes += 1
+        return version + 1
 
     def list_namespaces(self, tenant: str) -> list[str]:
         return self._column("SELECT name FROM namespaces WHERE tenant = ? ORDER BY name", (tenant,))

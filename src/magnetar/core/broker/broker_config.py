@@ -189,6 +189,10 @@ class BrokerConfig:
     tokenAudienceClaim: str = ""
     tokenAudience: str = ""
     basicAuthConf: str = ""
+    #: the credentials this broker presents to the other brokers of its cluster (Pulsar's
+    #: client plugin class names, see BROKER_CLIENT_AUTHENTICATION_PLUGINS)
+    brokerClientAuthenticationPlugin: str = ""
+    brokerClientAuthenticationParameters: str = ""
     # authorization
     authorizationEnabled: bool = False
     superUserRoles: str = ""
@@ -365,6 +369,13 @@ class BrokerConfig:
                               "the audience that stands for this broker")
         if self.authenticationEnabled and "basic" in methods and not self.basicAuthConf:
             raise ConfigError("AuthenticationProviderBasic needs basicAuthConf (an htpasswd file or data: URL)")
+        plugin = self.brokerClientAuthenticationPlugin
+        if plugin and plugin not in BROKER_CLIENT_AUTHENTICATION_PLUGINS:
+            raise ConfigError(f"brokerClientAuthenticationPlugin: unknown plugin {plugin!r}; supported: "
+                              + ", ".join(BROKER_CLIENT_AUTHENTICATION_PLUGINS))
+        if plugin and not self.brokerClientAuthenticationParameters:
+            raise ConfigError(f"brokerClientAuthenticationPlugin={plugin} needs brokerClientAuthenticationParameters "
+                              "(the broker's own credentials)")
         if self.authenticationRefreshCheckSeconds <= 0:
             raise ConfigError(f"authenticationRefreshCheckSeconds={self.authenticationRefreshCheckSeconds} "
                               "must be greater than 0")
@@ -385,8 +396,13 @@ AUTHENTICATION_PROVIDERS = {
     "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic": "basic",
     "org.apache.pulsar.broker.authentication.AuthenticationProviderTls": "tls",
 }
+#: Pulsar's client authentication classes a broker may present to the others -> their auth method name
+BROKER_CLIENT_AUTHENTICATION_PLUGINS = {
+    "org.apache.pulsar.client.impl.auth.AuthenticationToken": "token",
+    "org.apache.pulsar.client.impl.auth.AuthenticationBasic": "basic",
+}
 #: keys whose values are secrets (a data: URL holds the key itself): masked when shown
-SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
+SENSITIVE_KEYS = frozenset({"tokenSecretKey", "basicAuthConf", "brokerClientAuthenticationParameters"})
 TLS_PROTOCOLS = ("TLSv1.2", "TLSv1.3")
 #: the values Pulsar's enums allow for the data-lifecycle settings
 LIFECYCLE_CHOICES = {

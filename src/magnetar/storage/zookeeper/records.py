@@ -164,6 +164,19 @@ class ZooKeeperAdmin(ZooKeeperRecords):
             raise NotFound(f"namespace {name!r} does not exist")
         self._update(f"namespace {name!r}", f"{paths.POLICIES}/{name}", lambda _: json.loads(body))
 
+    def get_versioned_namespace_policies(self, name: str) -> Versioned | None:
+        if not _valid(namespace_tenant, name):
+            return None
+        held, version = self._zk.fresh(f"{paths.POLICIES}/{name}")
+        return Versioned(json.loads(held), version) if held else None
+
+    def put_versioned_namespace_policies(self, name: str, policies: dict[str, Any], version: int) -> int:
+        body = _bytes("namespace policies", policies)
+        check_int("namespace policies version", version, 0)
+        if self.get_versioned_namespace_policies(name) is None:
+            raise NotFound(f"namespace {name!r} does not exist")
+        return self._zk.set(f"{paths.POLICIES}/{name}", body, version)
+
     def list_namespaces(self, tenant: str) -> list[str]:
         if not _valid(check_name, "tenant", tenant):
             return []
