@@ -70,11 +70,11 @@ def test_a_producer_and_a_consumer_arriving_together_are_both_served() -> None:
         config = BrokerConfig(brokerServicePort=6650, webServicePort=8080, advertisedAddress="127.0.0.1")
         store = MemoryMetadataStore()
         membership = ClusterMembership(Shell(config), store, "127.0.0.1:8080", 30_000)  # type: ignore[arg-type]
-        store.register_broker("127.0.0.1:8080", membership._registration())
+        store.register_broker("127.0.0.1:8080", membership.registration())
         async def on_this_thread(call: Any, *args: Any) -> Any:  # the in-memory store is one thread's
             await asyncio.sleep(0)
             return call(*args)
-        membership._off_loop = on_this_thread  # type: ignore[method-assign]
+        membership.calls.run = on_this_thread  # type: ignore[method-assign]
         served: list[int] = []
         def record(conn: Any, f: Frame) -> None:
             served.append(f.command.type)

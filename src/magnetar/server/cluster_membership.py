@@ -294,7 +294,7 @@ class ClusterMembership:
             # client here. A failed take: a concurrent producer or consumer of the client's
             # is taking it here (owned once that completes), another broker took it, or it
             # was split; the wait below settles which
-            if node is None and await self._acquire(bundle):
+            if node is None and await self.acquire(bundle):
                 return True
             handed_here = node is not None and bool(node.data.get("disabled")) \
                 and node.data.get("successor") == self.broker_id
@@ -446,7 +446,7 @@ class ClusterMembership:
                               successor)
         await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
-        await self._update_registration()
+        await self.update_registration()
         return None
 
     def bundle_of(self, name: TopicName) -> NamespaceBundle:
@@ -531,10 +531,6 @@ class ClusterMembership:
         log.info("acquired bundle %s", bundle)
         await self.update_registration()
         return True
-
-    async def _update_registration(self) -> None:
-        """:meth:`update_registration`, under the name :meth:`unload_bundle` calls."""
-        await self.update_registration()
 
     async def update_registration(self) -> None:
         """The registration's ``numBundles`` after a change of what this broker owns."""
