@@ -244,3 +244,25 @@ async def handed_over_while_loading(broker: BrokerService, held: HeldOpening) ->
     owners.owned = True  # the bundle comes back: the topic loads again, from its files
     client.producer("persistent://public/default/slow", 1, 11)
     assert (await until(lambda: client.answer(11), "the second producer")).HasField("producer_success")
+
+
+def test_a_topic_released_between_its_load_and_the_answer_is_not_attached_to(tmp_path: Path) -> None:
+    """A hand-over that lists the topics just after a load finished closes the topic before
+    the waiting PRODUCER is answered: it is refused, not attached to the released topic."""
+    with_broker(tmp_path, released_before_answer)
+
+
+async def released_before_answer(broker: BrokerService) -> None:
+    load = broker.load_topic
+
+    async def load_then_release(name: TopicName, create: bool) -> Any:
+        topic = await load(name, create)
+        broker.topics.pop(str(name))  # what a release does to the loaded topics, at the worst moment
+        return topic
+
+    broker.load_topic = load_then_release  # type: ignore[method-assign]
+    client = Client(broker, 1)
+    client.producer("persistent://public/default/released", 1, 10)
+    answer = await until(lambda: client.answer(10), "the producer's answer")
+    assert answer.HasField("error") and answer.error.error == pb.ServiceNotReady, answer
+    assert 1 not in client.conn.producers

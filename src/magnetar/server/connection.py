@@ -25,7 +25,7 @@ from typing import Any, cast
 from magnetar import __version__
 from magnetar.core.broker import commands as broker_commands
 from magnetar.core.broker.deadlines import Deadlines
-from magnetar.core.errors import BrokerError, NotAllowed, ServerError
+from magnetar.core.errors import BrokerError, NotAllowed, ServerError, ServiceNotReady
 from magnetar.core.names import TopicName
 from magnetar.core.policies.publish_throttle import PendingPublishes
 from magnetar.core.positions import Position, to_signed64
@@ -453,6 +453,9 @@ class ServerConnection(asyncio.Protocol):
 
         def loaded(load: asyncio.Future[Topic]) -> None:
             failure = load.exception()
+            if failure is None and self.broker.topics.get(str(name)) is not load.result():
+                # released (unloaded, handed over) between its load and this answer
+                failure = ServiceNotReady(f"Topic {name} was unloaded while it loaded; please redo the lookup")
             self._loading_topic = False
             if self.closed:
                 return  # the topic stays loaded; nobody is attached to it
