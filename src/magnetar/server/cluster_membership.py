@@ -44,7 +44,7 @@ from magnetar.core.cluster.topic_lookup import (
     decide_admin,
     decide_lookup,
 )
-from magnetar.core.errors import ServiceNotReady
+from magnetar.core.errors import BrokerError, ServiceNotReady
 from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore, NamespaceStore
 from magnetar.core.metadata.records import AlreadyExists, MetadataError, SessionState
 from magnetar.core.names import TopicName
@@ -103,6 +103,8 @@ class ClusterShell(Protocol):
     @property
     def release(self) -> Unloads: ...
 
+    async def load_topic(self, name: TopicName, create: bool) -> Topic: ...
+
     @property
     def ledger_ids(self) -> LedgerIdBlocks: ...
 
@@ -132,6 +134,9 @@ class ClusterMembership:
                                          urls.web_url_tls)
         #: bundles this broker owns: (namespace, range) -> the ownership node's version
         self.owned: dict[tuple[str, str], int] = {}
+        #: when the store's answer confirmed each acquisition (monotonic ms): a previous
+        #: writer of the bundle's topics is waited out from then (docs/cluster.md, rule T)
+        self.acquired_at: dict[tuple[str, str], int] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="magnetar-cluster")
         self._loop: asyncio.AbstractEventLoop | None = None
         #: whether appends may be acknowledged: renewed by heartbeats answered in the session
@@ -165,6 +170,22 @@ class ClusterMembership:
     def may_acknowledge(self) -> bool:
         """Whether an append made durable now may be acknowledged (the session's lease holds)."""
         return self.lease.may_acknowledge(int(monotonic_ms()))
+
+    def takeover_start(self, name: TopicName) -> tuple[int, int, int]:
+        """The session a topic taken over now is written under, when its bundle's ownership
+        was confirmed, and how long a previous writer is waited out from then."""
+        key = self._key(self.bundle_of(name))
+        session_id = self.lease.session_id
+        if key not in self.owned or session_id is None:
+            raise ServiceNotReady(f"Topic {name} is not served by this broker now; look up again")
+        return session_id, self.acquired_at.get(key, int(monotonic_ms())), self.lease.takeover_wait_ms()
+
+    def still_serves(self, name: TopicName, session_id: int) -> bool:
+        return self._key(self.bundle_of(name)) in self.owned and self.lease.session_id == session_id
+
+    async def off_loop(self, call: Callable[..., R], *args: Any) -> R:
+        """``call`` on the membership's thread pool."""
+        return await self._off_loop(call, *args)
 
     async def _heartbeat(self) -> None:
         sent = int(monotonic_ms())
@@ -382,7 +403,17 @@ class ClusterMembership:
         return NotReady(f"bundle {bundle} changed hands while looked up; look up again")
 
     async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
-        """An admin request on ``name``: serve it here (acquiring first), or 307 to the owner."""
+        """An admin request on ``name``: serve it here (acquiring first, and loading the topic
+        if it exists: the admin routes read loaded topics), or 307 to the owner."""
+        answer = await self._admin_answer(name, path)
+        if isinstance(answer, Connect) and name.persistent:
+            try:
+                await self.shell.load_topic(name, False)
+            except BrokerError as exc:  # not a topic (yet), or not ready: the route answers
+                log.debug("admin request on %s: not loaded first: %s", name, exc)
+        return answer
+
+    async def _admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
         bundle = await self.fresh_bundle_of(name)
         for _ in range(LOOKUP_ATTEMPTS):
             view, brokers = await self._view(bundle)
@@ -489,6 +520,7 @@ class ClusterMembership:
             version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
         except AlreadyExists:
             return False
+        acquired_at = int(monotonic_ms())
         if still_a_bundle and bundle not in (await self._read_bundles(bundle.namespace)).bundles:
             # split meanwhile: its halves' nodes were made before the split was written, so
             # a read after this create sees the new bundles
@@ -499,6 +531,7 @@ class ClusterMembership:
         ids = self.shell.ledger_ids
         ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
         self.owned[self._key(bundle)] = version
+        self.acquired_at[self._key(bundle)] = acquired_at
         log.info("acquired bundle %s", bundle)
         await self._update_registration()
         return True
