@@ -224,3 +224,28 @@ def test_a_version_moved_over_the_same_list_is_not_a_fence(store: MemoryMetadata
     assert a.may_acknowledge(ledger)
     ledger.close()
     assert [x.entries for x in stored(store).ledgers] == [2, 1]
+
+
+def test_receipts_of_a_ledger_its_writer_no_longer_holds_are_refused(tmp_path: Path) -> None:
+    """``Appends`` asks the ledger lists after the fsync and before the receipts: a ledger
+    that is not held (fenced, or opened under an earlier session) gets no receipt and its
+    topic is unloaded; the others are acknowledged as usual."""
+    from magnetar.core.broker.broker_config import BrokerConfig
+    from magnetar.core.topics.topic import Topic
+    from magnetar.server.appends import Appends
+    from magnetar.server.broker_service import BrokerService
+    broker = BrokerService(BrokerConfig(), tmp_path / "data")
+    try:
+        held, fenced = (broker.get_topic(TopicName.parse(f"persistent://public/default/{n}"), create=True)
+                        for n in ("held", "fenced"))
+        unloaded: list[Topic] = []
+        appends = Appends({str(t.name): t for t in (held, fenced)}, broker.recorder, broker.disk, False,
+                          unloaded.append)
+        appends.may_acknowledge = lambda: True
+        appends.ledger_may_acknowledge = lambda ledger: ledger is held.ledger
+        positions = {t: t.ledger.append(b"x") for t in (held, fenced)}
+        appends.on_synced([(t.ledger, positions[t]) for t in (held, fenced)])
+        assert unloaded == [fenced]
+        assert held.last_durable == positions[held] and fenced.last_durable != positions[fenced]
+    finally:
+        broker.metadata.close()
