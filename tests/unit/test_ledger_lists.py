@@ -226,6 +226,18 @@ def test_a_version_moved_over_the_same_list_is_not_a_fence(store: MemoryMetadata
     assert [x.entries for x in stored(store).ledgers] == [2, 1]
 
 
+def test_deleting_the_topic_deletes_its_list(store: MemoryMetadataStore, tmp_path: Path) -> None:
+    a = Broker(store, tmp_path, "a:1", 11)
+    ledger = a.open()
+    append(ledger, b"gone")
+    ledger.delete()
+    assert store.get_managed_ledger(KEY) is None
+    # a topic of the same name made again starts afresh, with nobody to wait out
+    again = Broker(store, tmp_path, "b:1", 22, wait_ms=60_000).open()
+    assert read_all(again) == [] and [x.entries for x in stored(store).ledgers] == [None]
+    again.close()
+
+
 def test_receipts_of_a_ledger_its_writer_no_longer_holds_are_refused(tmp_path: Path) -> None:
     """``Appends`` asks the ledger lists after the fsync and before the receipts: a ledger
     that is not held (fenced, or opened under an earlier session) gets no receipt and its

@@ -40,7 +40,7 @@ from magnetar.core.cluster.topic_takeover import (
 )
 from magnetar.core.errors import ServiceNotReady
 from magnetar.core.metadata.interfaces import LedgerIdStore, ManagedLedgerStore
-from magnetar.core.metadata.records import AlreadyExists, MetadataError, VersionConflict
+from magnetar.core.metadata.records import AlreadyExists, MetadataError, NotFound, VersionConflict
 from magnetar.core.names import TopicName
 from magnetar.server.clock import monotonic_ms
 from magnetar.storage.interfaces import ManagedLedger, StorageError
@@ -108,6 +108,15 @@ class TopicLedgerList:
         with self._lock:
             self._write(self._closing(ledger_id, entries, kept))
 
+    def deleted(self) -> None:
+        with self._lock:
+            if not self.fenced:
+                def delete(version: int) -> int:
+                    self._store.delete_managed_ledger(self.topic, version)
+                    return -1
+                self._compare_and_set(delete)
+                self.fenced = True
+
     def _closing(self, ledger_id: int, entries: int, kept: Sequence[int]) -> ManagedLedgerInfo:
         """The list with its open ledger (``ledger_id``, this writer's) closed at ``entries``,
         and of the earlier ones only those the ledger still keeps (retention removed the rest)."""
@@ -119,16 +128,20 @@ class TopicLedgerList:
         return ManagedLedgerInfo((*earlier, replace(last, entries=entries)))
 
     def _write(self, info: ManagedLedgerInfo) -> None:
-        """A compare-and-set on the list. The node also holds the topic's properties, whose
-        writes move its version too: a version that moved over the very list this writer
-        wrote is taken as the new one; a list that changed means another broker fenced it."""
+        data = json.loads(info.to_json())
+        self.version = self._compare_and_set(lambda version: self._store.put_managed_ledger(self.topic, data, version))
+        self.info = info
+
+    def _compare_and_set(self, change: Callable[[int], int]) -> int:
+        """``change`` at the version this writer holds; the new version. The node also holds
+        the topic's properties, whose writes move its version too: a version that moved over
+        the very list this writer wrote is taken as the new one; a list that changed means
+        another broker fenced this writer."""
         for _ in range(WRITE_ATTEMPTS):
             try:
-                self.version = self._store.put_managed_ledger(self.topic, json.loads(info.to_json()), self.version)
-                self.info = info
-                return
-            except (VersionConflict, AlreadyExists) as exc:
-                conflict = exc
+                return change(self.version)
+            except (VersionConflict, AlreadyExists, NotFound) as exc:
+                conflict: MetadataError = exc
             except MetadataError as exc:
                 raise StorageError(f"{self.topic}: its ledger list could not be written: {exc}") from exc
             held = self._held()

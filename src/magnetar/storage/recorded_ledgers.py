@@ -41,3 +41,8 @@ class RecordedLedgers(Protocol):
         """Record the open ledger closed at ``entries`` (a release): the next owner has no
         writer to wait out. Same errors as :meth:`rolled`."""
         ...
+
+    def deleted(self) -> None:
+        """The topic's files were deleted: its list goes too (unless another broker changed
+        it meanwhile). Errors are the caller's to log."""
+        ...

@@ -1056,6 +1056,11 @@ class SegmentLedger(IndexedLedger):
         if self.directory.exists():
             shutil.rmtree(self.directory)
             fsync_dir(self.directory.parent)
+        if self._recorded is not None:
+            try:
+                self._recorded.deleted()
+            except Exception as exc:
+                log.warning("managed ledger %r: its ledger list was not deleted: %s", self.name, exc)
 
     def _release(self) -> None:
         if self._budget is not None:
