@@ -13,12 +13,14 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import httpx
 import pulsar
 import pytest
 from cluster_helpers import Cluster, start_cluster, topic_owned_by
 from e2e_helpers import quiet_logger, read_topic, wait_until
 
 from magnetar.core.cluster.managed_ledger_info import ManagedLedgerInfo
+from magnetar.storage.segment_ledger import scan_segment, segment_file_name, topic_dir_name
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
@@ -30,6 +32,21 @@ def cluster(zookeeper: ZooKeeperProcess, tmp_path: Path) -> Iterator[Cluster]:
     running = start_cluster(zookeeper, tmp_path / "data", config={"metadataStoreSessionTimeoutMillis": str(SESSION_MS)})
     yield running
     running.stop()
+
+
+def data_dir(cluster: Cluster) -> Path:
+    return cluster.brokers[0].data_dir / "ledgers"
+
+
+def read_positions(client: pulsar.Client, topic: str) -> list[tuple[int, int]]:
+    """The (ledger, entry) of every message stored on the topic, read from the start."""
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    out = []
+    while reader.has_message_available():
+        msg_id = reader.read_next(timeout_millis=5000).message_id()
+        out.append((msg_id.ledger_id(), msg_id.entry_id()))
+    reader.close()
+    return out
 
 
 def ledger_list(cluster: Cluster, topic: str) -> ManagedLedgerInfo:
@@ -55,6 +72,9 @@ def test_a_paused_owner_is_fenced_and_acknowledges_nothing_more_on_its_ledger(cl
                     acked[payload] = (msg_id.ledger_id(), msg_id.entry_id())
         return done
     try:
+        # kept after it is read, so the fenced ledger's file can be looked at in the end
+        assert httpx.post(f"{a.web_url}/admin/v2/namespaces/public/default/retention", timeout=30,
+                          json={"retentionTimeInMinutes": -1, "retentionSizeInMB": -1}).status_code == 204
         topic = topic_owned_by(cluster, b, client)
         producer = client.create_producer(topic, send_timeout_millis=60_000, batching_enabled=False)
         payloads = [f"m{i}".encode() for i in range(100)]
@@ -104,6 +124,14 @@ def test_a_paused_owner_is_fenced_and_acknowledges_nothing_more_on_its_ledger(cl
         assert late == [], f"acknowledged on the fenced ledger {fenced_id} after its close at {closed.entries}"
         stored = read_topic(client, topic)
         assert [p for p in acked if p not in set(stored)] == [], "acknowledged messages lost"
+        # loaded again from the files and the list: the fenced ledger is read up to its close
+        # and no further, whatever the resumed owner appended to its file after it
+        assert httpx.put(f"{a.web_url}/admin/v2/{topic.replace('://', '/')}/unload", timeout=30).status_code == 204
+        in_file = scan_segment(data_dir(cluster) / topic_dir_name(topic) / segment_file_name(fenced_id), fenced_id)
+        assert in_file is not None
+        print(f"the fenced ledger's file holds {len(in_file.offsets)} entries, closed at {closed.entries}")
+        read_back = read_positions(client, topic)
+        assert sorted(e for ledger, e in read_back if ledger == fenced_id) == list(range(closed.entries))
         assert ledger_list(cluster, topic).ledgers[: len(after.ledgers) - 1] == after.ledgers[:-1]
         wait_until(lambda: "metadata store session lost" in b.log_tail(300), 20,
                    "the paused owner saw its session lost")
