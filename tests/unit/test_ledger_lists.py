@@ -132,7 +132,8 @@ def test_the_successor_waits_out_the_writer_then_fences_its_ledger(store: Memory
     old.flush()
     with pytest.raises(StorageError, match="rollover could not be recorded"):
         old.sync()
-    assert a.lists.lists[KEY][1].fenced and not a.may_acknowledge(old)
+    assert isinstance(old.ledger_list, TopicLedgerList) and old.ledger_list.fenced
+    assert not a.may_acknowledge(old)
     old.close()
     assert stored(store).ledgers[:1] == listed.ledgers[:1]
     new.close()

@@ -209,16 +209,13 @@ class LedgerLists:
         self.ledgers_dir = ledgers_dir
         self._open_ledger = open_ledger
         self._next_ledger_id = next_ledger_id
-        #: topic -> its list, while its ledger is open here
-        self.lists: dict[str, tuple[ManagedLedger, TopicLedgerList]] = {}
 
     def may_acknowledge(self, ledger: ManagedLedger, session_id: int | None) -> bool:
         """Whether appends on ``ledger`` may be acknowledged by this writer now: it was
         opened under the current session (``session_id``) and its list was not fenced."""
-        held = self.lists.get(ledger.name)
-        if held is None or held[0] is not ledger:
+        recorded = ledger.ledger_list if isinstance(ledger, SegmentLedger) else None
+        if not isinstance(recorded, TopicLedgerList):
             return True  # not a list-kept ledger (non-persistent)
-        recorded = held[1]
         return not recorded.fenced and recorded.writer.session_id == session_id
 
     async def open(self, name: TopicName) -> SegmentLedger:
@@ -271,16 +268,10 @@ class LedgerLists:
         # recovering the files is disk work, on the loop's default executor as any topic's load
         ledger = await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, key, opened.ledger_id,
                                                                   recorded)
-        self.lists[key] = (ledger, recorded)
         closed = takeover.info.ledgers[-2] if len(takeover.info.ledgers) > 1 else None
         log.info("%s: serving ledger %d as %s%s", key, opened.ledger_id, writer,
                  f" after closing ledger {closed.ledger_id} at {closed.entries} entries" if closed else "")
         return ledger
-
-    def forget(self, ledger: ManagedLedger) -> None:
-        held = self.lists.get(ledger.name)
-        if held is not None and held[0] is ledger:
-            del self.lists[ledger.name]
 
     def _read_list(self, key: str, directory: Path) -> tuple[ManagedLedgerInfo, int]:
         """On the pool: the list and its version; a topic without one, its files (version -1)."""

@@ -555,6 +555,11 @@ class SegmentLedger(IndexedLedger):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def ledger_list(self) -> RecordedLedgers | None:
+        """The cluster's ledger list this ledger records its changes in (None: standalone)."""
+        return self._recorded
+
     # -- opening ----------------------------------------------------------------------
 
     def _recover(self) -> None:
