@@ -156,6 +156,25 @@ def test_a_lost_compare_and_set_fails_the_load_with_service_not_ready(store: Mem
     assert not (tmp_path / topic_dir_name(KEY)).exists() or not list((tmp_path / topic_dir_name(KEY)).iterdir())
 
 
+def test_a_takeover_whose_version_moved_over_the_same_list_reads_again(store: MemoryMetadataStore,
+                                                                         tmp_path: Path) -> None:
+    a = Broker(store, tmp_path, "a:1", 11)
+    first = a.open()
+    append(first, b"kept")
+    first.close()
+    b = Broker(store, tmp_path, "b:1", 22)
+    moved: list[int] = []
+    def properties_written(call: Callable[..., Any]) -> None:
+        held = store.get_managed_ledger(KEY)
+        if call == store.put_managed_ledger and not moved and held is not None:
+            moved.append(store.put_managed_ledger(KEY, held.data, held.version))  # same list, one version on
+    b.membership.before_call = properties_written
+    ledger = b.open()
+    assert moved and read_all(ledger) == [b"kept"]
+    assert stored(store).ledgers[-1].writer == LedgerWriter("b:1", 22)
+    ledger.close()
+
+
 def test_losing_the_bundle_while_waiting_abandons_the_takeover(store: MemoryMetadataStore, tmp_path: Path) -> None:
     a = Broker(store, tmp_path, "a:1", 11)
     a.open()
