@@ -228,6 +228,7 @@ class LedgerLists:
         directory = self.ledgers_dir / topic_dir_name(key)
         effects: list[TakeoverEffect] = takeover.start()
         listed, attempts = ManagedLedgerInfo(), WRITE_ATTEMPTS
+        fenced = ""
         try:
             while True:
                 effect = effects[0]
@@ -248,6 +249,7 @@ class LedgerLists:
                     entries = await asyncio.get_running_loop().run_in_executor(None, ledger_end, directory,
                                                                              effect.ledger_id)
                     effects = takeover.on_ledger_end(entries)
+                    fenced = f" after closing ledger {effect.ledger_id} at {entries} entries"
                 elif isinstance(effect, WriteLedgerList):
                     self._check_serving(name, session_id)
                     info = await self._with_fresh_id(effect.info)
@@ -268,9 +270,7 @@ class LedgerLists:
         # recovering the files is disk work, on the loop's default executor as any topic's load
         ledger = await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, key, opened.ledger_id,
                                                                   recorded)
-        closed = takeover.info.ledgers[-2] if len(takeover.info.ledgers) > 1 else None
-        log.info("%s: serving ledger %d as %s%s", key, opened.ledger_id, writer,
-                 f" after closing ledger {closed.ledger_id} at {closed.entries} entries" if closed else "")
+        log.info("%s: serving ledger %d as %s%s", key, opened.ledger_id, writer, fenced)
         return ledger
 
     def _read_list(self, key: str, directory: Path) -> tuple[ManagedLedgerInfo, int]:
