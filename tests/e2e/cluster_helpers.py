@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import pulsar
+
 from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 from magnetar.core.names import TopicName
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
@@ -65,6 +67,17 @@ def start_cluster(zookeeper: ZooKeeperProcess, data_dir: Path, count: int = 2,
             broker.kill()
         raise
     return Cluster(url, brokers)
+
+
+def topic_owned_by(cluster: Cluster, owner: BrokerProcess, client: pulsar.Client) -> str:
+    """A fresh topic whose bundle ``owner`` takes, found by asking through ``client``."""
+    prefix = uuid.uuid4().hex[:8]
+    for i in range(64):
+        topic = f"persistent://public/default/f-{prefix}-{i}"
+        client.create_producer(topic).close()
+        if cluster.owner_of(topic) == cluster.broker_id(owner):
+            return topic
+    raise AssertionError(f"{cluster.broker_id(owner)} took none of 64 topics")
 
 
 def one_topic_per_bundle() -> list[str]:

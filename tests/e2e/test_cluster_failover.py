@@ -10,16 +10,14 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
-from cluster_helpers import Cluster, start_cluster
+from cluster_helpers import Cluster, start_cluster, topic_owned_by
 from e2e_helpers import quiet_logger, read_topic, wait_until
 
-from magnetar.testing.broker_process import BrokerProcess
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
 
@@ -28,17 +26,6 @@ def cluster(zookeeper: ZooKeeperProcess, tmp_path: Path) -> Iterator[Cluster]:
     running = start_cluster(zookeeper, tmp_path / "data")
     yield running
     running.stop()
-
-
-def topic_owned_by(cluster: Cluster, owner: BrokerProcess, client: pulsar.Client) -> str:
-    """A fresh topic whose bundle ``owner`` takes, found by asking through ``client``."""
-    prefix = uuid.uuid4().hex[:8]
-    for i in range(64):
-        topic = f"persistent://public/default/f-{prefix}-{i}"
-        client.create_producer(topic).close()
-        if cluster.owner_of(topic) == cluster.broker_id(owner):
-            return topic
-    raise AssertionError(f"{cluster.broker_id(owner)} took none of 64 topics")
 
 
 def test_sigterm_hands_the_bundles_to_the_other_broker(cluster: Cluster) -> None:

@@ -41,6 +41,8 @@ SERVER_MAY_USE = {
     "cluster.bundle_ownership", "cluster.namespace_bundles", "cluster.namespace_ephemeral_data",
     "cluster.topic_lookup", "broker.broker_facade", "cluster.session_lease", "cluster.metadata_store",
     "cluster.broker_placement",
+    # fencing at takeover: the ledger list and the steps that close the previous writer's ledger
+    "cluster.managed_ledger_info", "cluster.topic_takeover",
     # the load manager: reports, the leader, placement, shedding and splits decided in core,
     # their store reads and writes done by the shell
     "cluster.bundle_data", "cluster.bundle_split", "cluster.bundles_data", "cluster.leader_election",

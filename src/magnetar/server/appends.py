@@ -48,6 +48,9 @@ class Appends:
         #: a cluster's broker: whether its metadata store session still lets it acknowledge
         #: (checked after the fsync, before the receipts); None on a standalone broker
         self.may_acknowledge: Callable[[], bool] | None = None
+        #: a cluster's broker: whether this writer still holds the ledger (opened under the
+        #: current session, not fenced by another broker); None on a standalone broker
+        self.ledger_may_acknowledge: Callable[[ManagedLedger], bool] | None = None
 
     def publish(self, topic: Topic, producer: Producer, sends: Sequence[RawSend]) -> int:
         """Core judges and appends a prefix of one producer's sends (see
@@ -139,6 +142,10 @@ class Appends:
         if self.may_acknowledge is not None and not self.may_acknowledge():
             self._refuse_receipts(synced)
             return
+        held = self.ledger_may_acknowledge
+        if held is not None and not all(held(ledger) for ledger, _ in synced):
+            self._refuse_receipts([(ledger, pos) for ledger, pos in synced if not held(ledger)])
+            synced = [(ledger, pos) for ledger, pos in synced if held(ledger)]
         for ledger, pos in synced:
             topic = self._topics.get(ledger.name)
             if topic is not None and topic.ledger is ledger:
@@ -149,7 +156,8 @@ class Appends:
         """The session that lets this broker acknowledge is no longer valid: another broker
         may own these topics by now, so nothing more is acknowledged; the producers get a
         retriable error and the topics are unloaded (their clients look up again)."""
-        log.warning("the metadata store session is not valid: receipts refused on %d ledgers", len(synced))
+        log.warning("the metadata store session is not valid, or the ledger was fenced: receipts refused on "
+                    "%d ledgers", len(synced))
         for ledger, _ in synced:
             topic = self._topics.get(ledger.name)
             if topic is None or topic.ledger is not ledger:

@@ -32,7 +32,7 @@ from magnetar.core.broker.broker_facade import TopicOwners
 from magnetar.core.broker.broker_timers import BrokerTimers, PeriodicTask
 from magnetar.core.broker.listeners import BrokerAddresses
 from magnetar.core.delayed.delayed_delivery import DelayedDelivery, delayed_delivery, uses_buckets
-from magnetar.core.errors import ServiceNotReady
+from magnetar.core.errors import BrokerError, ServiceNotReady
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import DEFAULT_NAMESPACE, DEFAULT_TENANT, TopicName
 from magnetar.core.policies import AppliedPolicies, lifecycle_checks, limits, throttles
@@ -56,6 +56,7 @@ from magnetar.server.clock import monotonic_ms, now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.ledger_ids import LedgerIds
+from magnetar.server.ledger_lists import LedgerLists
 from magnetar.server.long_lived_objects import LongLivedObjects
 from magnetar.server.loop_lag import LoopLag
 from magnetar.server.metadata_writer import MetadataWriter
@@ -160,6 +161,9 @@ class BrokerService:
         self.cluster_handlers: dict[int, Callable[..., None]] = {}
         #: who serves which topic among a cluster's brokers; None on a standalone broker
         self.cluster: TopicOwners | None = None
+        #: a cluster's broker: its topics' ledger lists in the metadata store, through which
+        #: a topic is taken over (fencing its previous writer) before it is served
+        self.ledger_lists: LedgerLists | None = None
         #: topics being handed to another broker -> its service URLs (plain, TLS), told to
         #: their clients as they are closed so they reconnect there without a lookup
         self.successors: dict[str, tuple[str | None, str | None]] = {}
@@ -245,6 +249,10 @@ class BrokerService:
         if key in self._loading:  # its ledger is being opened on a worker thread
             raise ServiceNotReady(f"Topic {key} is being loaded; retry shortly")
         self._check_record(name, create)
+        if self.ledger_lists is not None and name.persistent:
+            # a takeover waits on the store and maybe on a previous writer: not here, on the loop
+            self.release.background(self._load_quietly(name, create), f"loading {key}")
+            raise ServiceNotReady(f"Topic {key} is being loaded; retry shortly")
         with _load_errors(key):
             ledger = self._open_ledger(name)
         return self._adopt(name, ledger)
@@ -283,10 +291,13 @@ class BrokerService:
         self._check_record(name, create)
         if not name.persistent:  # in memory: nothing to wait for
             return self._adopt(name, self._open_ledger(name))
-        ledger_id = self.ledger_ids.next_id()
         loop = asyncio.get_running_loop()
         with _load_errors(key):
-            ledger = await loop.run_in_executor(None, self._open_ledger, name, ledger_id)
+            if self.ledger_lists is not None:  # a cluster's: taken over first (docs/cluster.md, rule T)
+                ledger: ManagedLedger = await self.ledger_lists.open(name)
+            else:
+                ledger_id = self.ledger_ids.next_id()
+                ledger = await loop.run_in_executor(None, self._open_ledger, name, ledger_id)
         if self.cluster is not None and not self.cluster.serves(name):
             # its bundle was handed over while the ledger opened, after the hand-over had
             # listed the loaded topics: served here, it would have two writers
@@ -294,6 +305,13 @@ class BrokerService:
             raise ServiceNotReady(f"Namespace bundle for topic {key} was unloaded while the topic loaded; "
                                   "please redo the lookup")
         return self._adopt(name, ledger)
+
+    async def _load_quietly(self, name: TopicName, create: bool) -> None:
+        """A load started for a request that was answered "retry": its failure is the retry's."""
+        try:
+            await self.load_topic(name, create)
+        except BrokerError as exc:
+            log.info("loading %s: %s", name, exc)
 
     def _check_record(self, name: TopicName, create: bool) -> None:
         """Not while the topic is being released; then its record exists or is made now."""

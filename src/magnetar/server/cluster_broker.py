@@ -16,6 +16,7 @@ from magnetar.core.broker.broker_config import BrokerConfig, ConfigError
 from magnetar.core.cluster.load_balancer_config import LoadBalancerConfig
 from magnetar.security.broker_client import broker_client_credentials
 from magnetar.server.cluster_membership import ClusterMembership, broker_id_of
+from magnetar.server.ledger_lists import LedgerLists
 from magnetar.server.load_manager import LoadManager
 from magnetar.server.standalone import Standalone, run
 
@@ -40,6 +41,11 @@ class ClusterBroker(Standalone):
                                             config.metadataStoreSessionTimeoutMillis,
                                             config.unloadDrainTimeoutMillis)
         self.broker.appends.may_acknowledge = self.membership.may_acknowledge
+        lists = LedgerLists(self.broker.metadata, self.membership, self.broker.ledger_factory.data_dir,
+                            self.broker.ledger_factory.open, self.broker.ledger_ids.next_id)
+        self.broker.ledger_lists = lists
+        self.broker.appends.ledger_may_acknowledge = \
+            lambda ledger: lists.may_acknowledge(ledger, self.membership.lease.session_id)
         self.broker.cluster_handlers = self.membership.handlers(broker_commands.HANDLERS)
         self.broker.cluster = self.membership
         self.load_manager = LoadManager(self.membership, load_balancing, self.broker.metadata, credentials)

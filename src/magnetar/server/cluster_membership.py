@@ -43,7 +43,7 @@ from magnetar.core.cluster.topic_lookup import (
     decide_admin,
     decide_lookup,
 )
-from magnetar.core.errors import ServiceNotReady
+from magnetar.core.errors import BrokerError, ServiceNotReady
 from magnetar.core.metadata.interfaces import CoordinationStore, LedgerIdStore, NamespaceStore
 from magnetar.core.metadata.records import AlreadyExists, MetadataError, SessionState
 from magnetar.core.names import TopicName
@@ -107,6 +107,8 @@ class ClusterShell(Protocol):
     @property
     def release(self) -> Unloads: ...
 
+    async def load_topic(self, name: TopicName, create: bool) -> Topic: ...
+
     @property
     def ledger_ids(self) -> LedgerIdBlocks: ...
 
@@ -139,6 +141,9 @@ class ClusterMembership:
         #: every store call of the membership and the load manager runs on this pool
         self.calls = StoreCalls()
         self._pool = self.calls.pool
+        #: when the store's answer confirmed each acquisition (monotonic ms): a previous
+        #: writer of the bundle's topics is waited out from then (docs/cluster.md, rule T)
+        self.acquired_at: dict[tuple[str, str], int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         #: whether appends may be acknowledged: renewed by heartbeats answered in the session
         self.lease = SessionLease(session_timeout_ms)
@@ -165,17 +170,29 @@ class ClusterMembership:
         self.store.add_session_listener(changed)
         await self._heartbeat()
         self._heartbeats = asyncio.ensure_future(self._keep_heartbeating())
-        await self._off_loop(self.store.register_broker, self.broker_id, self.registration())
+        await self.calls.run(self.store.register_broker, self.broker_id, self.registration())
         log.info("registered as %s in the cluster", self.broker_id)
 
     def may_acknowledge(self) -> bool:
         """Whether an append made durable now may be acknowledged (the session's lease holds)."""
         return self.lease.may_acknowledge(int(monotonic_ms()))
 
+    def takeover_start(self, name: TopicName) -> tuple[int, int, int]:
+        """The session a topic taken over now is written under, when its bundle's ownership
+        was confirmed, and how long a previous writer is waited out from then."""
+        key = self._key(self.bundle_of(name))
+        session_id = self.lease.session_id
+        if key not in self.owned or session_id is None:
+            raise ServiceNotReady(f"Topic {name} is not served by this broker now; look up again")
+        return session_id, self.acquired_at.get(key, int(monotonic_ms())), self.lease.takeover_wait_ms()
+
+    def still_serves(self, name: TopicName, session_id: int) -> bool:
+        return self._key(self.bundle_of(name)) in self.owned and self.lease.session_id == session_id
+
     async def _heartbeat(self) -> None:
         sent = int(monotonic_ms())
         try:
-            session_id = await self._off_loop(self.store.ping)
+            session_id = await self.calls.run(self.store.ping)
         except MetadataError as exc:
             log.warning("metadata store heartbeat failed: %s", exc)
             return
@@ -196,7 +213,7 @@ class ClusterMembership:
         out of the placement, so that nothing is acquired here while the bundles go."""
         self.leaving = True
         try:
-            await self._off_loop(self.store.unregister_broker, self.broker_id)
+            await self.calls.run(self.store.unregister_broker, self.broker_id)
         except MetadataError as exc:
             log.warning("could not unregister %s: %s", self.broker_id, exc)
         owned = dict(self.owned)
@@ -206,7 +223,7 @@ class ClusterMembership:
         await self._hand_over([topic.name for topic in self.shell.topics.values()], successor)
         for (namespace, bundle_range), version in owned.items():
             try:
-                await self._off_loop(self.store.release_bundle, namespace, bundle_range, version)
+                await self.calls.run(self.store.release_bundle, namespace, bundle_range, version)
             except MetadataError as exc:
                 log.warning("could not release %s/%s: %s", namespace, bundle_range, exc)
         log.info("released %d bundles and left the cluster", len(owned))
@@ -228,8 +245,8 @@ class ClusterMembership:
         if self.leaving:
             return
         try:
-            if await self._off_loop(self.store.get_broker, self.broker_id) is None:
-                await self._off_loop(self.store.register_broker, self.broker_id, self.registration())
+            if await self.calls.run(self.store.get_broker, self.broker_id) is None:
+                await self.calls.run(self.store.register_broker, self.broker_id, self.registration())
                 log.info("registered again as %s after a new session", self.broker_id)
         except (MetadataError, AlreadyExists) as exc:
             log.warning("could not register again: %s", exc)
@@ -244,7 +261,7 @@ class ClusterMembership:
         """The broker a bundle leaving this one goes to: ``destination`` (the leader's
         transfer) if it is registered, else the one the placement would pick. Its service
         URLs are told to the clients as they are closed, so they reconnect there at once."""
-        brokers = await self._off_loop(self._read_brokers)
+        brokers = await self.calls.run(self._read_brokers)
         brokers.pop(self.broker_id, None)
         chosen = destination if destination in brokers else \
             select_broker({broker_id: b.owned_bundles for broker_id, b in brokers.items()})
@@ -264,7 +281,7 @@ class ClusterMembership:
         if successor is not None:
             data["successor"] = successor.broker_id
         try:
-            return await self._off_loop(self.store.update_bundle_owner, key[0], key[1], data, version)
+            return await self.calls.run(self.store.update_bundle_owner, key[0], key[1], data, version)
         except MetadataError as exc:
             log.warning("could not mark %s/%s as handed over: %s", key[0], key[1], exc)
             return version
@@ -289,7 +306,7 @@ class ClusterMembership:
         bundle = await self.fresh_bundle_of(name)
         started = monotonic_ms()
         while not self.leaving and not self.serves(name):
-            node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
+            node = await self.calls.run(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
             # a free bundle is taken here, not placed: the broker that let it go sent the
             # client here. A failed take: a concurrent producer or consumer of the client's
             # is taking it here (owned once that completes), another broker took it, or it
@@ -405,7 +422,17 @@ class ClusterMembership:
         return NotReady(f"bundle {bundle} changed hands while looked up; look up again")
 
     async def admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
-        """An admin request on ``name``: serve it here (acquiring first), or 307 to the owner."""
+        """An admin request on ``name``: serve it here (acquiring first, and loading the topic
+        if it exists: the admin routes read loaded topics), or 307 to the owner."""
+        answer = await self._admin_answer(name, path)
+        if isinstance(answer, Connect) and name.persistent:
+            try:
+                await self.shell.load_topic(name, False)
+            except BrokerError as exc:  # not a topic (yet), or not ready: the route answers
+                log.debug("admin request on %s: not loaded first: %s", name, exc)
+        return answer
+
+    async def _admin_answer(self, name: TopicName, path: str) -> Connect | AdminRedirect | NotReady:
         bundle = await self.fresh_bundle_of(name)
         for _ in range(LOOKUP_ATTEMPTS):
             view, brokers = await self._view(bundle)
@@ -421,13 +448,13 @@ class ClusterMembership:
 
     async def broker_ids(self) -> list[str]:
         """The registered brokers' ids, sorted."""
-        return sorted(await self._off_loop(self.store.list_brokers))
+        return sorted(await self.calls.run(self.store.list_brokers))
 
     def owned_bundles(self) -> list[str]:
         return sorted(f"{namespace}/{bundle_range}" for namespace, bundle_range in self.owned)
 
     async def web_url_of(self, broker_id: str) -> str | None:
-        data = await self._off_loop(self.store.get_broker, broker_id)
+        data = await self.calls.run(self.store.get_broker, broker_id)
         return None if data is None else data.get("webServiceUrl")
 
     async def unload_bundle(self, bundle: NamespaceBundle, path: str,
@@ -444,7 +471,7 @@ class ClusterMembership:
         await self._hand_over([topic.name for topic in self.shell.topics.values()
                                if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
                               successor)
-        await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
+        await self.calls.run(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
         log.info("unloaded bundle %s", bundle)
         await self.update_registration()
         return None
@@ -465,7 +492,7 @@ class ClusterMembership:
 
     async def read_bundles(self, namespace: str) -> NamespaceBundles:
         """The namespace's bundles read from its policies (and kept in :attr:`bundles`)."""
-        policies = await self._off_loop(self.store.get_namespace_policies, namespace)
+        policies = await self.calls.run(self.store.get_namespace_policies, namespace)
         bundles = self.bundles[namespace] = bundles_of(namespace, policies)
         return bundles
 
@@ -483,7 +510,7 @@ class ClusterMembership:
     async def _view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
         if self._key(bundle) in self.owned:
             return BundleView(BundleState.OWNED, self.me), {}
-        return await self._off_loop(self._read_view, bundle)
+        return await self.calls.run(self._read_view, bundle)
 
     def _read_view(self, bundle: NamespaceBundle) -> tuple[BundleView, dict[str, RegisteredBroker]]:
         """On the pool: the bundle's ownership node and the registered brokers (without
@@ -515,19 +542,21 @@ class ClusterMembership:
         ``still_a_bundle``, when the range is no longer one of the namespace's bundles)."""
         data = owner_record(self.me)
         try:
-            version = await self._off_loop(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
+            version = await self.calls.run(self.store.acquire_bundle, bundle.namespace, bundle.range_name, data)
         except AlreadyExists:
             return False
+        acquired_at = int(monotonic_ms())
         if still_a_bundle and bundle not in (await self.read_bundles(bundle.namespace)).bundles:
             # split meanwhile: its halves' nodes were made before the split was written, so
             # a read after this create sees the new bundles
-            await self._off_loop(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
+            await self.calls.run(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
             log.info("did not take %s: the bundle was split", bundle)
             return False
         # ids reserved from now on are above every id the previous owner was handed
         ids = self.shell.ledger_ids
-        ids.restart_from(await self._off_loop(self.store.reserve_ledger_ids, ids.block))
+        ids.restart_from(await self.calls.run(self.store.reserve_ledger_ids, ids.block))
         self.owned[self._key(bundle)] = version
+        self.acquired_at[self._key(bundle)] = acquired_at
         log.info("acquired bundle %s", bundle)
         await self.update_registration()
         return True
@@ -535,12 +564,9 @@ class ClusterMembership:
     async def update_registration(self) -> None:
         """The registration's ``numBundles`` after a change of what this broker owns."""
         try:
-            await self._off_loop(self.store.update_broker, self.broker_id, self.registration())
+            await self.calls.run(self.store.update_broker, self.broker_id, self.registration())
         except MetadataError as exc:
             log.warning("could not update the registration of %s: %s", self.broker_id, exc)
-
-    async def _off_loop(self, call: Callable[..., R], *args: Any) -> R:
-        return await self.calls.run(call, *args)
 
     @staticmethod
     def _key(bundle: NamespaceBundle) -> tuple[str, str]:

@@ -20,7 +20,9 @@ entries are taken back (:class:`AppendFailed`), so the ledger never has a hole.
 The ledger list is the set of segment files, not a list in the metadata store. Ids come
 from the store's durable counter, so a deleted ledger's id is never reused, and a
 deletion is made durable by syncing the directory. Keeping a second list would only add
-a crash window in which it and the files disagree.
+a crash window in which it and the files disagree. A cluster's broker is the exception:
+brokers share the files, and the list that counts is the one in the metadata store
+(:mod:`magnetar.storage.recorded_ledgers`).
 
 Opening a topic scans its files: a torn or corrupt tail (short record, bad checksum) is
 cut back to the last good record with a warning, files left empty are removed, and the
@@ -68,6 +70,7 @@ from magnetar.storage.interfaces import (
     StorageError,
 )
 from magnetar.storage.ledger_index import IndexedLedger, LedgerIndex, appendable, is_full, wall_clock_ms
+from magnetar.storage.recorded_ledgers import RecordedLedgers
 
 log = logging.getLogger("magnetar.storage")
 
@@ -312,6 +315,20 @@ def recover_segment(path: Path, ledger_id: int) -> SegmentScan | None:
     return scan
 
 
+def bounded_scan(scan: SegmentScan, entries: int, path: Path) -> SegmentScan:
+    """What of a scanned segment its ledger list keeps: its first ``entries`` records.
+    Records after them were written by a writer that was fenced meanwhile and never
+    acknowledged; they stay in the file and are never read."""
+    count = len(scan.offsets)
+    if entries >= count:
+        if entries > count:
+            log.error("%s holds %d entries, fewer than the %d its ledger list closed it at", path, count, entries)
+        return scan
+    end = scan.offsets[entries]
+    size_bytes = end - HEADER.size - RECORD.size * entries
+    return SegmentScan(scan.ledger_id, scan.timestamp_ms, scan.offsets[:entries], end, scan.file_size, size_bytes, 0)
+
+
 def fsync_dir(path: Path) -> None:
     """Make a file's creation or removal in ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
@@ -468,11 +485,17 @@ class SegmentLedger(IndexedLedger):
         budget: DescriptorBudget | None = None,
         first_ledger_id: int | None = None,
         cache_budget: EntryCacheBudget | None = None,
+        recorded: RecordedLedgers | None = None,
     ) -> None:
         """``first_ledger_id``: the id of the first ledger this one opens, taken beforehand
         (then ``allocate_ledger_id`` gives the ones after it); ``cache_budget``: the limit
-        its tail cache shares with every other ledger's."""
+        its tail cache shares with every other ledger's; ``recorded``: a cluster's ledger
+        list in the metadata store (:mod:`magnetar.storage.recorded_ledgers`), which then
+        decides which files are the topic's and up to which entry."""
         self.name = name
+        self._recorded = recorded
+        #: rollovers not yet recorded in ``recorded``: (closed id, its entries, new id, kept ids)
+        self._rolls: list[tuple[int, int, int, tuple[int, ...]]] = []
         self._budget = budget
         self.directory = Path(data_dir) / topic_dir_name(name)
         self._allocate = allocate_ledger_id
@@ -511,7 +534,7 @@ class SegmentLedger(IndexedLedger):
         #: a descriptor of the parent directory while a new ledger's own directory entry is
         #: not yet durable: the first sync (on the committer's thread) fsyncs it, not open()
         self._parent_fd = -1
-        self._fault: OSError | None = None
+        self._fault: Exception | None = None
         #: sync() calls that had something to make durable.
         self.sync_count = 0
         #: fsync/fdatasync system calls made by sync().
@@ -532,10 +555,16 @@ class SegmentLedger(IndexedLedger):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def ledger_list(self) -> RecordedLedgers | None:
+        """The cluster's ledger list this ledger records its changes in (None: standalone)."""
+        return self._recorded
+
     # -- opening ----------------------------------------------------------------------
 
     def _recover(self) -> None:
         removed = False
+        recorded = None if self._recorded is None else self._recorded.recorded
         names = sorted(path.name for path in self.directory.iterdir())
         segments = {name for name in names if _SEGMENT_FILE.match(name)}
         for name in names:
@@ -545,10 +574,16 @@ class SegmentLedger(IndexedLedger):
         for name in sorted(segments):
             path = self.directory / name
             ledger_id = int(name[:-4])
+            if recorded is not None and ledger_id not in recorded:
+                continue  # not in the store's list: a fenced writer's, never acknowledged
             scan = load_segment_index(path, ledger_id)
             indexed = scan is not None
             if scan is None:
                 scan = recover_segment(path, ledger_id)
+            if recorded is not None and scan is not None:
+                scan = bounded_scan(scan, recorded[ledger_id], path)
+                if not scan.offsets:
+                    continue  # closed empty: its file may still be written by a fenced writer
             if scan is None or not scan.offsets:
                 path.unlink()
                 path.with_name(index_file_name(ledger_id)).unlink(missing_ok=True)
@@ -605,6 +640,10 @@ class SegmentLedger(IndexedLedger):
             if sealed is not None and sealed.offsets:
                 with self._lock:
                     self._sealed.append(sealed)
+            if self._recorded is not None:
+                current = self._index.current
+                with self._lock:
+                    self._rolls.append((current.ledger_id, current.entries, ledger_id, tuple(self._segments)))
         self._write_fd = fd
         self._writing = True
         self._segments[ledger_id] = _Segment(ledger_id, path, array("Q"), HEADER.size)
@@ -800,6 +839,7 @@ class SegmentLedger(IndexedLedger):
             covered, fault = self._last_appended, self._fault
             # every append to these happened before the swap above: this sync covers them
             sealed, self._sealed = self._sealed, []
+            rolls, self._rolls = self._rolls, []
             written = {ledger_id: segment.end_offset for ledger_id in fds
                        if (segment := self._segments.get(ledger_id)) is not None}
         try:
@@ -822,6 +862,8 @@ class SegmentLedger(IndexedLedger):
                     os.close(fd)
         for segment in sealed:
             self._write_index(segment.ledger_id, segment.path, segment.offsets, segment.end_offset)
+        if rolls:
+            self._record_rolls(rolls)
         with self._lock:
             if fds or dir_fd >= 0 or parent_fd >= 0:
                 self.sync_count += 1
@@ -829,6 +871,19 @@ class SegmentLedger(IndexedLedger):
             if covered is not None and (self._synced is None or covered > self._synced):
                 self._synced = covered
             return self._synced
+
+    def _record_rolls(self, rolls: list[tuple[int, int, int, tuple[int, ...]]]) -> None:
+        """A cluster's ledger: its rollovers are in the store's list before an entry of the
+        new ledger is reported durable. One that cannot be recorded stops the writes, as a
+        failed fsync does: the topic is unloaded and its next owner reads the list."""
+        assert self._recorded is not None
+        try:
+            for roll in rolls:
+                self._recorded.rolled(*roll)
+        except Exception as exc:
+            with self._lock:
+                self._fault = exc
+            raise StorageError(f"managed ledger {self.name!r}: its rollover could not be recorded: {exc}") from exc
 
     def _leave_page_cache(self, ledger_id: int, fd: int, synced_end: int) -> None:
         """Synced data more than the window behind the end leaves the page cache, as a
@@ -982,8 +1037,20 @@ class SegmentLedger(IndexedLedger):
                 self.flush()
             if self.unsynced():
                 self.sync()
+            if self._recorded is not None and self._fault is None and self._writing:
+                self._record_close(self._recorded)
         finally:
             self._release()
+
+    def _record_close(self, recorded: RecordedLedgers) -> None:
+        """Every entry is durable: the list closes the ledger at its count, so the next
+        owner has no writer to wait out. A list that moved meanwhile (a successor fenced
+        this ledger) or a store that does not answer leaves it to the successor's fence."""
+        current = self._index.current
+        try:
+            recorded.closed(current.ledger_id, current.entries, tuple(self._segments))
+        except Exception as exc:
+            log.warning("managed ledger %r: its close was not recorded (the next owner fences it): %s", self.name, exc)
 
     def delete(self) -> None:
         self._release()
@@ -994,6 +1061,11 @@ class SegmentLedger(IndexedLedger):
         if self.directory.exists():
             shutil.rmtree(self.directory)
             fsync_dir(self.directory.parent)
+        if self._recorded is not None:
+            try:
+                self._recorded.deleted()
+            except Exception as exc:
+                log.warning("managed ledger %r: its ledger list was not deleted: %s", self.name, exc)
 
     def _release(self) -> None:
         if self._budget is not None:
@@ -1034,13 +1106,15 @@ class SegmentLedgerFactory:
         self._clock_ms = clock_ms
         self._open: dict[str, SegmentLedger] = {}
 
-    def open(self, name: str, first_ledger_id: int | None = None) -> SegmentLedger:
+    def open(self, name: str, first_ledger_id: int | None = None,
+             recorded: RecordedLedgers | None = None) -> SegmentLedger:
         """``first_ledger_id``: the id of the ledger opening starts, taken beforehand by the
-        caller, so opening may run on another thread than the one handing out ids."""
+        caller, so opening may run on another thread than the one handing out ids;
+        ``recorded``: the cluster's ledger list (see :class:`SegmentLedger`)."""
         current = self._open.get(name)
         if current is not None and not current.closed:
             raise StorageError(f"managed ledger {name!r} is already open; close it first")
         ledger = SegmentLedger(self.data_dir, name, self._allocate, self._config, self._clock_ms, self.budget,
-                               first_ledger_id, self.cache_budget)
+                               first_ledger_id, self.cache_budget, recorded)
         self._open[name] = ledger
         return ledger
