@@ -472,7 +472,7 @@ class ClusterMembership:
                                if topic.name.namespace_name == bundle.namespace and bundle.includes(str(topic.name))],
                               successor)
         await self.calls.run(self.store.release_bundle, bundle.namespace, bundle.range_name, version)
-        log.info("unloaded bundle %s", bundle)
+        log.info("unloaded bundle %s, handed over to %s", bundle, successor.broker_id if successor else "nobody")
         await self.update_registration()
         return None
 
