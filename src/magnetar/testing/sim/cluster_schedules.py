@@ -307,9 +307,39 @@ def owner_node_dropped(r: _Run) -> None:
     r.step("resume", owner)
 
 
+def store_restored_without_sessions(r: _Run) -> None:
+    """The store comes back without its sessions (restored from a backup) while the owner,
+    stopped with an fsynced append waiting for its receipt, is cut off from it. Every
+    session ended at once, so the owner's lease may still run when it resumes. The broker
+    that takes the bundle over sees the owner's session ended, but its own session is new
+    too: it must wait the lease out all the same (the check of its own session's age)."""
+    w = r.world
+    producer = w.producers["p0"]
+    _settle(r, lambda: len(producer.acked) >= 2)
+    owner = producer.broker
+    assert owner is not None
+    r.step("publish", "p0")
+    r.step("pause", owner)
+    while w.brokers[owner].file_ops:
+        r.step("file", owner)
+    r.step("cut", owner)
+    r.step("store-down", "")
+    r.step("store-up", "sessions-lost")
+    r.step("timeout", "p0")
+    successor = next(name for name in sorted(w.brokers) if name != owner)
+    _settle(r, lambda: w.brokers[successor].lease.session_id is not None)
+    r.step("acquire", f"{successor} {producer.topic}")
+    started = w.now_ms
+    # resumed once the successor serves the topic (at the latest two timeouts on)
+    _settle(r, lambda: producer.topic in w.brokers[successor].writers
+            or w.now_ms - started >= 2 * r.options.setup.options.session_timeout_ms)
+    r.step("resume", owner)
+
+
 SCENARIOS: dict[str, tuple[Callable[[ClusterOptions], ClusterOptions], Callable[[_Run], None]]] = {
     "pulsar-24478": (_two_brokers_one_topic, pulsar_24478),
     "owner-node-dropped": (_two_brokers_one_topic, owner_node_dropped),
+    "store-restored-without-sessions": (_two_brokers_one_topic, store_restored_without_sessions),
 }
 
 
