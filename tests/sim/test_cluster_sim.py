@@ -56,6 +56,7 @@ def test_pulsar_24478_a_store_restart_leaves_one_broker_serving_the_topic() -> N
 @pytest.mark.parametrize(("scenario", "planted"), [
     ("pulsar-24478", "skip_session_check"),
     ("owner-node-dropped", "skip_takeover_wait"),
+    ("store-restored-without-sessions", "skip_own_session_age"),
 ])
 def test_each_rule_has_a_scenario_that_fails_without_it(scenario: str, planted: str) -> None:
     result = run(1, overrides={planted: "true"}, scenario=scenario)

@@ -481,6 +481,22 @@ def test_broker_registrations(store: BrokerMetadataStore) -> None:
     assert store.list_brokers() == ["10.0.0.1:8080"]
 
 
+def test_a_broker_session_shows_alive_until_it_ends_even_after_unregistering(store: BrokerMetadataStore) -> None:
+    """What a successor asks before it waits a previous writer out: its registration, or
+    the leaving mark that replaces it, is a node of that very session."""
+    session = store.ping()
+    assert session is not None
+    assert not store.session_alive("10.0.0.1:8080", session)
+    store.register_broker("10.0.0.1:8080", {})
+    assert store.session_alive("10.0.0.1:8080", session)
+    assert not store.session_alive("10.0.0.1:8080", session + 1)
+    assert store.unregister_broker("10.0.0.1:8080")  # leaving: it serves until its bundles go
+    assert store.session_alive("10.0.0.1:8080", session) and store.list_brokers() == []
+    store.register_broker("10.0.0.1:8080", {})  # back in the same session, and out again
+    assert store.unregister_broker("10.0.0.1:8080") and store.session_alive("10.0.0.1:8080", session)
+    assert not store.session_alive("not a broker id", session)
+
+
 def test_bundle_ownership_is_versioned(store: BrokerMetadataStore) -> None:
     owner = {"nativeUrl": "pulsar://10.0.0.1:6650", "httpUrl": "http://10.0.0.1:8080", "disabled": False}
     assert store.acquire_bundle("public/default", BUNDLE, owner) == 0

@@ -15,6 +15,7 @@ from magnetar.core.cluster.metadata_store import SessionEvent
 from magnetar.core.cluster.session_lease import SessionLease
 from magnetar.core.cluster.topic_takeover import (
     TRANSITIONS,
+    CheckPreviousSession,
     ReadLedgerEnd,
     ReadLedgerList,
     StartServing,
@@ -71,8 +72,9 @@ def test_takeover_of_an_open_ledger_waits_reads_its_end_then_fences_it() -> None
     takeover = TopicTakeover(ME, owned_since_ms=1000, wait_ms=5500)
     assert takeover.start() == [ReadLedgerList()]
     listed = ManagedLedgerInfo((LedgerInfo(1, 7, OLD), LedgerInfo(2, None, OLD)))
-    assert takeover.on_ledger_list(listed, version=4, now_ms=1001) == []
+    assert takeover.on_ledger_list(listed, version=4, now_ms=1001) == [CheckPreviousSession(OLD)]
     assert takeover.step is TakeoverStep.WAIT_PREVIOUS_SESSION and takeover.next_deadline_ms() == 6500
+    assert takeover.on_previous_session(False, 1002) == []  # own session age unknown: the wait goes on
     assert takeover.on_timer(6499) == []
     assert takeover.on_timer(6500) == [ReadLedgerEnd(2)]
     [write] = takeover.on_ledger_end(3)
@@ -80,6 +82,25 @@ def test_takeover_of_an_open_ledger_waits_reads_its_end_then_fences_it() -> None
         ManagedLedgerInfo((LedgerInfo(1, 7, OLD), LedgerInfo(2, 3, OLD), LedgerInfo(3, None, ME))), 4)
     assert takeover.on_written(write.info, 5) == [StartServing(3)]
     assert takeover.step is TakeoverStep.SERVING and takeover.version == 5
+
+
+def test_an_ended_previous_session_is_not_waited_out_when_ours_is_older_than_the_wait() -> None:
+    listed = ManagedLedgerInfo((LedgerInfo(1, None, OLD),))
+    # our session since 0: by 6000 it is older than the 5500 ms wait
+    takeover = TopicTakeover(ME, owned_since_ms=5000, wait_ms=5500, session_since_ms=0)
+    assert takeover.on_ledger_list(listed, 1, 6000) == [CheckPreviousSession(OLD)]
+    assert takeover.on_previous_session(False, 6000) == [ReadLedgerEnd(1)]
+    assert takeover.step is TakeoverStep.READ_LEDGER_END
+    # a live previous session: waited out in full
+    takeover = TopicTakeover(ME, owned_since_ms=5000, wait_ms=5500, session_since_ms=0)
+    takeover.on_ledger_list(listed, 1, 6000)
+    assert takeover.on_previous_session(True, 6000) == [] and takeover.next_deadline_ms() == 10500
+    # our own session younger than the wait (every session may have been dropped at once)
+    takeover = TopicTakeover(ME, owned_since_ms=5000, wait_ms=5500, session_since_ms=4000)
+    takeover.on_ledger_list(listed, 1, 6000)
+    assert takeover.on_previous_session(False, 6000) == []
+    assert takeover.on_timer(10500) == [ReadLedgerEnd(1)]
+    assert takeover.on_previous_session(False, 10600) == []  # a late answer changes nothing
 
 
 def test_a_ledger_of_our_own_earlier_session_is_fenced_like_anyones() -> None:

@@ -36,14 +36,16 @@ class Membership:
         self.session_id = session_id
         self.acquired_at = int(monotonic_ms())
         self.wait_ms = wait_ms
+        #: since when this broker's session has lived; None: unknown (the wait is always made)
+        self.session_since_ms: int | None = None
         self.serving = True
         #: called before each store call of the takeover (a race planted by a test)
         self.before_call: Callable[[Callable[..., Any]], None] = lambda call: None
 
-    def takeover_start(self, name: TopicName) -> tuple[int, int, int]:
+    def takeover_start(self, name: TopicName) -> tuple[int, int, int, int | None]:
         if not self.serving:
             raise ServiceNotReady("not owned")
-        return self.session_id, self.acquired_at, self.wait_ms
+        return self.session_id, self.acquired_at, self.wait_ms, self.session_since_ms
 
     def still_serves(self, name: TopicName, session_id: int) -> bool:
         return self.serving and session_id == self.session_id
@@ -144,6 +146,40 @@ def test_the_successor_waits_out_the_writer_then_fences_its_ledger(store: Memory
     reread = Broker(store, tmp_path, "b:1", 22).open()
     assert read_all(reread) == [b"acked-1", b"acked-2", b"new-1"]
     reread.close()
+
+
+def test_a_writer_whose_session_ended_is_not_waited_out_by_an_older_session(store: MemoryMetadataStore,
+                                                                           tmp_path: Path) -> None:
+    """The store shows the previous writer's session gone (here: never registered in this
+    store's one session) and the successor's own session is older than the wait: its ledger
+    is fenced at once. A live previous session is waited out in full."""
+    a = Broker(store, tmp_path, "a:1", 11)
+    old = a.open()
+    append(old, b"acked-1")
+    b = Broker(store, tmp_path, "b:1", 22, wait_ms=60_000)
+    b.membership.session_since_ms = int(monotonic_ms()) - 60_000
+    started = monotonic_ms()
+    new = b.open()
+    assert monotonic_ms() - started < 30_000
+    assert [x.entries for x in stored(store).ledgers][:1] == [1]
+    new.close()
+    old.close()
+
+
+def test_a_writer_whose_session_lives_is_waited_out_all_the_same(store: MemoryMetadataStore, tmp_path: Path) -> None:
+    store.register_broker("a:1", {})  # the in-memory store's one session is 1: "a:1" lives in it
+    a = Broker(store, tmp_path, "a:1", 1)
+    old = a.open()
+    append(old, b"acked-1")
+    b = Broker(store, tmp_path, "b:1", 22, wait_ms=300)
+    b.membership.session_since_ms = int(monotonic_ms()) - 60_000
+    started = monotonic_ms()
+    new = b.open()
+    assert monotonic_ms() - started >= 290
+    store.unregister_broker("a:1")  # leaving: its session still shows alive until it ends
+    assert store.session_alive("a:1", 1) and not store.session_alive("a:1", 11)
+    new.close()
+    old.close()
 
 
 def test_a_lost_compare_and_set_fails_the_load_with_service_not_ready(store: MemoryMetadataStore,

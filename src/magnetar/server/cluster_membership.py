@@ -144,6 +144,8 @@ class ClusterMembership:
         #: when the store's answer confirmed each acquisition (monotonic ms): a previous
         #: writer of the bundle's topics is waited out from then (docs/cluster.md, rule T)
         self.acquired_at: dict[tuple[str, str], int] = {}
+        #: since when the current store session has lived (monotonic ms, no earlier than it began)
+        self.session_since_ms: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         #: whether appends may be acknowledged: renewed by heartbeats answered in the session
         self.lease = SessionLease(session_timeout_ms)
@@ -177,14 +179,16 @@ class ClusterMembership:
         """Whether an append made durable now may be acknowledged (the session's lease holds)."""
         return self.lease.may_acknowledge(int(monotonic_ms()))
 
-    def takeover_start(self, name: TopicName) -> tuple[int, int, int]:
+    def takeover_start(self, name: TopicName) -> tuple[int, int, int, int | None]:
         """The session a topic taken over now is written under, when its bundle's ownership
-        was confirmed, and how long a previous writer is waited out from then."""
+        was confirmed, how long a previous writer is waited out from then, and since when
+        the session has lived."""
         key = self._key(self.bundle_of(name))
         session_id = self.lease.session_id
         if key not in self.owned or session_id is None:
             raise ServiceNotReady(f"Topic {name} is not served by this broker now; look up again")
-        return session_id, self.acquired_at.get(key, int(monotonic_ms())), self.lease.takeover_wait_ms()
+        return session_id, self.acquired_at.get(key, int(monotonic_ms())), self.lease.takeover_wait_ms(), \
+            self.session_since_ms
 
     def still_serves(self, name: TopicName, session_id: int) -> bool:
         return self._key(self.bundle_of(name)) in self.owned and self.lease.session_id == session_id
@@ -200,6 +204,8 @@ class ClusterMembership:
             return
         if session_id != self.lease.session_id:
             self.lease.on_session_event(SessionEvent.SESSION_REESTABLISHED, session_id)
+            # the session began before this answer: a later moment, on the safe side
+            self.session_since_ms = int(monotonic_ms())
         self.lease.on_heartbeat_answered(session_id, sent)
 
     async def _keep_heartbeating(self) -> None:

@@ -31,6 +31,7 @@ from typing import Protocol, TypeVar
 
 from magnetar.core.cluster.managed_ledger_info import InvalidLedgerList, LedgerInfo, LedgerWriter, ManagedLedgerInfo
 from magnetar.core.cluster.topic_takeover import (
+    CheckPreviousSession,
     ReadLedgerEnd,
     ReadLedgerList,
     StartServing,
@@ -64,16 +65,19 @@ CACHE_CATCH_UP_S = 0.02
 class LedgerListStore(ManagedLedgerStore, LedgerIdStore, Protocol):
     """What taking topics over uses of the metadata store."""
 
+    def session_alive(self, broker_id: str, session_id: int) -> bool: ...
+
 
 class Takeovers(Protocol):
     """What taking a topic over needs of the broker's membership in the cluster."""
 
     broker_id: str
 
-    def takeover_start(self, name: TopicName) -> tuple[int, int, int]:
+    def takeover_start(self, name: TopicName) -> tuple[int, int, int, int | None]:
         """The session the topic is written under, when the store confirmed this broker's
-        ownership of its bundle (monotonic ms) and how long a previous writer is waited out
-        from then; ``ServiceNotReady`` when the bundle is not owned here."""
+        ownership of its bundle (monotonic ms), how long a previous writer is waited out
+        from then, and since when that session has lived (monotonic ms; None: unknown);
+        ``ServiceNotReady`` when the bundle is not owned here."""
         ...
 
     def still_serves(self, name: TopicName, session_id: int) -> bool: ...
@@ -226,29 +230,40 @@ class LedgerLists:
         """Take the topic over (docs/cluster.md, rule T) and open its ledger; ``ServiceNotReady``
         when another broker changed its list meanwhile or the bundle was lost."""
         key = str(name)
-        session_id, owned_since_ms, wait_ms = self.takeovers.takeover_start(name)
+        session_id, owned_since_ms, wait_ms, session_since_ms = self.takeovers.takeover_start(name)
         writer = LedgerWriter(self.takeovers.broker_id, session_id)
-        takeover = TopicTakeover(writer, owned_since_ms, wait_ms)
+        takeover = TopicTakeover(writer, owned_since_ms, wait_ms, session_since_ms)
         directory = self.ledgers_dir / topic_dir_name(key)
         effects: list[TakeoverEffect] = takeover.start()
         listed, attempts = ManagedLedgerInfo(), WRITE_ATTEMPTS
         fenced = ""
         try:
             while True:
+                while not effects:  # the previous writer's session is waited out
+                    deadline = takeover.next_deadline_ms()
+                    assert deadline is not None
+                    log.info("%s: waiting %d ms for the previous writer of its ledger to stop",
+                             key, deadline - int(monotonic_ms()))
+                    await asyncio.sleep(max(0, deadline - int(monotonic_ms())) / 1000)
+                    self._check_serving(name, session_id)
+                    effects = takeover.on_timer(int(monotonic_ms()))
                 effect = effects[0]
                 if isinstance(effect, StartServing):
                     break
                 if isinstance(effect, ReadLedgerList):
                     listed, version = await self.takeovers.calls.run(self._read_list, key, directory)
                     effects = takeover.on_ledger_list(listed, version, int(monotonic_ms()))
-                    while not effects:  # the previous writer's session is waited out
-                        deadline = takeover.next_deadline_ms()
-                        assert deadline is not None
-                        log.info("%s: waiting %d ms for the previous writer of its ledger to stop",
-                                 key, deadline - int(monotonic_ms()))
-                        await asyncio.sleep(max(0, deadline - int(monotonic_ms())) / 1000)
-                        self._check_serving(name, session_id)
-                        effects = takeover.on_timer(int(monotonic_ms()))
+                elif isinstance(effect, CheckPreviousSession):
+                    previous = effect.writer
+                    try:
+                        alive = await self.takeovers.calls.run(self.store.session_alive, previous.broker_id,
+                                                               previous.session_id)
+                    except MetadataError:
+                        alive = True  # not known to have ended: waited out
+                    effects = takeover.on_previous_session(alive, int(monotonic_ms()))
+                    if effects:
+                        log.info("%s: the previous writer of its ledger, %s, has no session left; no wait",
+                                 key, previous)
                 elif isinstance(effect, ReadLedgerEnd):
                     entries = await asyncio.get_running_loop().run_in_executor(None, ledger_end, directory,
                                                                              effect.ledger_id)

@@ -19,6 +19,7 @@ class LocalCoordination:
 
     def __init__(self) -> None:
         self._brokers: dict[str, dict[str, Any]] = {}
+        self._leaving: set[str] = set()
         self._bundles: dict[tuple[str, str], Versioned] = {}
         self._leader: dict[str, Any] | None = None
         self._bundle_data: dict[str, dict[str, Any]] = {}
@@ -39,6 +40,7 @@ class LocalCoordination:
     def end_session(self) -> None:
         """The ephemeral records go, and listeners hear that the session is lost."""
         self._brokers.clear()
+        self._leaving.clear()
         self._bundles.clear()
         self._leader = None
         if self._session_state is not SessionState.LOST:
@@ -60,7 +62,13 @@ class LocalCoordination:
         self._brokers[broker_id] = copy.deepcopy(data)
 
     def unregister_broker(self, broker_id: str) -> bool:
-        return self._brokers.pop(broker_id, None) is not None
+        if self._brokers.pop(broker_id, None) is None:
+            return False
+        self._leaving.add(broker_id)
+        return True
+
+    def session_alive(self, broker_id: str, session_id: int) -> bool:
+        return session_id == self.ping() and (broker_id in self._brokers or broker_id in self._leaving)
 
     def get_broker(self, broker_id: str) -> dict[str, Any] | None:
         found = self._brokers.get(broker_id)

@@ -9,7 +9,11 @@ The steps, each an effect the shell performs and answers:
    (another broker, or this broker in an earlier session), wait until
    ``owned_since + session timeout + margin`` by this broker's clock: ``owned_since`` is
    when the store confirmed this broker's ownership node, a moment the store held no other
-   owner's node, so the previous writer's lease has ended by then.
+   owner's node, so the previous writer's lease has ended by then. The wait is cut short
+   when the store shows the previous writer's session ended and this broker's own session
+   is older than the wait (``CheckPreviousSession``): a session the store expired had its
+   lease run out first, and a store that dropped every session at once would have dropped
+   this broker's too.
 3. ``READ_LEDGER_END`` — open the previous ledger's file, fsync it, count its entries:
    every entry the previous writer acknowledged was fsynced before its lease ended, so it
    is there.
@@ -51,6 +55,7 @@ class TakeoverEvent(StrEnum):
     LEDGERS_READ_CLOSED = "ledgers-read-closed"
     LEDGERS_READ_OURS_OPEN = "ledgers-read-ours-open"
     WAITED = "waited"
+    PREVIOUS_SESSION_ENDED = "previous-session-ended"
     LEDGER_END_READ = "ledger-end-read"
     WRITTEN = "written"
     WRITE_FAILED = "write-failed"
@@ -65,6 +70,7 @@ TRANSITIONS: Mapping[tuple[TakeoverStep, TakeoverEvent], TakeoverStep] = {
     (T.READ_LEDGERS, V.LEDGERS_READ_CLOSED): T.FENCE,
     (T.READ_LEDGERS, V.LEDGERS_READ_OURS_OPEN): T.READ_LEDGER_END,
     (T.WAIT_PREVIOUS_SESSION, V.WAITED): T.READ_LEDGER_END,
+    (T.WAIT_PREVIOUS_SESSION, V.PREVIOUS_SESSION_ENDED): T.READ_LEDGER_END,
     (T.READ_LEDGER_END, V.LEDGER_END_READ): T.FENCE,
     (T.FENCE, V.WRITTEN): T.SERVING,
     (T.FENCE, V.WRITE_FAILED): T.READ_LEDGERS,
@@ -79,6 +85,14 @@ class TakeoverError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class ReadLedgerList:
     pass
+
+
+@dataclass(frozen=True, slots=True)
+class CheckPreviousSession:
+    """Whether ``writer``'s store session still lives: an ephemeral node of that session is
+    there. The answer goes to :meth:`TopicTakeover.on_previous_session`."""
+
+    writer: LedgerWriter
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,18 +117,22 @@ class StartServing:
     ledger_id: int
 
 
-TakeoverEffect = ReadLedgerList | ReadLedgerEnd | WriteLedgerList | StartServing
+TakeoverEffect = ReadLedgerList | CheckPreviousSession | ReadLedgerEnd | WriteLedgerList | StartServing
 
 
 class TopicTakeover:
     """One topic's takeover on one broker; see the module docstring for the steps."""
 
-    __slots__ = ("writer", "wait_until_ms", "step", "info", "version")
+    __slots__ = ("writer", "wait_ms", "wait_until_ms", "session_since_ms", "step", "info", "version")
 
-    def __init__(self, writer: LedgerWriter, owned_since_ms: int, wait_ms: int) -> None:
+    def __init__(self, writer: LedgerWriter, owned_since_ms: int, wait_ms: int,
+                 session_since_ms: int | None = None) -> None:
         self.writer = writer
+        self.wait_ms = wait_ms
         #: the earliest moment the previous writer's ledger may be read and closed
         self.wait_until_ms = owned_since_ms + wait_ms
+        #: since when this broker's own session has lived (None: unknown, always wait)
+        self.session_since_ms = session_since_ms
         self.step = TakeoverStep.READ_LEDGERS
         #: the ledger list as last read or written, and its version (-1: no list yet)
         self.info = ManagedLedgerInfo()
@@ -143,7 +161,10 @@ class TopicTakeover:
             self._move(V.LEDGERS_READ_OURS_OPEN)
             return [ReadLedgerEnd(last.ledger_id)]
         self._move(V.LEDGERS_READ_OTHER_OPEN)
-        return self.on_timer(now_ms)
+        waited = self.on_timer(now_ms)
+        if waited or last.writer is None:  # a ledger of files, no writer named: waited out
+            return waited
+        return [CheckPreviousSession(last.writer)]
 
     def next_deadline_ms(self) -> int | None:
         return self.wait_until_ms if self.step is TakeoverStep.WAIT_PREVIOUS_SESSION else None
@@ -152,6 +173,21 @@ class TopicTakeover:
         if self.step is not TakeoverStep.WAIT_PREVIOUS_SESSION or now_ms < self.wait_until_ms:
             return []
         self._move(V.WAITED)
+        last = self.info.open_ledger
+        assert last is not None
+        return [ReadLedgerEnd(last.ledger_id)]
+
+    def on_previous_session(self, alive: bool, now_ms: int) -> list[TakeoverEffect]:
+        """The answer to :class:`CheckPreviousSession`. A session the store ended has no
+        lease left (the store heard nothing from it for the timeout, so its heartbeats went
+        unanswered for longer than its lease runs), unless it was ended at once with every
+        other session (a store restored without them). This broker's own session would have
+        ended then too: a session of its own older than the wait rules that out, and the
+        previous ledger is read at once. Otherwise the wait goes on."""
+        if self.step is not TakeoverStep.WAIT_PREVIOUS_SESSION or alive or self.session_since_ms is None \
+                or now_ms - self.session_since_ms < self.wait_ms:
+            return []
+        self._move(V.PREVIOUS_SESSION_ENDED)
         last = self.info.open_ledger
         assert last is not None
         return [ReadLedgerEnd(last.ledger_id)]

@@ -31,6 +31,8 @@ TOPIC_POLICIES = "/admin/topic-policies"
 MANAGED_LEDGERS = "/managed-ledgers"
 SCHEMAS = "/schemas"
 BROKERS = "/loadbalance/brokers"
+#: a leaving broker's mark, of its session: it unregistered but serves until its bundles go
+LEAVING = "/magnetar/leaving"
 LEADER = "/loadbalance/leader"
 BUNDLE_DATA = "/loadbalance/bundle-data"
 OWNERSHIP = "/namespace"

@@ -546,6 +546,7 @@ class ZooKeeperCoordination(ZooKeeperRecords):
 
     def register_broker(self, broker_id: str, data: dict[str, Any]) -> None:
         body = _bytes("broker data", data)
+        self._zk.ensure(paths.LEAVING)  # the parent of the leaving mark, made in one transaction later
         try:
             self._zk.create(f"{paths.BROKERS}/{check_broker_id(broker_id)}", body, ephemeral=True)
         except AlreadyExists:
@@ -560,7 +561,22 @@ class ZooKeeperCoordination(ZooKeeperRecords):
             raise NotFound(f"broker {broker_id!r} is not registered") from None
 
     def unregister_broker(self, broker_id: str) -> bool:
-        return _valid(check_broker_id, broker_id) and self._zk.delete(f"{paths.BROKERS}/{broker_id}")
+        if not _valid(check_broker_id, broker_id):
+            return False
+        try:
+            self._zk.transaction([("delete", f"{paths.BROKERS}/{broker_id}", b"", -1),
+                                  ("create-ephemeral", f"{paths.LEAVING}/{broker_id}", b"", -1)])
+        except NotFound:
+            return False
+        except AlreadyExists:  # marked before, in this session: the registration is gone all the same
+            return self._zk.delete(f"{paths.BROKERS}/{broker_id}")
+        return True
+
+    def session_alive(self, broker_id: str, session_id: int) -> bool:
+        if not _valid(check_broker_id, broker_id):
+            return False
+        return session_id in (self._zk.ephemeral_owner(f"{paths.BROKERS}/{broker_id}"),
+                              self._zk.ephemeral_owner(f"{paths.LEAVING}/{broker_id}"))
 
     def get_broker(self, broker_id: str) -> dict[str, Any] | None:
         return self._zk.read_json(f"{paths.BROKERS}/{broker_id}") if _valid(check_broker_id, broker_id) else None

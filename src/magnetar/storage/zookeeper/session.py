@@ -250,6 +250,13 @@ class ZooKeeperSession:
             self._wait(self._client.ensure_path_async(full))
         self._written(full)
 
+    def ephemeral_owner(self, path: str) -> int | None:
+        """The session id owning the node (read from ZooKeeper, not the cache); None when
+        the node is absent or not ephemeral."""
+        with self._errors(path):
+            stat = self._wait(self._client.exists_async(self._root + path))
+        return None if stat is None or not stat.ephemeralOwner else int(stat.ephemeralOwner)
+
     def fresh(self, path: str) -> tuple[bytes | None, int]:
         """A node's data and version read from ZooKeeper, not the cache (for a compare-and-set)."""
         full = self._root + path
@@ -261,13 +268,13 @@ class ZooKeeperSession:
         return data, stat.version
 
     def transaction(self, operations: list[tuple[str, str, bytes, int]]) -> None:
-        """``("create" | "set" | "delete", path, data, version)`` all applied or none; the
-        first failed operation's error is raised."""
+        """``("create" | "create-ephemeral" | "set" | "delete", path, data, version)`` all
+        applied or none; the first failed operation's error is raised."""
         tx = self._client.transaction()
         for kind, path, data, version in operations:
             full = self._root + path
-            if kind == "create":
-                tx.create(full, data)
+            if kind in ("create", "create-ephemeral"):
+                tx.create(full, data, ephemeral=kind == "create-ephemeral")
             elif kind == "set":
                 tx.set_data(full, data, version)
             else:

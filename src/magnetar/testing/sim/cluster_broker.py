@@ -39,6 +39,7 @@ from magnetar.core.cluster.namespace_ephemeral_data import NamespaceEphemeralDat
 from magnetar.core.cluster.session_lease import SessionLease
 from magnetar.core.cluster.topic_lookup import BundleView, RegisteredBroker, check_serving
 from magnetar.core.cluster.topic_takeover import (
+    CheckPreviousSession,
     ReadLedgerEnd,
     ReadLedgerList,
     StartServing,
@@ -70,6 +71,8 @@ class StoreCall:
     info: ManagedLedgerInfo | None = None
     #: the takeover or the writer that asked: an answer goes only to the one that asked
     asker: object = None
+    #: the previous writer whose session is asked after
+    previous: LedgerWriter | None = None
 
 
 @dataclass
@@ -135,6 +138,9 @@ class Options:
     #: planted bugs, to show the checkers can fail
     skip_session_check: bool = False
     skip_takeover_wait: bool = False
+    #: takes its own session for older than any wait (a store that dropped every session
+    #: at once then passes for one that expired the previous writer's)
+    skip_own_session_age: bool = False
 
 
 class Hooks(Protocol):
@@ -167,6 +173,9 @@ class SimBroker:
         self.clock_offset_ms = clock_offset_ms
         self.clock_rate = clock_rate
         self.lease = SessionLease(options.session_timeout_ms, options.margin_ms)
+        #: the session whose beginning was heard, and when (this broker's clock)
+        self.session_of_since: int | None = None
+        self.session_since_ms = 0
         self.ownership = BundleOwnership(name)
         self.paused = False
         self.outbound: deque[StoreCall] = deque()
@@ -229,6 +238,9 @@ class SimBroker:
             self.lease.on_session_event(message.event, message.session_id)
             self._apply(self.ownership.on_session_event(message.event, message.session_id, now))
             if self.lease.session_id is not None and message.session_id == self.lease.session_id:
+                if message.session_id != self.session_of_since:
+                    # heard after the session began: a later moment, on the safe side
+                    self.session_of_since, self.session_since_ms = message.session_id, now
                 self._call("register", broker_registration_path(self.name), value=self.url().to_json())
                 self.next_heartbeat_ms = now
             return
@@ -282,6 +294,16 @@ class SimBroker:
         got = result if isinstance(result, GetResult) else None
         info = ManagedLedgerInfo.from_json(got.value) if got else None
         self._run(call.topic, takeover.on_ledger_list(info, got.stat.version if got else NOT_EXISTS, self.now_ms()))
+
+    def _answer_read_session(self, call: StoreCall, result: object) -> None:
+        assert call.topic is not None and call.previous is not None
+        takeover = self.takeovers.get(call.topic)
+        if takeover is None or takeover is not call.asker:
+            return
+        # alive unless the registration is gone or another session's (an error: not known)
+        alive = not isinstance(result, GetResult | type(None)) or \
+            (result is not None and result.stat.session_id == call.previous.session_id)
+        self._run(call.topic, takeover.on_previous_session(alive, self.now_ms()))
 
     def _answer_fence(self, call: StoreCall, result: object) -> None:
         assert call.topic is not None and call.info is not None
@@ -340,7 +362,10 @@ class SimBroker:
     def _load(self, topic: str, owned_since_ms: int, session_id: int) -> None:
         """Take the topic over (Pulsar loads a topic when its bundle is owned and asked for)."""
         wait_ms = 0 if self.options.skip_takeover_wait else self.lease.takeover_wait_ms()
-        takeover = TopicTakeover(LedgerWriter(self.name, session_id), owned_since_ms, wait_ms)
+        since = self.session_since_ms if self.session_of_since == session_id else None
+        if self.options.skip_own_session_age:
+            since = -(1 << 40)
+        takeover = TopicTakeover(LedgerWriter(self.name, session_id), owned_since_ms, wait_ms, since)
         self.takeovers[topic] = takeover
         self._run(topic, takeover.start())
 
@@ -375,6 +400,9 @@ class SimBroker:
         for effect in effects:
             if isinstance(effect, ReadLedgerList):
                 self._call("read-ledgers", path, topic=topic, asker=takeover)
+            elif isinstance(effect, CheckPreviousSession):
+                self._call("read-session", broker_registration_path(effect.writer.broker_id), topic=topic,
+                           asker=takeover, previous=effect.writer)
             elif isinstance(effect, ReadLedgerEnd):
                 self.file_ops.append(FileOp("read-end", topic, effect.ledger_id, takeover))
             elif isinstance(effect, WriteLedgerList):

@@ -30,7 +30,7 @@ from magnetar.core.cluster.metadata_paths import bundle_ownership_path
 from magnetar.core.cluster.namespace_ephemeral_data import NamespaceEphemeralData
 from magnetar.testing.sim.cluster_broker import Options
 from magnetar.testing.sim.cluster_checkers import ClusterViolation
-from magnetar.testing.sim.cluster_world import NAMESPACE, ClusterWorld, WorldSetup
+from magnetar.testing.sim.cluster_world import NAMESPACE, ClusterWorld, SimProducer, WorldSetup
 
 TOPICS = tuple(f"persistent://{NAMESPACE}/t{i}" for i in range(4))
 LIVENESS_ROUNDS_MAX = 600
@@ -283,12 +283,8 @@ def pulsar_24478(r: _Run) -> None:
     r.step("resume", owner)
 
 
-def owner_node_dropped(r: _Run) -> None:
-    """The owner's ownership node is removed while its session lives (by hand, or by a
-    store restored without it) and the owner is stopped with an fsynced append waiting for
-    its receipt. The owner, resumed within its lease, may still acknowledge it; the broker
-    that took the bundle must not have closed the ledger before that lease ran out: this is
-    what the successor's wait is for."""
+def _owner_stopped_with_an_fsynced_append(r: _Run) -> tuple[ClusterWorld, SimProducer, str]:
+    """The owner of p0's topic stopped with an append fsynced and its receipt not yet sent."""
     w = r.world
     producer = w.producers["p0"]
     _settle(r, lambda: len(producer.acked) >= 2)
@@ -298,6 +294,16 @@ def owner_node_dropped(r: _Run) -> None:
     r.step("pause", owner)
     while w.brokers[owner].file_ops:
         r.step("file", owner)
+    return w, producer, owner
+
+
+def owner_node_dropped(r: _Run) -> None:
+    """The owner's ownership node is removed while its session lives (by hand, or by a
+    store restored without it) and the owner is stopped with an fsynced append waiting for
+    its receipt. The owner, resumed within its lease, may still acknowledge it; the broker
+    that took the bundle must not have closed the ledger before that lease ran out: this is
+    what the successor's wait is for."""
+    w, producer, owner = _owner_stopped_with_an_fsynced_append(r)
     r.step("drop-owner", bundle_ownership_path(w.bundles.find_bundle(producer.topic)))
     r.step("timeout", "p0")
     successor = next(name for name in sorted(w.brokers) if name != owner)
@@ -307,9 +313,31 @@ def owner_node_dropped(r: _Run) -> None:
     r.step("resume", owner)
 
 
+def store_restored_without_sessions(r: _Run) -> None:
+    """The store comes back without its sessions (restored from a backup) while the owner,
+    stopped with an fsynced append waiting for its receipt, is cut off from it. Every
+    session ended at once, so the owner's lease may still run when it resumes. The broker
+    that takes the bundle over sees the owner's session ended, but its own session is new
+    too: it must wait the lease out all the same (the check of its own session's age)."""
+    w, producer, owner = _owner_stopped_with_an_fsynced_append(r)
+    r.step("cut", owner)
+    r.step("store-down", "")
+    r.step("store-up", "sessions-lost")
+    r.step("timeout", "p0")
+    successor = next(name for name in sorted(w.brokers) if name != owner)
+    _settle(r, lambda: w.brokers[successor].lease.session_id is not None)
+    r.step("acquire", f"{successor} {producer.topic}")
+    started = w.now_ms
+    # resumed once the successor serves the topic (at the latest two timeouts on)
+    _settle(r, lambda: producer.topic in w.brokers[successor].writers
+            or w.now_ms - started >= 2 * r.options.setup.options.session_timeout_ms)
+    r.step("resume", owner)
+
+
 SCENARIOS: dict[str, tuple[Callable[[ClusterOptions], ClusterOptions], Callable[[_Run], None]]] = {
     "pulsar-24478": (_two_brokers_one_topic, pulsar_24478),
     "owner-node-dropped": (_two_brokers_one_topic, owner_node_dropped),
+    "store-restored-without-sessions": (_two_brokers_one_topic, store_restored_without_sessions),
 }
 
 

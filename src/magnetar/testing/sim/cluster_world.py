@@ -219,7 +219,7 @@ class ClusterWorld:
             if call.kind == "delete-owner":
                 client.delete(call.path, None)
                 return None
-            if call.kind == "read-ledgers":
+            if call.kind in ("read-ledgers", "read-session"):
                 return client.get(call.path)
             expected = NOT_EXISTS if call.expected_version == NOT_EXISTS else call.expected_version
             stat = client.put(call.path, call.value, expected)
