@@ -18,7 +18,7 @@ from magnetar.testing.broker_process import BrokerProcess
 
 
 def get(url: str) -> tuple[int, str, str]:
-    with urllib.request.urlopen(url, timeout=5) as resp:
+    with urllib.request.urlopen(url, timeout=30) as resp:  # what is checked is the content; a busy machine is slow
         return resp.status, resp.headers.get("Content-Type", ""), resp.read().decode()
 
 
