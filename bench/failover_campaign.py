@@ -79,6 +79,16 @@ def quiet_logger() -> pulsar.ConsoleLogger:
     return pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
+_client_log: list[pulsar.FileLogger] = []
+
+
+def client_logger(scratch: Path) -> pulsar.FileLogger:
+    """The official client's log at INFO level. Its logger is the process's: the first path given is kept."""
+    if not _client_log:
+        _client_log.append(pulsar.FileLogger(pulsar.LoggerLevel.Info, str(scratch / "client.log")))
+    return _client_log[0]
+
+
 class Cluster:
     """A ZooKeeper chroot and ``count`` brokers over one data directory."""
 
@@ -295,8 +305,7 @@ def load_and_fault(cluster: Cluster, args: argparse.Namespace, kind: str, number
     owner = owner_by_lookup(cluster, topic)
     hosts = [b for b in cluster.brokers if args.client_url == "all" or b is not owner]
     client = pulsar.Client("pulsar://" + ",".join(b.service_url.removeprefix("pulsar://") for b in hosts),
-                           operation_timeout_seconds=30,
-                           logger=pulsar.FileLogger(pulsar.LoggerLevel.Info, str(scratch / f"client-{number}.log")))
+                           operation_timeout_seconds=30, logger=client_logger(scratch))
     try:
         return run_trial(cluster, client, args, kind, number, topic, owner)
     finally:
@@ -799,6 +808,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main() -> None:
     args = parser().parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the brokers on the way out
     if args.brokers < 2 and {"kill", "pause"} & set(args.parts):
         parser().error("--brokers: kill and pause need 2 or more (a successor)")
     root = args.data_dir or Path(tempfile.mkdtemp(prefix="failover-campaign-"))

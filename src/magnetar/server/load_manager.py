@@ -200,6 +200,12 @@ class LoadManager:
         route = route_free_bundle(self.me, None if self.leader is None else self.leader.broker_id, self.leading,
                                   authoritative)
         if isinstance(route, AskLeader):
+            # the leader seen at the last election round may be gone since (its node went with
+            # its session): read the node again rather than send the client to a dead broker
+            await self.elect()
+            route = route_free_bundle(self.me, None if self.leader is None else self.leader.broker_id, self.leading,
+                                      authoritative)
+        if isinstance(route, AskLeader):
             return Placed(route.leader, authoritative=False)
         if isinstance(route, NoLeader):
             return NotReady(route.message)
