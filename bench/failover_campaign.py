@@ -37,7 +37,6 @@ always with ``--data-dir``). One JSON line per part is printed last, for scripts
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import json
 import multiprocessing as mp
 import os
@@ -63,11 +62,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import wire_bench  # noqa: E402
 
-from magnetar.core.cluster.namespace_bundles import NamespaceBundles  # noqa: E402
+from magnetar.core.cluster.namespace_bundles import NamespaceBundles, default_boundaries  # noqa: E402
 from magnetar.core.names import TopicName  # noqa: E402
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore  # noqa: E402
 from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
+from magnetar.testing.raw_client import RawConnection  # noqa: E402
+from magnetar.testing.raw_client import lookup as raw_lookup  # noqa: E402
 from magnetar.testing.zookeeper_process import ZooKeeperProcess  # noqa: E402
+from magnetar.wire import pulsar_api_pb2 as pb  # noqa: E402
+
+T = pb.BaseCommand
 
 PARTS = ("kill", "pause", "cpu", "pair", "spread")
 CLUSTER = "campaign"
@@ -539,7 +543,7 @@ def lookup(web_url: str, topic: str, http: httpx.Client) -> str:
 
 def wire_args(args: argparse.Namespace, topic: str) -> argparse.Namespace:
     return argparse.Namespace(messages=args.entries, batch=1, size=100, generators=1, window=1000, rate=0,
-                              timeout=900, topic=topic)
+                              timeout=900, topic=topic, no_sync=False)
 
 
 def cpu_part(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
@@ -553,18 +557,18 @@ def cpu_part(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
                 topic = fresh_topic("cpu")
                 if mode == "standalone":
                     broker = BrokerProcess(data, {"journalSyncData": "true"}).start(60)
-                    brokers = [broker]
                 else:
                     cluster = Cluster(zookeeper, data, 1, {"journalSyncData": "true"})
                     broker = cluster.brokers[0]
-                    brokers = cluster.brokers
                     with httpx.Client(timeout=30) as http:
                         lookup(broker.web_url, topic, http)
                 try:
                     result = wire_bench.measure(wire_args(args, topic), broker)
                 finally:
-                    for b in brokers:
-                        b.stop()
+                    if mode == "standalone":
+                        broker.stop()
+                    else:
+                        cluster.stop()
                 per_100k = result["broker_cpu_s"] / result["entries"] * 100_000
                 figures[mode].append(per_100k)
                 print(f"cpu round {round_ + 1} {mode:>10}: {per_100k:.2f} broker CPU s per 100k entries, "
@@ -664,25 +668,28 @@ def spread_part(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
                          json={"bundles": {"numBundles": args.bundles}}).raise_for_status()
             topics = [f"persistent://{namespace}/t-{i}" for i in range(args.topics)]
             started = time.monotonic()
-
-            def placed(i_topic: tuple[int, str]) -> str:
-                i, topic = i_topic
-                with httpx.Client(timeout=60) as http:
-                    return lookup(webs[i % len(webs)], topic, http)
-            with concurrent.futures.ThreadPoolExecutor(8) as pool:
-                owners = list(pool.map(placed, enumerate(topics)))
+            # one lookup per bundle through the admin API places it (following the leader's
+            # redirect, so the chosen broker takes it), then every topic is looked up on the
+            # binary protocol, pipelined, through one broker
+            bundles = NamespaceBundles(namespace, default_boundaries(args.bundles))
+            first = {bundles.find_bundle(t).range_name: t for t in reversed(topics)}
+            with httpx.Client(timeout=60) as http:
+                for i, topic in enumerate(first.values()):
+                    lookup(webs[i % len(webs)], topic, http)
+            placed_s = time.monotonic() - started
+            owners = binary_lookups(cluster.brokers[0], topics)
             looked_up = time.monotonic() - started
             per_broker = [owners.count(url) for url in urls]
             even = args.topics / len(urls)
             spread = max(abs(n - even) / even for n in per_broker)
             with httpx.Client(timeout=30) as http:
-                bundles = [len(http.get(f"{web}/admin/v2/brokers/{CLUSTER}/{Cluster.broker_id(b)}/ownedNamespaces")
-                               .json()) for web, b in zip(webs, cluster.brokers, strict=True)]
-            print(f"spread: {args.topics} topics of {namespace} ({args.bundles} bundles) looked up in "
-                  f"{looked_up:.1f} s; topics per broker {per_broker} (even {even:.0f}, furthest "
-                  f"{spread * 100:.1f} % off), bundles owned {bundles}", flush=True)
+                owned = [len(http.get(f"{web}/admin/v2/brokers/{CLUSTER}/{Cluster.broker_id(b)}/ownedNamespaces")
+                             .json()) for web, b in zip(webs, cluster.brokers, strict=True)]
+            print(f"spread: {args.topics} topics of {namespace} ({args.bundles} bundles, {len(first)} with topics, "
+                  f"placed in {placed_s:.1f} s) looked up in {looked_up:.1f} s; topics per broker {per_broker} "
+                  f"(even {even:.0f}, furthest {spread * 100:.1f} % off), bundles owned {owned}", flush=True)
             client = pulsar.Client(",".join(urls).replace(",pulsar://", ","), operation_timeout_seconds=30,
-                                   logger=quiet_logger())
+                                   logger=client_logger(scratch))
             unload = unload_under_load(args, client, topics, webs[0], namespace)
         finally:
             if client is not None:
@@ -690,6 +697,28 @@ def spread_part(args: argparse.Namespace, scratch: Path) -> dict[str, Any]:
             cluster.stop()
     return {"part": "spread", "topics": args.topics, "bundles": args.bundles, "topics_per_broker": per_broker,
             "furthest_from_even": round(spread, 3), "lookup_s": round(looked_up, 1), **unload}
+
+
+def binary_lookups(broker: BrokerProcess, topics: list[str], chunk: int = 1000) -> list[str]:
+    """The owner's service URL of each topic, from LOOKUPs pipelined on one connection."""
+    owners: list[str] = []
+    with RawConnection.to_service(broker.service_url, timeout_s=60) as conn:
+        conn.handshake()
+        for start in range(0, len(topics), chunk):
+            part = topics[start:start + chunk]
+            with conn.corked():
+                for i, topic in enumerate(part):
+                    conn.send_command(raw_lookup(topic, start + i + 1))
+            answers: dict[int, pb.CommandLookupTopicResponse] = {}
+            while len(answers) < len(part):
+                frame = conn.read_until(lambda f: f.command.type == T.LOOKUP_RESPONSE, what="a lookup answer")
+                answers[frame.command.lookupTopicResponse.request_id] = frame.command.lookupTopicResponse
+            for i, topic in enumerate(part):
+                answer = answers[start + i + 1]
+                if answer.response == pb.CommandLookupTopicResponse.Failed:
+                    raise AssertionError(f"lookup of {topic}: {answer.message}")
+                owners.append(answer.brokerServiceUrl)
+    return owners
 
 
 def unload_under_load(args: argparse.Namespace, client: pulsar.Client, topics: list[str], web: str,

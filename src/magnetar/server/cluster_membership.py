@@ -283,16 +283,20 @@ class ClusterMembership:
         bundle = await self.fresh_bundle_of(name)
         deadline = monotonic_ms() + HANDOVER_WAIT_MS
         while not self.leaving:
+            if self._key(bundle) in self.owned:
+                return True
             node = await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name)
             if node is None:
-                return isinstance(await self.lookup(name, authoritative=True), Connect)
-            if node.data.get("successor") != self.broker_id or monotonic_ms() > deadline:
+                if isinstance(await self.lookup(name, authoritative=True), Connect):
+                    return True
+                # another command's takeover here won the node (several clients of the
+                # bundle came together): served once its acquisition is done
+            elif not (node.data.get("brokerId") == self.broker_id and not node.data.get("disabled")
+                      or node.data.get("successor") == self.broker_id and node.data.get("disabled")):
                 return False
-            if not node.data.get("disabled"):
+            if monotonic_ms() > deadline:
                 return False
             await asyncio.sleep(HANDOVER_POLL_S)
-            if await self._off_loop(self.store.get_bundle_owner, bundle.namespace, bundle.range_name) is None:
-                return isinstance(await self.lookup(name, authoritative=True), Connect)
         return False
 
     async def _unload(self, names: list[TopicName], drain_ms: int) -> None:
@@ -321,7 +325,10 @@ class ClusterMembership:
                     handler(conn, frame)
                     return
                 def answered(done: asyncio.Future[bool]) -> None:
-                    finish_command(conn, frame, lambda: handler(conn, frame) if done.result()
+                    # another command's takeover of the bundle may have won meanwhile: served
+                    # then, as refusing nothing would leave the command unanswered
+                    finish_command(conn, frame, lambda: handler(conn, frame)
+                                   if done.result() or self._key(self.bundle_of(name)) in self.owned
                                    else self.check_serving(name))
                 asyncio.ensure_future(self._taken_over(name)).add_done_callback(answered)
             return checked
