@@ -80,6 +80,8 @@ class LoadManager:
         self.topics = topics
         self.leading = False
         self.leader: LeaderBroker | None = None
+        #: one election round at a time (the periodic one, and lookups that find the leader gone)
+        self._electing = asyncio.Lock()
         self.shedder = config.make_shedder()
         #: bundles a transfer sent somewhere: bundle -> (destination, when), placed there on their next lookup
         self._destinations: dict[str, tuple[str, int]] = {}
@@ -178,6 +180,10 @@ class LoadManager:
 
     # -- leader ----------------------------------------------------------------------------
     async def elect(self) -> None:
+        async with self._electing:
+            await self._elect()
+
+    async def _elect(self) -> None:
         store = self.membership.store
         try:
             self.leader = _leader(await self.membership._off_loop(store.get_leader))
