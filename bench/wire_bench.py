@@ -91,11 +91,11 @@ def make_sends(name: str, count: int, batch: int, size: int) -> list[bytes]:
 
 
 def generator(port: int, name: str, entries: int, batch: int, size: int, window: int, rate: float,
-              ready: Any, results: Any) -> None:
+              ready: Any, results: Any, topic: str = TOPIC) -> None:
     sock, decoder = connect(port), FrameDecoder(64 << 20)
     receive(sock, decoder)
     cmd = T(type=T.PRODUCER)
-    cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = TOPIC, 1, 1
+    cmd.producer.topic, cmd.producer.producer_id, cmd.producer.request_id = topic, 1, 1
     cmd.producer.producer_name = name
     sock.sendall(encode_command(cmd))
     while not any(f.command.type == T.PRODUCER_SUCCESS for f in receive(sock, decoder)):
@@ -126,11 +126,12 @@ def generator(port: int, name: str, entries: int, batch: int, size: int, window:
     results.put(("generator", name, time.perf_counter(), latencies))
 
 
-def consumer(port: int, names: list[str], entries: int, batch: int, ready: Any, results: Any) -> None:
+def consumer(port: int, names: list[str], entries: int, batch: int, ready: Any, results: Any,
+             topic: str = TOPIC) -> None:
     sock, decoder = connect(port), FrameDecoder(64 << 20)
     cmd = T(type=T.SUBSCRIBE)
     sub = cmd.subscribe
-    sub.topic, sub.subscription, sub.consumer_id, sub.request_id = TOPIC, "bench", 1, 1
+    sub.topic, sub.subscription, sub.consumer_id, sub.request_id = topic, "bench", 1, 1
     sub.subType = pb.CommandSubscribe.Exclusive
     sub.initialPosition = pb.CommandSubscribe.Earliest
     sock.sendall(encode_command(cmd))
@@ -191,9 +192,10 @@ def measure(args: argparse.Namespace, broker: BrokerProcess) -> dict[str, Any]:
     ready, results = ctx.Queue(), ctx.Queue()
     per_generator = args.messages // args.batch // args.generators
     names = [f"wire-bench-{i}" for i in range(args.generators)]
-    procs = [ctx.Process(target=consumer, args=(broker.port, names, per_generator, args.batch, ready, results))]
+    topic = getattr(args, "topic", TOPIC)
+    procs = [ctx.Process(target=consumer, args=(broker.port, names, per_generator, args.batch, ready, results, topic))]
     procs += [ctx.Process(target=generator, args=(broker.port, name, per_generator, args.batch, args.size,
-                                                   args.window, args.rate / args.generators, ready, results))
+                                                   args.window, args.rate / args.generators, ready, results, topic))
               for name in names]
     for proc in procs:
         proc.start()

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from magnetar.core.errors import ServiceNotReady
 from magnetar.core.policies.disk_usage import DiskUsage
 from magnetar.core.positions import Position
 from magnetar.core.topics import publish
@@ -56,6 +57,11 @@ class Appends:
         """Core judges and appends a prefix of one producer's sends (see
         :func:`~magnetar.core.topics.publish.publish`); this writes the appends. How many
         sends were taken; raises for the first when it is refused."""
+        if self.may_acknowledge is not None and not self.may_acknowledge():
+            # written now, an entry could lie past the end a successor already read of this
+            # ledger (this broker paused past its session): it would be found there by the
+            # next load although its producer, never answered, sent it again
+            raise ServiceNotReady("this broker's metadata store session is not valid; look up the topic again")
         taken, positions = publish.publish(topic, producer, sends, now_ms(), self._disk)
         if positions:
             self._appended(topic, positions)

@@ -389,6 +389,17 @@ class ServerConnection(asyncio.Protocol):
             self.closed_producers[producer_id] = monotonic_ms()
             successor = None if topic is None else self.broker.successors.get(str(topic.name))
             self.write_command(commands.close_producer(producer_id, successor))
+            # read again once the caller's round of closes is over, not in the middle of it
+            self._unanswered_dropped(producer_id, asyncio.get_running_loop().call_soon)
+
+    def _unanswered_dropped(self, producer_id: int,
+                            run: Callable[[Callable[[], None]], object] = lambda then: then()) -> None:
+        """A closed producer's sends get no receipt: they no longer count against the limits,
+        and a connection no longer read at its limit is read again."""
+        if self.pending_publishes.dropped(producer_id):
+            run(self.broker.resume_publishers)
+        elif self.reading_paused:
+            run(self.update_reading)
 
     # -- command routing ---------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:
@@ -466,13 +477,12 @@ class ServerConnection(asyncio.Protocol):
     def drop_producer(self, producer_id: int) -> None:
         producer = self.producers.pop(producer_id, None)
         topic = self.producer_topics.pop(producer_id, None)
-        if self.pending_publishes.dropped(producer_id):
-            self.broker.resume_publishers()
         if producer is not None and topic is not None:
             self.producer_requests.pop(producer_id, None)
             promoted = topic.remove_producer(producer)
             if promoted is not None:
                 promoted.sink.producer_ready(promoted)
+        self._unanswered_dropped(producer_id)
 
 
 def finish_command(conn: ServerConnection, frame: Frame, work: Callable[[], None]) -> None:

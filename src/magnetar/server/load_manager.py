@@ -87,6 +87,8 @@ class LoadManager:
         self.topics = topics
         self.leading = False
         self.leader: LeaderBroker | None = None
+        #: one election round at a time (the periodic one, and lookups that find the leader gone)
+        self._electing = asyncio.Lock()
         self.shedder = config.make_shedder()
         #: bundles a transfer sent somewhere: bundle -> (destination, when), placed there on their next lookup
         self._destinations: dict[str, tuple[str, int]] = {}
@@ -185,6 +187,10 @@ class LoadManager:
 
     # -- leader ----------------------------------------------------------------------------
     async def elect(self) -> None:
+        async with self._electing:
+            await self._elect()
+
+    async def _elect(self) -> None:
         store = self.membership.store
         try:
             self.leader = _leader(await self.membership.calls.run(store.get_leader))
@@ -206,6 +212,12 @@ class LoadManager:
         """Where a free bundle goes, for a lookup (or admin request) that reached this broker."""
         route = route_free_bundle(self.me, None if self.leader is None else self.leader.broker_id, self.leading,
                                   authoritative)
+        if isinstance(route, AskLeader):
+            # the leader seen at the last election round may be gone since (its node went with
+            # its session): read the node again rather than send the client to a dead broker
+            await self.elect()
+            route = route_free_bundle(self.me, None if self.leader is None else self.leader.broker_id, self.leading,
+                                      authoritative)
         if isinstance(route, AskLeader):
             return Placed(route.leader, authoritative=False)
         if isinstance(route, NoLeader):
