@@ -130,9 +130,11 @@ def test_a_paused_owner_is_fenced_and_acknowledges_nothing_more_on_its_ledger(cl
         in_file = scan_segment(data_dir(cluster) / topic_dir_name(topic) / segment_file_name(fenced_id), fenced_id)
         assert in_file is not None
         print(f"the fenced ledger's file holds {len(in_file.offsets)} entries, closed at {closed.entries}")
-        # the resumed owner did append to its ledger after the fence (what it was sent while
-        # paused is in its socket when it resumes), and acknowledged none of it (above)
-        assert len(in_file.offsets) > closed.entries
+        # what the resumed owner was sent while paused (in its socket when it resumes) is
+        # refused before it is written, its lease being over; an append taken before the pause
+        # may still land past the close. Either way the file holds at least what the list
+        # closed it at, and nothing past that is read (below)
+        assert len(in_file.offsets) >= closed.entries
         read_back = read_positions(client, topic)
         assert sorted(e for ledger, e in read_back if ledger == fenced_id) == list(range(closed.entries))
         assert ledger_list(cluster, topic).ledgers[: len(after.ledgers) - 1] == after.ledgers[:-1]

@@ -390,16 +390,7 @@ class ServerConnection(asyncio.Protocol):
             successor = None if topic is None else self.broker.successors.get(str(topic.name))
             self.write_command(commands.close_producer(producer_id, successor))
             # read again once the caller's round of closes is over, not in the middle of it
-            self._unanswered_dropped(producer_id, asyncio.get_running_loop().call_soon)
-
-    def _unanswered_dropped(self, producer_id: int,
-                            run: Callable[[Callable[[], None]], object] = lambda then: then()) -> None:
-        """A closed producer's sends get no receipt: they no longer count against the limits,
-        and a connection no longer read at its limit is read again."""
-        if self.pending_publishes.dropped(producer_id):
-            run(self.broker.resume_publishers)
-        elif self.reading_paused:
-            run(self.update_reading)
+            unanswered_dropped(self, producer_id, asyncio.get_running_loop().call_soon)
 
     # -- command routing ---------------------------------------------------------------
     def _handle(self, frame: Frame) -> None:
@@ -482,7 +473,17 @@ class ServerConnection(asyncio.Protocol):
             promoted = topic.remove_producer(producer)
             if promoted is not None:
                 promoted.sink.producer_ready(promoted)
-        self._unanswered_dropped(producer_id)
+        unanswered_dropped(self, producer_id)
+
+
+def unanswered_dropped(conn: ServerConnection, producer_id: int,
+                       run: Callable[[Callable[[], None]], object] = lambda then: then()) -> None:
+    """A closed producer's sends get no receipt: they no longer count against the limits,
+    and a connection no longer read at its limit is read again."""
+    if conn.pending_publishes.dropped(producer_id):
+        run(conn.broker.resume_publishers)
+    elif conn.reading_paused:
+        run(conn.update_reading)
 
 
 def finish_command(conn: ServerConnection, frame: Frame, work: Callable[[], None]) -> None:
