@@ -3,6 +3,7 @@ client, connected to either broker, reaches each topic's owner through lookups."
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import time
@@ -351,10 +352,11 @@ def test_a_policy_written_through_another_broker_applies_on_the_owner_within_a_s
     import httpx
     a, b = cluster.brokers
     namespace = f"public/policy-{uuid.uuid4().hex[:6]}"
-    assert httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10).status_code == 204
-    topic = f"persistent://{namespace}/t"
-    client = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
-    try:
+    created = httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10)
+    assert created.status_code == 204
+    opened = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    with contextlib.closing(opened) as client:
+        topic = f"persistent://{namespace}/t"
         client.create_producer(topic)  # the lookup places the bundle; this producer stays
         owner = cluster.by_id(cluster.owner_of(topic) or "")
         other = b if owner is a else a
@@ -370,5 +372,3 @@ def test_a_policy_written_through_another_broker_applies_on_the_owner_within_a_s
         assert refused_after is not None, "the owner never applied maxProducersPerTopic"
         assert refused_after <= 1.0, f"the owner applied the policy {refused_after:.2f} s after it was written"
         assert httpx.get(limit.replace(other.web_url, owner.web_url), timeout=10).json() == 1
-    finally:
-        client.close()
