@@ -3,8 +3,10 @@ client, connected to either broker, reaches each topic's owner through lookups."
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -342,3 +344,31 @@ def test_an_unloaded_bundle_sends_its_clients_straight_to_the_next_owner(cluster
         assert closed_consumer.assignedBrokerServiceUrl == successor.service_url
         unloading.join(10)
     assert cluster.owner_of(topic) == cluster.broker_id(successor)
+
+
+def test_a_policy_written_through_another_broker_applies_on_the_owner_within_a_second(cluster: Cluster) -> None:
+    """The write goes through the non-owner's admin API (its store calls off its event loop);
+    the owner learns it through its ZooKeeper watch and refuses a producer past the limit."""
+    import httpx
+    a, b = cluster.brokers
+    namespace = f"public/policy-{uuid.uuid4().hex[:6]}"
+    created = httpx.put(f"{a.web_url}/admin/v2/namespaces/{namespace}", json={}, timeout=10)
+    assert created.status_code == 204
+    opened = pulsar.Client(a.service_url, operation_timeout_seconds=10, logger=quiet_logger())
+    with contextlib.closing(opened) as client:
+        topic = f"persistent://{namespace}/t"
+        client.create_producer(topic)  # the lookup places the bundle; this producer stays
+        owner = cluster.by_id(cluster.owner_of(topic) or "")
+        other = b if owner is a else a
+        limit = f"{other.web_url}/admin/v2/namespaces/{namespace}/maxProducersPerTopic"
+        assert httpx.post(limit, json=1, timeout=10).status_code == 204
+        written = time.monotonic()
+        refused_after = None
+        while refused_after is None and time.monotonic() - written < 10:
+            try:
+                client.create_producer(topic).close()
+            except pulsar.PulsarException:
+                refused_after = time.monotonic() - written
+        assert refused_after is not None, "the owner never applied maxProducersPerTopic"
+        assert refused_after <= 1.0, f"the owner applied the policy {refused_after:.2f} s after it was written"
+        assert httpx.get(limit.replace(other.web_url, owner.web_url), timeout=10).json() == 1

@@ -23,6 +23,7 @@ from fastapi import Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.errors import ASGIApp, Receive, RestError, Scope, Send
+from magnetar.admin.store_access import in_rules
 from magnetar.core.errors import InvalidTopicName
 from magnetar.core.names import TopicName
 from magnetar.core.security import authorization
@@ -251,24 +252,24 @@ async def guard(request: Request) -> None:
         return
     params = dict(request.path_params)
     params.setdefault("domain", _domain(getattr(route, "path", "")))
-    _authorize(broker, rule, identity.role, params)
+    await _authorize(broker, rule, identity.role, params)
 
 
 def _domain(path: str) -> str:
     return "non-persistent" if path.startswith("/admin/v2/non-persistent/") else "persistent"
 
 
-def _authorize(broker: AdminBroker, rule: Rule, role: str, params: dict[str, Any]) -> None:
+async def _authorize(broker: AdminBroker, rule: Rule, role: str, params: dict[str, Any]) -> None:
     tenant = str(params.get("tenant", ""))
     namespace = f"{tenant}/{params['namespace']}" if "namespace" in params else tenant
-    context = broker.access.access_context(namespace)
+    context = await in_rules(broker, lambda rules: rules.access.access_context(namespace))
     if rule.kind == "super_user":
         if not authorization.is_super_user(role, context):
             raise RestError(401, "This operation requires super-user access")
         return
     if _allowed(rule, role, context, params):
         return
-    _not_found_first(broker, rule, namespace)
+    await _not_found_first(broker, rule, namespace)
     if rule.kind == "tenant":
         raise RestError(403, "Don't have permission to administrate resources on this tenant")
     raise RestError(401, f"Unauthorized to validateTopicOperation for operation "
@@ -281,11 +282,11 @@ def _allowed(rule: Rule, role: str, context: authorization.AccessContext, params
     return authorization.allowed(role, rule.operation, context, _topic(params))
 
 
-def _not_found_first(broker: AdminBroker, rule: Rule, namespace: str) -> None:
+async def _not_found_first(broker: AdminBroker, rule: Rule, namespace: str) -> None:
     """As Pulsar, a 404 before the 403 when what the route acts on does not exist: the
     tenant for tenant-admin routes (a namespace may be about to be created), the tenant or
     namespace for namespace and topic routes."""
-    missing = broker.access.missing_part(namespace) if namespace else None
+    missing = await in_rules(broker, lambda rules: rules.access.missing_part(namespace)) if namespace else None
     if missing == "Tenant" or (missing == "Namespace" and rule.kind in ("namespace", "topic")):
         raise RestError(404, f"{missing} does not exist")
 

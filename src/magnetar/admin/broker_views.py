@@ -62,12 +62,12 @@ def make_router(history: RateHistory) -> APIRouter:
     async def brokers(broker: Broker, request: Request) -> dict[str, Any]:
         cluster = broker.config.clusterName
         owners = broker.cluster
-        report = load_report(broker, history)
+        report = await load_report(broker, history)
         if owners is None:
             me = _entry(standalone_id(broker), report["webServiceUrl"], me=True)
         else:
             me = _entry(owners.broker_id, await owners.web_url_of(owners.broker_id) or report["webServiceUrl"], me=True)
-        me["ownedBundles"] = owned_bundles(broker)
+        me["ownedBundles"] = await owned_bundles(broker)
         me["loadReport"] = report
         if owners is None:
             return {"clusterName": cluster, "clustered": False, "brokers": [me]}

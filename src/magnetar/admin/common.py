@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -9,7 +10,9 @@ from fastapi import Depends, Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.errors import RestError, conflict, not_found, precondition_failed
+from magnetar.admin.store_access import StoreRules, in_rules, in_store, shared_store
 from magnetar.core.errors import InvalidTopicName, TopicNotFound
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.metadata.policy_updates import update_namespace_policies
 from magnetar.core.metadata.records import NotFound, VersionConflict
 from magnetar.core.names import TopicName, check_named_entity
@@ -50,61 +53,110 @@ def topic_name(domain: str, tenant: str, namespace: str, topic: str) -> TopicNam
         raise precondition_failed(f"Topic name is not valid: {exc.message}") from None
 
 
-def require_tenant(broker: AdminBroker, tenant: str) -> dict[str, Any]:
-    info = broker.metadata.get_tenant(check_name("tenant", tenant))
+def tenant_in(store: BrokerMetadataStore, tenant: str) -> dict[str, Any]:
+    """The tenant's record; 404 when it does not exist (a call of :func:`in_store`)."""
+    info = store.get_tenant(tenant)
     if info is None:
         raise not_found("Tenant does not exist")
     return info
 
 
-def require_namespace(broker: AdminBroker, namespace: str) -> dict[str, Any]:
-    policies = broker.metadata.get_namespace_policies(namespace)
+def namespace_in(store: BrokerMetadataStore, namespace: str) -> dict[str, Any]:
+    """The namespace's policies; 404 naming what does not exist (a call of :func:`in_store`)."""
+    policies = store.get_namespace_policies(namespace)
     if policies is None:
         tenant = namespace.split("/", 1)[0]
-        if broker.metadata.get_tenant(tenant) is None:
+        if store.get_tenant(tenant) is None:
             raise not_found("Tenant does not exist")
         raise not_found("Namespace does not exist")
     return policies
 
 
-def update_namespace(broker: AdminBroker, namespace: str, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+def namespaces_in(store: BrokerMetadataStore, tenant: str) -> list[str]:
+    """The tenant's namespaces; 404 without the tenant."""
+    tenant_in(store, tenant)
+    return store.list_namespaces(tenant)
+
+
+def topics_listed(rules: StoreRules, namespace: str, mode: int) -> list[str]:
+    """The namespace's topics (GET_TOPICS_OF_NAMESPACE's modes); 404 without the namespace."""
+    namespace_in(rules.store, namespace)
+    return rules.records.list_topics(namespace, mode)
+
+
+def every_namespace(store: BrokerMetadataStore) -> list[str]:
+    """Every namespace of every tenant."""
+    return [namespace for tenant in store.list_tenants() for namespace in store.list_namespaces(tenant)]
+
+
+async def require_tenant(broker: AdminBroker, tenant: str) -> dict[str, Any]:
+    name = check_name("tenant", tenant)
+    return await in_store(broker, lambda store: tenant_in(store, name))
+
+
+async def require_namespace(broker: AdminBroker, namespace: str) -> dict[str, Any]:
+    return await in_store(broker, lambda store: namespace_in(store, namespace))
+
+
+def update_namespace_in(store: BrokerMetadataStore, namespace: str,
+                        change: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
     """Write ``change(policies)`` by compare-and-set on the policies' version, made again on
     what another writer (a bundle split, another request) left; 404 without the namespace,
-    409 when others kept changing the policies."""
-    require_namespace(broker, namespace)
+    409 when others kept changing the policies. The policies written."""
+    namespace_in(store, namespace)
     try:
-        update_namespace_policies(broker.metadata, namespace, change)
+        written = update_namespace_policies(store, namespace, change)
     except NotFound:
         raise not_found("Namespace does not exist") from None
     except VersionConflict as exc:
         raise conflict(f"Concurrent modification: {exc}") from None
+    store.get_namespace_policies(namespace)  # read back here: loaded topics apply it from the store's cache
+    return written
 
 
-def partition_count(broker: AdminBroker, name: TopicName) -> int:
-    """Partitions of a partitioned topic, 0 for anything else."""
+async def update_namespace(broker: AdminBroker, namespace: str,
+                           change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+    """:func:`update_namespace_in` through :func:`in_store`."""
+    await in_store(broker, lambda store: update_namespace_in(store, namespace, change))
+
+
+def partitions_in(store: BrokerMetadataStore, name: TopicName) -> int:
+    """Partitions of a partitioned topic, 0 for anything else (a call of :func:`in_store`)."""
     if name.partition_index >= 0:
         return 0
-    return broker.metadata.get_partitioned_topic(str(name)) or 0
+    return store.get_partitioned_topic(str(name)) or 0
 
 
-def load_topic(broker: AdminBroker, name: TopicName) -> Topic:
+async def partition_count(broker: AdminBroker, name: TopicName) -> int:
+    return await in_store(broker, lambda store: partitions_in(store, name))
+
+
+async def load_topic(broker: AdminBroker, name: TopicName) -> Topic:
     """The live topic, loading it from storage; 404 when it does not exist."""
-    require_namespace(broker, name.namespace_name)
-    if partition_count(broker, name) > 0:
-        raise RestError(404, f"Topic {name} is a partitioned topic: use its partitions "
-                             f"or the partitioned-* endpoints")
+    warm = str(name) not in broker.topics and shared_store(broker)
+
+    def check(rules: StoreRules) -> None:
+        namespace_in(rules.store, name.namespace_name)
+        if partitions_in(rules.store, name) > 0:
+            raise RestError(404, f"Topic {name} is a partitioned topic: use its partitions "
+                                 f"or the partitioned-* endpoints")
+        if warm:  # what loading it reads (and a partition's record it writes) done here, not on the loop
+            with contextlib.suppress(TopicNotFound):
+                rules.records.check_record(name, create=False)
+            rules.store.get_topic(str(name))
+    await in_rules(broker, check)
     try:
         return broker.get_topic(name, create=False)
     except TopicNotFound:
         raise not_found("Topic not found") from None
 
 
-def topics_of(broker: AdminBroker, name: TopicName) -> list[Topic]:
+async def topics_of(broker: AdminBroker, name: TopicName) -> list[Topic]:
     """Every partition of a partitioned topic, or the topic itself."""
-    count = partition_count(broker, name)
+    count = await partition_count(broker, name)
     if count == 0:
-        return [load_topic(broker, name)]
-    return [load_topic(broker, name.partition(i)) for i in range(count)]
+        return [await load_topic(broker, name)]
+    return [await load_topic(broker, name.partition(i)) for i in range(count)]
 
 
 def require_subscription(topic: Topic, subscription: str) -> Subscription:

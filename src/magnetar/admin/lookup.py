@@ -20,7 +20,7 @@ async def lookup_topic(broker: Broker, domain: str, tenant: str, namespace: str,
                        authoritative: bool = False, listenerName: str | None = None,
                        x_pulsar_listenername: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     name = topic_name(domain, tenant, namespace, topic)
-    require_namespace(broker, name.namespace_name)
+    await require_namespace(broker, name.namespace_name)
     plain, tls = broker.addresses.lookup_urls(listenerName or x_pulsar_listenername)
     return {"brokerUrl": plain, "brokerUrlTls": tls or "", "httpUrl": broker.addresses.web_url,
             "httpUrlTls": broker.addresses.web_url_tls or "", "nativeUrl": plain}

@@ -27,7 +27,8 @@ from fastapi import APIRouter, Response
 
 from magnetar import __version__
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker
+from magnetar.admin.common import Broker, every_namespace
+from magnetar.admin.store_access import in_store
 from magnetar.admin.topic_figures import Figures, measure
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.topics.topic import Topic
@@ -187,12 +188,12 @@ class RateHistory:
         return body
 
 
-def load_report(broker: AdminBroker, history: RateHistory) -> dict[str, Any]:
+async def load_report(broker: AdminBroker, history: RateHistory) -> dict[str, Any]:
     """What the load-report route answers: the latest sample, with the broker's URLs."""
     latest = history.latest()
     config = broker.config
     web_port = config.webServicePort or config.webServicePortTls
-    namespaces = sum(len(broker.metadata.list_namespaces(t)) for t in broker.metadata.list_tenants())
+    namespaces = len(await in_store(broker, every_namespace))
     return {
         "webServiceUrl": f"http://{config.advertisedAddress}:{web_port}",
         "pulsarServiceUrl": f"pulsar://{config.advertisedAddress}:{config.brokerServicePort}",
@@ -223,7 +224,7 @@ def make_router(history: RateHistory) -> APIRouter:
 
     @router.get("/load-report", summary="The broker's load: rates and counts of its topics and clients")
     async def load_report_of(broker: Broker) -> dict[str, Any]:
-        return load_report(broker, history)
+        return await load_report(broker, history)
 
     @router.get("/rate-history", response_class=Response, responses=HISTORY_RESPONSE,
                 summary="The broker's rates and counts over the last 15 minutes")

@@ -10,10 +10,12 @@ from typing import Annotated, Any
 from fastapi import APIRouter, BackgroundTasks, Query, Request
 from fastapi.responses import PlainTextResponse, RedirectResponse
 
-from magnetar.admin.common import PLAIN_TEXT, Broker, check_name
+from magnetar.admin.common import PLAIN_TEXT, Broker, check_name, every_namespace
 from magnetar.admin.errors import RestError, not_found
+from magnetar.admin.store_access import in_store
 from magnetar.core.broker.broker_config import SENSITIVE_KEYS
 from magnetar.core.cluster.bundles_data import bundles_of
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 
 router = APIRouter(prefix="/admin/v2/brokers", tags=["brokers"])
 
@@ -63,8 +65,7 @@ async def shutdown(background: BackgroundTasks,
 
 @router.get("/{cluster}", summary="List the active brokers of a cluster")
 async def active_brokers(broker: Broker, cluster: str) -> list[str]:
-    if broker.metadata.get_cluster(check_name("cluster", cluster)) is None:
-        raise not_found("Cluster does not exist")
+    await require_cluster(broker, cluster)
     if cluster != broker.config.clusterName:
         return []
     if broker.cluster is not None:
@@ -76,8 +77,7 @@ async def active_brokers(broker: Broker, cluster: str) -> list[str]:
             summary="The namespace bundles a broker owns")
 async def owned_namespaces(broker: Broker, request: Request, cluster: str,
                            broker_id: str) -> dict[str, dict[str, Any]] | RedirectResponse:
-    if broker.metadata.get_cluster(check_name("cluster", cluster)) is None:
-        raise not_found("Cluster does not exist")
+    await require_cluster(broker, cluster)
     owners = broker.cluster
     me = standalone_id(broker) if owners is None else owners.broker_id
     if broker_id != me:
@@ -87,16 +87,25 @@ async def owned_namespaces(broker: Broker, request: Request, cluster: str,
         return RedirectResponse(url.rstrip("/") + request.url.path, status_code=307)
     # Pulsar's NamespaceOwnershipStatus of each bundle
     return {bundle: {"broker_assignment": "shared", "is_controlled": False, "is_active": True}
-            for bundle in owned_bundles(broker)}
+            for bundle in await owned_bundles(broker)}
 
 
-def owned_bundles(broker: Broker) -> list[str]:
+async def require_cluster(broker: Broker, cluster: str) -> None:
+    name = check_name("cluster", cluster)
+    if await in_store(broker, lambda store: store.get_cluster(name)) is None:
+        raise not_found("Cluster does not exist")
+
+
+async def owned_bundles(broker: Broker) -> list[str]:
     """The bundles this broker owns, sorted: on a standalone broker, every bundle of every namespace."""
     if broker.cluster is not None:
         return sorted(broker.cluster.owned_bundles())
-    return sorted(str(bundle) for tenant in broker.metadata.list_tenants()
-                  for namespace in broker.metadata.list_namespaces(tenant)
-                  for bundle in bundles_of(namespace, broker.metadata.get_namespace_policies(namespace)).bundles)
+    return await in_store(broker, _every_bundle)
+
+
+def _every_bundle(store: BrokerMetadataStore) -> list[str]:
+    return sorted(str(bundle) for namespace in every_namespace(store)
+                  for bundle in bundles_of(namespace, store.get_namespace_policies(namespace)).bundles)
 
 
 def standalone_id(broker: Broker) -> str:

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict
 
 from magnetar.admin.common import Broker, check_name
 from magnetar.admin.errors import conflict, not_found, precondition_failed
+from magnetar.admin.store_access import in_store
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 
 router = APIRouter(prefix="/admin/v2/clusters", tags=["clusters"])
 
@@ -27,42 +29,55 @@ class ClusterData(BaseModel):
 
 @router.get("", summary="List clusters")
 async def list_clusters(broker: Broker) -> list[str]:
-    return broker.metadata.list_clusters()
+    return await in_store(broker, lambda store: store.list_clusters())
 
 
 @router.get("/{cluster}", summary="Get a cluster's configuration")
 async def get_cluster(broker: Broker, cluster: str) -> dict[str, Any]:
-    data = broker.metadata.get_cluster(check_name("cluster", cluster))
-    if data is None:
-        raise not_found("Cluster does not exist")
-    return data
+    name = check_name("cluster", cluster)
+    return await in_store(broker, lambda store: _cluster_in(store, name))
 
 
 @router.put("/{cluster}", status_code=204, summary="Create a cluster")
 async def create_cluster(broker: Broker, cluster: str, data: ClusterData) -> None:
     check_name("cluster", cluster)
-    if broker.metadata.get_cluster(cluster) is not None:
-        raise conflict("Cluster already exists")
-    broker.metadata.create_cluster(cluster, data.model_dump(exclude_none=True))
+
+    def create(store: BrokerMetadataStore) -> None:
+        if store.get_cluster(cluster) is not None:
+            raise conflict("Cluster already exists")
+        store.create_cluster(cluster, data.model_dump(exclude_none=True))
+    await in_store(broker, create)
 
 
 @router.post("/{cluster}", status_code=204, summary="Update a cluster")
 async def update_cluster(broker: Broker, cluster: str, data: ClusterData) -> None:
     check_name("cluster", cluster)
-    if broker.metadata.get_cluster(cluster) is None:
-        raise not_found("Cluster does not exist")
-    broker.metadata.update_cluster(cluster, data.model_dump(exclude_none=True))
+
+    def update(store: BrokerMetadataStore) -> None:
+        _cluster_in(store, cluster)
+        store.update_cluster(cluster, data.model_dump(exclude_none=True))
+    await in_store(broker, update)
 
 
 @router.delete("/{cluster}", status_code=204, summary="Delete a cluster no tenant uses")
 async def delete_cluster(broker: Broker, cluster: str) -> None:
     check_name("cluster", cluster)
-    if broker.metadata.get_cluster(cluster) is None:
+    local = broker.config.clusterName
+
+    def delete(store: BrokerMetadataStore) -> None:
+        _cluster_in(store, cluster)
+        if cluster == local:
+            raise precondition_failed(f"Cluster {cluster} is the cluster this broker serves")
+        for tenant in store.list_tenants():
+            info = store.get_tenant(tenant) or {}
+            if cluster in (info.get("allowedClusters") or []):
+                raise precondition_failed(f"Cluster {cluster} is still used by tenant {tenant}")
+        store.delete_cluster(cluster)
+    await in_store(broker, delete)
+
+
+def _cluster_in(store: BrokerMetadataStore, cluster: str) -> dict[str, Any]:
+    data = store.get_cluster(cluster)
+    if data is None:
         raise not_found("Cluster does not exist")
-    if cluster == broker.config.clusterName:
-        raise precondition_failed(f"Cluster {cluster} is the cluster this broker serves")
-    for tenant in broker.metadata.list_tenants():
-        info = broker.metadata.get_tenant(tenant) or {}
-        if cluster in (info.get("allowedClusters") or []):
-            raise precondition_failed(f"Cluster {cluster} is still used by tenant {tenant}")
-    broker.metadata.delete_cluster(cluster)
+    return data

@@ -22,10 +22,10 @@ router = APIRouter(prefix="/admin/v2/persistent", tags=["topics"])
             summary="Trigger a compaction of the topic (409 while one runs)")
 async def trigger_compaction(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
     name = topic_name("persistent", tenant, namespace, topic)
-    count = partition_count(broker, name)
+    count = await partition_count(broker, name)
     for target in [name.partition(i) for i in range(count)] if count else [name]:
         try:
-            broker.compaction.trigger(load_topic(broker, target))
+            broker.compaction.trigger(await load_topic(broker, target))
         except CompactionAlreadyRunning as exc:
             raise conflict(str(exc)) from None
 
@@ -33,7 +33,7 @@ async def trigger_compaction(broker: Broker, tenant: str, namespace: str, topic:
 @router.get("/{tenant}/{namespace}/{topic}/compaction", summary="Get the status of the topic's compaction")
 async def compaction_status(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, str]:
     name = topic_name("persistent", tenant, namespace, topic)
-    if partition_count(broker, name):
+    if await partition_count(broker, name):
         raise RestError(405, "Compaction status of a partitioned topic: ask each partition")
-    compacted = load_topic(broker, name).compacted
+    compacted = (await load_topic(broker, name)).compacted
     return {"status": compacted.state, "lastError": compacted.last_error}

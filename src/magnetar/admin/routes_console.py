@@ -20,20 +20,23 @@ import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker, require_subscription, topic_name, topics_of
+from magnetar.admin.common import Broker, every_namespace, require_subscription, topic_name, topics_of
 from magnetar.admin.rate_history import RateHistory
+from magnetar.admin.store_access import in_rules, in_store
 from magnetar.admin.topic_figures import Figures, combine, measure
 from magnetar.admin.topic_order import KeptOrders, page_steps, run_sliced
 from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
 from magnetar.core.delayed.in_memory_tracker import InMemoryDelayedDeliveryTracker
 from magnetar.core.delayed.shared_index import SubscriptionDelayedDeliveryView
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.security import authorization
-from magnetar.core.security.authorization import Operation
+from magnetar.core.security.authorization import AccessContext, Operation
 from magnetar.core.subscriptions.subscription import Subscription
 from magnetar.security.identity import Identity
 
@@ -64,19 +67,28 @@ class TopicRow:
         return {"name": self.name, "partitions": self.partitions, "loaded": self.loaded, **self.figures._asdict()}
 
 
-def _namespaces(broker: AdminBroker) -> list[str]:
-    return [ns for tenant in broker.metadata.list_tenants() for ns in broker.metadata.list_namespaces(tenant)]
+def _stored_topics(store: BrokerMetadataStore, namespace: str) -> tuple[dict[str, int], list[str]]:
+    return store.list_partitioned_topics(namespace), store.list_topics(namespace)
 
 
-def _visible(broker: AdminBroker, identity: Identity | None, namespace: str) -> Callable[[str], bool] | None:
-    """A test of topic names (partitioned parents) of ``namespace`` the caller may look up;
+async def _visibility(broker: AdminBroker, identity: Identity | None,
+                      namespaces: frozenset[str]) -> dict[str, Callable[[str], bool] | None]:
+    """By namespace, a test of topic names (partitioned parents) the caller may look up;
     None when the caller may look up all of them."""
     if broker.authentication is None or not broker.config.authorizationEnabled:
-        return None
+        return dict.fromkeys(namespaces)
     if identity is None:
-        return lambda name: False
+        return {namespace: _nothing for namespace in namespaces}
     role = identity.role
-    context = broker.access.access_context(namespace)
+    contexts = await in_rules(broker, lambda rules: {ns: rules.access.access_context(ns) for ns in namespaces})
+    return {namespace: _visible(role, context) for namespace, context in contexts.items()}
+
+
+def _nothing(name: str) -> bool:
+    return False
+
+
+def _visible(role: str, context: AccessContext) -> Callable[[str], bool] | None:
     if authorization.allowed(role, Operation.LOOKUP, context):
         return None
     return lambda name: authorization.allowed(role, Operation.LOOKUP, context, name)
@@ -152,15 +164,15 @@ class TopicDirectory:
     async def _build(broker: AdminBroker) -> tuple[Listing, frozenset[str]]:
         rows: list[Listed] = []
         names: set[str] = set()
-        namespaces = _namespaces(broker)
+        namespaces = await in_store(broker, every_namespace)
         for namespace in namespaces:
-            partitioned = broker.metadata.list_partitioned_topics(namespace)
+            partitioned, topics = await in_store(broker, partial(_stored_topics, namespace=namespace))
             for parent, count in partitioned.items():
                 members = tuple(f"{parent}-partition-{i}" for i in range(count))
                 rows.append(Listed(parent, parent.lower(), namespace, count, members))
                 names.add(parent)
                 names.update(members)
-            for index, name in enumerate(broker.metadata.list_topics(namespace)):
+            for index, name in enumerate(topics):
                 names.add(name)
                 match = _PARTITION.match(name)
                 if match is None or match.group(1) not in partitioned:
@@ -171,12 +183,12 @@ class TopicDirectory:
         return Listing(rows, frozenset(namespaces)), frozenset(names)
 
 
-def chosen_rows(broker: AdminBroker, identity: Identity | None, search: str,
-                listed: list[Listed], namespaces: frozenset[str]) -> list[int] | None:
+async def chosen_rows(broker: AdminBroker, identity: Identity | None, search: str,
+                      listed: list[Listed], namespaces: frozenset[str]) -> list[int] | None:
     """The positions of the rows matching ``search`` that the caller may look up; None
     when that is every row. ``namespaces``: those of the rows."""
     needle = search.lower()
-    tests = {namespace: _visible(broker, identity, namespace) for namespace in namespaces}
+    tests = await _visibility(broker, identity, namespaces)
     if not needle and all(test is None for test in tests.values()):
         return None
     chosen = []
@@ -273,7 +285,7 @@ def make_router(history: RateHistory) -> APIRouter:
         identity: Identity | None = request.scope.get("state", {}).get("identity")
         listing = await directory.listing(broker)
         listed = listing.rows
-        chosen = chosen_rows(broker, identity, search, listed, listing.namespaces)
+        chosen = await chosen_rows(broker, identity, search, listed, listing.namespaces)
         total = len(listed) if chosen is None else len(chosen)
         descending = order == "desc"
         if sort == "name":
@@ -301,7 +313,7 @@ def make_topic_router(domain: Literal["persistent", "non-persistent"]) -> APIRou
     async def delayed_index_of(broker: Broker, tenant: str, namespace: str, topic: str,
                                subName: str) -> dict[str, Any]:
         partitions = []
-        for loaded in topics_of(broker, topic_name(domain, tenant, namespace, topic)):
+        for loaded in await topics_of(broker, topic_name(domain, tenant, namespace, topic)):
             sub = require_subscription(loaded, subName)
             partitions.append({"partitionIndex": loaded.partition_index, **delayed_index(sub)})
         return {"partitions": partitions}

@@ -94,7 +94,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                  key: KeyParam = None, keyBase64: KeyB64Param = None) -> dict[str, Any]:
         raw = key_bytes(key, keyBase64, required=True)
         assert raw is not None
-        topics_of(broker, topic_name(domain, tenant, namespace, topic))
+        await topics_of(broker, topic_name(domain, tenant, namespace, topic))
         return {**_key_json(raw), "stickyKeyHash": sticky_key_hash(raw)}
 
     @router.get(base + "/subscription/{subName}/stickyKeyHash",
@@ -105,7 +105,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         assert raw is not None
         sticky_hash = sticky_key_hash(raw)
         partitions = []
-        for loaded in topics_of(broker, topic_name(domain, tenant, namespace, topic)):
+        for loaded in await topics_of(broker, topic_name(domain, tenant, namespace, topic)):
             sub = require_subscription(loaded, subName)
             status: dict[str, Any] = {"partitionIndex": loaded.partition_index, "subscriptionType": sub.sub_type}
             if isinstance(sub.dispatcher, KeySharedDispatcher):
@@ -122,7 +122,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         wanted = PendingFilter(stickyKeyHash, key_bytes(key, keyBase64, required=False))
         found, truncated = False, False
         messages: list[dict[str, Any]] = []
-        for loaded in topics_of(broker, topic_name(domain, tenant, namespace, topic)):
+        for loaded in await topics_of(broker, topic_name(domain, tenant, namespace, topic)):
             sub = require_subscription(loaded, subName)
             for consumer in [c for c in sub.consumers if c.consumer_name == consumerName]:
                 found = True

@@ -45,7 +45,7 @@ async def split_namespace_bundle(broker: Broker, request: Request, tenant: str, 
                                  unload: bool = False, splitAlgorithmName: str | None = None) \
         -> RedirectResponse | None:
     name = namespace_name(tenant, namespace)
-    policies = require_namespace(broker, name)
+    policies = await require_namespace(broker, name)
     algorithm = splitAlgorithmName or "range_equally_divide"
     if algorithm not in SPLIT_ALGORITHMS:
         raise precondition_failed(f"Unsupported namespace bundle split algorithm {algorithm!r}, supported "

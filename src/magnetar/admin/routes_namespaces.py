@@ -14,14 +14,25 @@ from fastapi.responses import RedirectResponse
 from pydantic import StrictBool
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker, namespace_name, require_namespace, require_tenant, update_namespace
+from magnetar.admin.common import (
+    Broker,
+    check_name,
+    namespace_name,
+    namespaces_in,
+    require_namespace,
+    tenant_in,
+    topics_listed,
+    update_namespace,
+)
 from magnetar.admin.errors import RestError, conflict, precondition_failed
-from magnetar.admin.namespace_ops import delete_namespace_contents, topics_in_namespace
+from magnetar.admin.namespace_ops import delete_namespace_contents, partitioned_in_namespace, topics_in_namespace
 from magnetar.admin.policies import full_policies, policies_to_store
 from magnetar.admin.routes_topic_policies import Int32Body
 from magnetar.admin.routes_unsupported import check_unsupported_policies
+from magnetar.admin.store_access import in_rules, in_store
 from magnetar.core.cluster.bundles_data import bundles_data, bundles_of
 from magnetar.core.cluster.namespace_bundles import InvalidBundle, NamespaceBundle, NamespaceBundles
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     AutoTopicCreationOverride,
@@ -46,38 +57,42 @@ TopicMode = Literal["PERSISTENT", "NON_PERSISTENT", "ALL"]
 
 @router.get("/{tenant}", summary="List the namespaces of a tenant")
 async def list_namespaces(broker: Broker, tenant: str) -> list[str]:
-    require_tenant(broker, tenant)
-    return broker.metadata.list_namespaces(tenant)
+    name = check_name("tenant", tenant)
+    return await in_store(broker, lambda store: namespaces_in(store, name))
 
 
 @router.put("/{tenant}/{namespace}", status_code=204, summary="Create a namespace, optionally with policies")
 async def create_namespace(broker: Broker, tenant: str, namespace: str,
                            policies: Annotated[Policies | None, Body()] = None) -> None:
     name = namespace_name(tenant, namespace)
-    require_tenant(broker, tenant)
-    if broker.metadata.get_namespace_policies(name) is not None:
-        raise conflict("Namespace already exists")
     stored = policies_to_store(policies)
-    check_unsupported_policies(broker, stored)
-    broker.metadata.create_namespace(name, stored)
+    cluster = broker.config.clusterName
+
+    def create(store: BrokerMetadataStore) -> None:
+        tenant_in(store, tenant)
+        if store.get_namespace_policies(name) is not None:
+            raise conflict("Namespace already exists")
+        check_unsupported_policies(store, cluster, stored)
+        store.create_namespace(name, stored)
+    await in_store(broker, create)
 
 
 @router.delete("/{tenant}/{namespace}", status_code=204,
                summary="Delete a namespace (refused while it has topics unless forced)")
 async def delete_namespace(broker: Broker, tenant: str, namespace: str, force: bool = False) -> None:
     name = namespace_name(tenant, namespace)
-    require_namespace(broker, name)
-    has_topics = topics_in_namespace(broker, name) or broker.metadata.list_partitioned_topics(name)
+    await require_namespace(broker, name)
+    has_topics = await topics_in_namespace(broker, name) or await partitioned_in_namespace(broker, name)
     if has_topics and not force:
         raise conflict("Cannot delete non empty namespace")
     await delete_namespace_contents(broker, name)
-    broker.metadata.delete_namespace(name)
+    await in_store(broker, lambda store: store.delete_namespace(name))
 
 
 @router.get("/{tenant}/{namespace}", summary="Get a namespace's policies")
 async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    return full_policies(require_namespace(broker, name), broker.config.clusterName,
+    return full_policies(await require_namespace(broker, name), broker.config.clusterName,
                          broker.config.isAllowAutoUpdateSchemaEnabled)
 
 
@@ -85,15 +100,15 @@ async def get_policies(broker: Broker, tenant: str, namespace: str) -> dict[str,
 async def list_namespace_topics(broker: Broker, tenant: str, namespace: str,
                                 mode: TopicMode = "PERSISTENT") -> list[str]:
     name = namespace_name(tenant, namespace)
-    require_namespace(broker, name)
-    return broker.records.list_topics(name, {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode])
+    listed = {"PERSISTENT": 0, "NON_PERSISTENT": 1, "ALL": 2}[mode]
+    return await in_rules(broker, lambda rules: topics_listed(rules, name, listed))
 
 
 @router.put("/{tenant}/{namespace}/unload", status_code=204,
             summary="Unload every topic of the namespace: clients reconnect and they load again")
 async def unload_namespace(broker: Broker, request: Request, tenant: str, namespace: str) -> None:
     name = namespace_name(tenant, namespace)
-    policies = require_namespace(broker, name)
+    policies = await require_namespace(broker, name)
     if broker.cluster is None:
         await broker.release.unload_namespace(name)
         return
@@ -121,7 +136,7 @@ async def _forward_put(url: str, authorization: str | None) -> None:
 @router.get("/{tenant}/{namespace}/bundles", summary="The namespace's bundles (Pulsar's BundlesData)")
 async def namespace_bundles(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
     name = namespace_name(tenant, namespace)
-    return bundles_data(_bundles(name, require_namespace(broker, name)))
+    return bundles_data(_bundles(name, await require_namespace(broker, name)))
 
 
 def _bundles(name: str, policies: dict[str, Any]) -> NamespaceBundles:
@@ -136,7 +151,7 @@ def _bundles(name: str, policies: dict[str, Any]) -> NamespaceBundles:
 async def unload_namespace_bundle(broker: Broker, request: Request, tenant: str, namespace: str,
                                   bundle: str, destinationBroker: str | None = None) -> RedirectResponse | None:
     name = namespace_name(tenant, namespace)
-    policies = require_namespace(broker, name)
+    policies = await require_namespace(broker, name)
     try:
         unit = NamespaceBundle.parse(name, bundle)
     except InvalidBundle as exc:
@@ -167,8 +182,8 @@ async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, name
 
 
 async def _clear_backlog(broker: AdminBroker, namespace: str, subscription: str | None) -> None:
-    require_namespace(broker, namespace)
-    for key in broker.records.list_topics(namespace, 0):
+    keys = await in_rules(broker, lambda rules: topics_listed(rules, namespace, 0))
+    for key in keys:
         topic = broker.get_topic(TopicName.parse(key), create=False)
         subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
         for sub in subs:
@@ -178,7 +193,7 @@ async def _clear_backlog(broker: AdminBroker, namespace: str, subscription: str 
 
 
 # -- policies -------------------------------------------------------------------------------------
-def _update_policy(broker: AdminBroker, tenant: str, namespace: str, field: str, value: Any) -> None:
+async def _update_policy(broker: AdminBroker, tenant: str, namespace: str, field: str, value: Any) -> None:
     name = namespace_name(tenant, namespace)
 
     def change(policies: dict[str, Any]) -> dict[str, Any]:
@@ -187,7 +202,7 @@ def _update_policy(broker: AdminBroker, tenant: str, namespace: str, field: str,
         else:
             policies[field] = value
         return policies
-    update_namespace(broker, name, change)
+    await update_namespace(broker, name, change)
     broker.policies_changed(name)
 
 
@@ -251,16 +266,16 @@ def _add_policy_endpoints(spec: PolicyEndpoint) -> None:
 
     async def get_policy(broker: Broker, tenant: str, namespace: str) -> Any:
         name = namespace_name(tenant, namespace)
-        return require_namespace(broker, name).get(spec.field)
+        return (await require_namespace(broker, name)).get(spec.field)
 
     async def set_policy(broker: Broker, tenant: str, namespace: str,
                          value: Annotated[body_type, Body()]) -> None:  # type: ignore[valid-type]
         if spec.negative is not None and value < 0:
             raise precondition_failed(spec.negative)
-        _update_policy(broker, tenant, namespace, spec.field, _to_store(value))
+        await _update_policy(broker, tenant, namespace, spec.field, _to_store(value))
 
     async def remove_policy(broker: Broker, tenant: str, namespace: str) -> None:
-        _update_policy(broker, tenant, namespace, spec.field, None)
+        await _update_policy(broker, tenant, namespace, spec.field, None)
 
     path = f"/{{tenant}}/{{namespace}}/{spec.path}"
     suffix = spec.path[0].upper() + spec.path[1:]
@@ -279,7 +294,7 @@ for _spec in POLICY_ENDPOINTS:
 
 @router.get("/{tenant}/{namespace}/backlogQuotaMap", summary="Get the backlog quotas by type")
 async def get_backlog_quota_map(broker: Broker, tenant: str, namespace: str) -> dict[str, Any]:
-    quotas: dict[str, Any] = require_namespace(broker, namespace_name(tenant, namespace)).get(
+    quotas: dict[str, Any] = (await require_namespace(broker, namespace_name(tenant, namespace))).get(
         "backlog_quota_map") or {}
     return quotas
 
@@ -288,40 +303,40 @@ async def get_backlog_quota_map(broker: Broker, tenant: str, namespace: str) -> 
 async def set_backlog_quota(broker: Broker, tenant: str, namespace: str, quota: Annotated[BacklogQuota, Body()],
                             backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
     name = namespace_name(tenant, namespace)
-    quotas = dict(require_namespace(broker, name).get("backlog_quota_map") or {})
+    quotas = dict((await require_namespace(broker, name)).get("backlog_quota_map") or {})
     quotas[backlogQuotaType] = quota.model_dump(exclude_none=True)
-    _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas)
+    await _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas)
 
 
 @router.delete("/{tenant}/{namespace}/backlogQuota", status_code=204, summary="Remove a backlog quota")
 async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str,
                                backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
     name = namespace_name(tenant, namespace)
-    quotas = dict(require_namespace(broker, name).get("backlog_quota_map") or {})
+    quotas = dict((await require_namespace(broker, name)).get("backlog_quota_map") or {})
     quotas.pop(backlogQuotaType, None)
-    _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas or None)
+    await _update_policy(broker, tenant, namespace, "backlog_quota_map", quotas or None)
 
 
 
 def _add_cluster_rate_endpoints(path: str, field: str, body: type[PublishRate] | type[DispatchRate],
                                 summary: str) -> None:
     """A rate kept by cluster, as Pulsar stores it: ``field: {cluster: rate}``."""
-    def rates_of(broker: AdminBroker, tenant: str, namespace: str) -> dict[str, Any]:
-        return dict(require_namespace(broker, namespace_name(tenant, namespace)).get(field) or {})
+    async def rates_of(broker: AdminBroker, tenant: str, namespace: str) -> dict[str, Any]:
+        return dict((await require_namespace(broker, namespace_name(tenant, namespace))).get(field) or {})
 
     async def get_rate(broker: Broker, tenant: str, namespace: str) -> Any:
-        return rates_of(broker, tenant, namespace).get(broker.config.clusterName)
+        return (await rates_of(broker, tenant, namespace)).get(broker.config.clusterName)
 
     async def set_rate(broker: Broker, tenant: str, namespace: str,
                        rate: Annotated[body, Body()]) -> None:  # type: ignore[valid-type]
-        rates = rates_of(broker, tenant, namespace)
+        rates = await rates_of(broker, tenant, namespace)
         rates[broker.config.clusterName] = rate.model_dump()  # type: ignore[attr-defined]
-        _update_policy(broker, tenant, namespace, field, rates)
+        await _update_policy(broker, tenant, namespace, field, rates)
 
     async def remove_rate(broker: Broker, tenant: str, namespace: str) -> None:
-        rates = rates_of(broker, tenant, namespace)
+        rates = await rates_of(broker, tenant, namespace)
         rates.pop(broker.config.clusterName, None)
-        _update_policy(broker, tenant, namespace, field, rates)
+        await _update_policy(broker, tenant, namespace, field, rates)
 
     route = f"/{{tenant}}/{{namespace}}/{path}"
     suffix = path[0].upper() + path[1:]
@@ -342,7 +357,7 @@ _add_cluster_rate_endpoints("subscriptionDispatchRate", "subscriptionDispatchRat
 # -- schema policies (Pulsar's paths: PUT for the strategy, POST for the two flags) -------------
 @router.get("/{tenant}/{namespace}/schemaCompatibilityStrategy", summary="Get the schema compatibility strategy")
 async def get_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str) -> str:
-    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    stored = await require_namespace(broker, namespace_name(tenant, namespace))
     return str(stored.get("schema_compatibility_strategy") or "UNDEFINED")
 
 
@@ -350,12 +365,12 @@ async def get_schema_compatibility_strategy(broker: Broker, tenant: str, namespa
             summary="Set the schema compatibility strategy (UNDEFINED: the broker's schemaCompatibilityStrategy)")
 async def set_schema_compatibility_strategy(broker: Broker, tenant: str, namespace: str,
                                             strategy: Annotated[SchemaCompatibilityStrategy, Body()]) -> None:
-    _update_policy(broker, tenant, namespace, "schema_compatibility_strategy", strategy)
+    await _update_policy(broker, tenant, namespace, "schema_compatibility_strategy", strategy)
 
 
 @router.get("/{tenant}/{namespace}/isAllowAutoUpdateSchema", summary="Whether producers may add schemas")
 async def get_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str) -> bool:
-    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    stored = await require_namespace(broker, namespace_name(tenant, namespace))
     value = stored.get("is_allow_auto_update_schema")
     return broker.config.isAllowAutoUpdateSchemaEnabled if value is None else bool(value)
 
@@ -364,14 +379,14 @@ async def get_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace
              summary="Allow or forbid producers to add schemas")
 async def set_is_allow_auto_update_schema(broker: Broker, tenant: str, namespace: str,
                                           allowed: Annotated[StrictBool, Body()]) -> None:
-    _update_policy(broker, tenant, namespace, "is_allow_auto_update_schema", allowed)
+    await _update_policy(broker, tenant, namespace, "is_allow_auto_update_schema", allowed)
 
 
 @router.get("/{tenant}/{namespace}/schemaValidationEnforced",
             summary="Whether producers without a schema are refused on topics with one")
 async def get_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
                                          applied: bool = False) -> bool:
-    stored = require_namespace(broker, namespace_name(tenant, namespace))
+    stored = await require_namespace(broker, namespace_name(tenant, namespace))
     enforced = bool(stored.get("schema_validation_enforced"))
     return enforced or (applied and broker.config.isSchemaValidationEnforced)
 
@@ -380,4 +395,4 @@ async def get_schema_validation_enforced(broker: Broker, tenant: str, namespace:
              summary="Refuse (or accept) producers without a schema on topics with one")
 async def set_schema_validation_enforced(broker: Broker, tenant: str, namespace: str,
                                          enforced: Annotated[StrictBool, Body()]) -> None:
-    _update_policy(broker, tenant, namespace, "schema_validation_enforced", enforced)
+    await _update_policy(broker, tenant, namespace, "schema_validation_enforced", enforced)

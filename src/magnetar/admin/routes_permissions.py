@@ -23,13 +23,13 @@ Actions = Annotated[list[AuthAction], Body()]
 namespace_router = APIRouter(prefix="/admin/v2/namespaces", tags=["namespaces"])
 
 
-def auth_policies(broker: AdminBroker, namespace: str) -> AuthPolicies:
-    stored = require_namespace(broker, namespace).get("auth_policies")
+async def auth_policies(broker: AdminBroker, namespace: str) -> AuthPolicies:
+    stored = (await require_namespace(broker, namespace)).get("auth_policies")
     return AuthPolicies.model_validate(stored or {})
 
 
-def store(broker: AdminBroker, namespace: str, auth: AuthPolicies) -> None:
-    update_namespace(broker, namespace, lambda policies: {**policies, "auth_policies": auth.model_dump()})
+async def store(broker: AdminBroker, namespace: str, auth: AuthPolicies) -> None:
+    await update_namespace(broker, namespace, lambda policies: {**policies, "auth_policies": auth.model_dump()})
 
 
 def _check_role(role: str) -> str:
@@ -40,7 +40,7 @@ def _check_role(role: str) -> str:
 
 @namespace_router.get("/{tenant}/{namespace}/permissions", summary="Roles and their actions on a namespace")
 async def get_namespace_permissions(broker: Broker, tenant: str, namespace: str) -> dict[str, list[AuthAction]]:
-    return auth_policies(broker, namespace_name(tenant, namespace)).namespace_auth
+    return (await auth_policies(broker, namespace_name(tenant, namespace))).namespace_auth
 
 
 @namespace_router.post("/{tenant}/{namespace}/permissions/{role}", status_code=204,
@@ -48,20 +48,20 @@ async def get_namespace_permissions(broker: Broker, tenant: str, namespace: str)
 async def grant_namespace_permission(broker: Broker, tenant: str, namespace: str, role: str,
                                      actions: Actions) -> None:
     name = namespace_name(tenant, namespace)
-    store(broker, name, authorization.grant(auth_policies(broker, name), _check_role(role), actions))
+    await store(broker, name, authorization.grant(await auth_policies(broker, name), _check_role(role), actions))
 
 
 @namespace_router.delete("/{tenant}/{namespace}/permissions/{role}", status_code=204,
                          summary="Revoke a role's actions on a namespace")
 async def revoke_namespace_permission(broker: Broker, tenant: str, namespace: str, role: str) -> None:
     name = namespace_name(tenant, namespace)
-    store(broker, name, authorization.revoke(auth_policies(broker, name), role))
+    await store(broker, name, authorization.revoke(await auth_policies(broker, name), role))
 
 
 @namespace_router.get("/{tenant}/{namespace}/permissions/subscription",
                       summary="Roles allowed on each subscription of the namespace")
 async def get_subscription_permissions(broker: Broker, tenant: str, namespace: str) -> dict[str, list[str]]:
-    return auth_policies(broker, namespace_name(tenant, namespace)).subscription_auth_roles
+    return (await auth_policies(broker, namespace_name(tenant, namespace))).subscription_auth_roles
 
 
 @namespace_router.post("/{tenant}/{namespace}/permissions/subscription/{subscription}", status_code=204,
@@ -69,8 +69,8 @@ async def get_subscription_permissions(broker: Broker, tenant: str, namespace: s
 async def grant_subscription_permission(broker: Broker, tenant: str, namespace: str, subscription: str,
                                         roles: Annotated[list[str], Body()]) -> None:
     name = namespace_name(tenant, namespace)
-    store(broker, name, authorization.grant_subscription(
-        auth_policies(broker, name), subscription, [_check_role(r) for r in roles]))
+    await store(broker, name, authorization.grant_subscription(
+        await auth_policies(broker, name), subscription, [_check_role(r) for r in roles]))
 
 
 @namespace_router.delete("/{tenant}/{namespace}/permissions/{subscription}/{role}", status_code=204,
@@ -78,23 +78,24 @@ async def grant_subscription_permission(broker: Broker, tenant: str, namespace: 
 async def revoke_subscription_permission(broker: Broker, tenant: str, namespace: str, subscription: str,
                                          role: str) -> None:
     name = namespace_name(tenant, namespace)
-    updated = authorization.revoke_subscription(auth_policies(broker, name), subscription, role)
+    updated = authorization.revoke_subscription(await auth_policies(broker, name), subscription, role)
     if updated is None:
         raise bad_request("couldn't find subscription")
-    store(broker, name, updated)
+    await store(broker, name, updated)
 
 
 @namespace_router.get("/{tenant}/{namespace}/subscriptionAuthMode", summary="Get the subscription auth mode")
 async def get_subscription_auth_mode(broker: Broker, tenant: str, namespace: str) -> str:
-    return str(require_namespace(broker, namespace_name(tenant, namespace)).get("subscription_auth_mode") or "None")
+    policies = await require_namespace(broker, namespace_name(tenant, namespace))
+    return str(policies.get("subscription_auth_mode") or "None")
 
 
 @namespace_router.post("/{tenant}/{namespace}/subscriptionAuthMode", status_code=204,
                        summary="Set the subscription auth mode (None or Prefix)")
 async def set_subscription_auth_mode(broker: Broker, tenant: str, namespace: str,
                                      mode: Annotated[Literal["None", "Prefix"], Body()]) -> None:
-    update_namespace(broker, namespace_name(tenant, namespace),
-                     lambda policies: {**policies, "subscription_auth_mode": mode})
+    await update_namespace(broker, namespace_name(tenant, namespace),
+                           lambda policies: {**policies, "subscription_auth_mode": mode})
 
 
 def make_topic_router(domain: str) -> APIRouter:
@@ -105,19 +106,19 @@ def make_topic_router(domain: str) -> APIRouter:
     async def get_topic_permissions(broker: Broker, tenant: str, namespace: str,
                                     topic: str) -> dict[str, list[AuthAction]]:
         name = topic_name(domain, tenant, namespace, topic)
-        return authorization.topic_permissions(auth_policies(broker, name.namespace_name), str(name))
+        return authorization.topic_permissions(await auth_policies(broker, name.namespace_name), str(name))
 
     @router.post(path + "/{role}", status_code=204, summary="Grant a role actions on a topic")
     async def grant_topic_permission(broker: Broker, tenant: str, namespace: str, topic: str, role: str,
                                      actions: Actions) -> None:
         name = topic_name(domain, tenant, namespace, topic)
-        auth = auth_policies(broker, name.namespace_name)
-        store(broker, name.namespace_name, authorization.grant(auth, _check_role(role), actions, str(name)))
+        auth = await auth_policies(broker, name.namespace_name)
+        await store(broker, name.namespace_name, authorization.grant(auth, _check_role(role), actions, str(name)))
 
     @router.delete(path + "/{role}", status_code=204, summary="Revoke a role's actions on a topic")
     async def revoke_topic_permission(broker: Broker, tenant: str, namespace: str, topic: str, role: str) -> None:
         name = topic_name(domain, tenant, namespace, topic)
-        auth = auth_policies(broker, name.namespace_name)
-        store(broker, name.namespace_name, authorization.revoke(auth, role, str(name)))
+        auth = await auth_policies(broker, name.namespace_name)
+        await store(broker, name.namespace_name, authorization.revoke(auth, role, str(name)))
 
     return router

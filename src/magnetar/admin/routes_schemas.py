@@ -20,8 +20,9 @@ from fastapi import APIRouter, Body
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from magnetar.admin.admin_broker import AdminBroker
-from magnetar.admin.common import Broker, require_namespace, topic_name
+from magnetar.admin.common import Broker, namespace_in, topic_name
 from magnetar.admin.errors import bad_request, not_found
+from magnetar.admin.store_access import StoreRules, in_rules, shared_store
 from magnetar.core.errors import IncompatibleSchema
 from magnetar.core.names import TopicName
 from magnetar.core.schemas import versions as schema_versions
@@ -34,6 +35,7 @@ from magnetar.core.schemas.schema_data import (
 )
 from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import StoredVersion
+from magnetar.server.schemas import schema_id
 
 router = APIRouter(prefix="/admin/v2/schemas", tags=["schemas"])
 TOPIC = "/{tenant}/{namespace}/{topic}"
@@ -50,9 +52,20 @@ class PostSchemaPayload(BaseModel):
     properties: dict[StrictStr, StrictStr] = Field(default_factory=dict)
 
 
-def _require_topic(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
+async def _require_topic(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
+    """The topic's name, 404 without its namespace. On a cluster's broker, what the schema
+    registry and the compatibility strategy then read on the loop (the topic's schemas and
+    policies) is read here first, off the loop, so those reads find it in the store's cache."""
     name = topic_name("persistent", tenant, namespace, topic)
-    require_namespace(broker, name.namespace_name)
+    warm = shared_store(broker)
+
+    def check(rules: StoreRules) -> None:
+        namespace_in(rules.store, name.namespace_name)
+        if warm:
+            rules.policies.topic_policies(name)
+            rules.policies.policies_of(name)
+            rules.store.get_schemas(schema_id(name))
+    await in_rules(broker, check)
     return name
 
 
@@ -117,7 +130,7 @@ def _response(stored: StoredVersion) -> dict[str, Any]:
 @router.get(TOPIC + "/schema", summary="Get the schema of a topic")
 async def get_schema(broker: Broker, tenant: str, namespace: str, topic: str,
                      authoritative: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     found = schema_versions.latest(broker.schemas.history(name))
     if found is None:
         raise not_found("Schema not found")
@@ -127,7 +140,7 @@ async def get_schema(broker: Broker, tenant: str, namespace: str, topic: str,
 @router.get(TOPIC + "/schema/{version}", summary="Get the schema of a topic at a given version")
 async def get_schema_version(broker: Broker, tenant: str, namespace: str, topic: str, version: str,
                              authoritative: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     try:
         number = int(version)
     except ValueError:
@@ -141,7 +154,7 @@ async def get_schema_version(broker: Broker, tenant: str, namespace: str, topic:
 @router.get(TOPIC + "/schemas", summary="Get every live schema version of a topic")
 async def get_all_schemas(broker: Broker, tenant: str, namespace: str, topic: str,
                           authoritative: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     live = schema_versions.live_versions(broker.schemas.history(name))
     return {"getSchemaResponses": [_response(v) for v in live]}
 
@@ -149,7 +162,7 @@ async def get_all_schemas(broker: Broker, tenant: str, namespace: str, topic: st
 @router.post(TOPIC + "/schema", summary="Upload a schema (a new version if compatible)")
 async def post_schema(broker: Broker, tenant: str, namespace: str, topic: str,
                       payload: Annotated[PostSchemaPayload, Body()], authoritative: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     history = broker.schemas.history(name)
     schema = schema_from_payload(payload)
     found = schema_versions.version_to_add(history, schema, broker.topic_schemas.strategy(name), allow_auto_update=True)
@@ -162,7 +175,7 @@ async def post_schema(broker: Broker, tenant: str, namespace: str, topic: str,
 async def test_compatibility(broker: Broker, tenant: str, namespace: str, topic: str,
                              payload: Annotated[PostSchemaPayload, Body()],
                              authoritative: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     strategy = broker.topic_schemas.strategy(name)
     schema = schema_from_payload(payload)
     validate(schema)  # an invalid definition is a 422, not an answer
@@ -176,7 +189,7 @@ async def test_compatibility(broker: Broker, tenant: str, namespace: str, topic:
 @router.post(TOPIC + "/version", summary="The version a schema has on the topic (-1: none)")
 async def get_version_by_schema(broker: Broker, tenant: str, namespace: str, topic: str,
                                 payload: Annotated[PostSchemaPayload, Body()], authoritative: bool = False) -> int:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     found = schema_versions.find_version(broker.schemas.history(name), schema_from_payload(payload))
     return -1 if found is None else found
 
@@ -184,7 +197,7 @@ async def get_version_by_schema(broker: Broker, tenant: str, namespace: str, top
 @router.delete(TOPIC + "/schema", summary="Delete a topic's schema (every version with force=true)")
 async def delete_schema(broker: Broker, tenant: str, namespace: str, topic: str, authoritative: bool = False,
                         force: bool = False) -> dict[str, Any]:
-    name = _require_topic(broker, tenant, namespace, topic)
+    name = await _require_topic(broker, tenant, namespace, topic)
     marker = broker.topic_schemas.delete(name, force, broker.now_ms())
     await asyncio.wrap_future(broker.schemas.written())
     return {"version": -1 if marker is None else marker}

@@ -74,17 +74,17 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     def name_of(tenant: str, namespace: str, topic: str) -> TopicName:
         return topic_name(domain, tenant, namespace, topic)
 
-    def single_topic(broker: AdminBroker, name: TopicName, what: str) -> Topic:
-        if partition_count(broker, name) > 0:
+    async def single_topic(broker: AdminBroker, name: TopicName, what: str) -> Topic:
+        if await partition_count(broker, name) > 0:
             raise not_allowed(f"{what} on a partitioned topic is not allowed; use one of its partitions")
-        return load_topic(broker, name)
+        return await load_topic(broker, name)
 
     async def on_every_partition(broker: AdminBroker, name: TopicName, sub_name: str, what: str,
                                  move: Callable[[Subscription], object]) -> None:
         """Move the subscription's cursor on the topic or on each of its partitions (all
         must have the subscription), storing each topic's cursors after it."""
         require_persistent(name, what)
-        subs = [(t, require_subscription(t, sub_name)) for t in topics_of(broker, name)]
+        subs = [(t, require_subscription(t, sub_name)) for t in await topics_of(broker, name)]
         for loaded, sub in subs:
             move(sub)
             await broker.cursors.store_cursors(loaded)
@@ -92,7 +92,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     @router.get(base + "/subscriptions", summary="List the subscriptions of a topic")
     async def list_subscriptions(broker: Broker, tenant: str, namespace: str, topic: str) -> list[str]:
         names: set[str] = set()
-        for loaded in topics_of(broker, name_of(tenant, namespace, topic)):
+        for loaded in await topics_of(broker, name_of(tenant, namespace, topic)):
             names.update(loaded.subscriptions)
         return sorted(names)
 
@@ -102,8 +102,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                   messageId: Annotated[MessageIdData | None, Body()] = None,
                                   replicated: bool = False) -> None:
         name = name_of(tenant, namespace, topic)
-        require_namespace(broker, name.namespace_name)
-        targets = topics_of(broker, name)
+        await require_namespace(broker, name.namespace_name)
+        targets = await topics_of(broker, name)
         if any(subName in t.subscriptions for t in targets):
             raise conflict("Subscription already exists for topic")
         for loaded in targets:
@@ -115,7 +115,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                    summary="Delete a subscription (refused while consumers are connected unless forced)")
     async def delete_subscription(broker: Broker, tenant: str, namespace: str, topic: str, subName: str,
                                   force: bool = False) -> None:
-        targets = topics_of(broker, name_of(tenant, namespace, topic))
+        targets = await topics_of(broker, name_of(tenant, namespace, topic))
         subs = [(t, require_subscription(t, subName)) for t in targets]
         if not force and any(sub.consumers for _, sub in subs):
             raise precondition_failed("Subscription has active connected consumers")
@@ -135,7 +135,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                             numMessages: Count) -> None:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Skipping messages")
-        loaded = single_topic(broker, name, "Skipping messages")
+        loaded = await single_topic(broker, name, "Skipping messages")
         cursor_moves.skip_messages(require_subscription(loaded, subName), numMessages)
         await broker.cursors.store_cursors(loaded)
 
@@ -159,9 +159,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                            messageId: Annotated[MessageIdData, Body()]) -> None:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Resetting a cursor")
-        if partition_count(broker, name) > 0 and messageId.partitionIndex >= 0:
+        if await partition_count(broker, name) > 0 and messageId.partitionIndex >= 0:
             name = name.partition(messageId.partitionIndex)
-        loaded = single_topic(broker, name, "Resetting a cursor to a message id")
+        loaded = await single_topic(broker, name, "Resetting a cursor to a message id")
         sub = require_subscription(loaded, subName)
         sub.reset_cursor(mark_delete_for(loaded, messageId), broker.now_ms())
         await broker.cursors.store_cursors(loaded)
@@ -172,7 +172,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                messagePosition: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> Response:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Peek messages")
-        loaded = single_topic(broker, name, "Peek messages")
+        loaded = await single_topic(broker, name, "Peek messages")
         sub = require_subscription(loaded, subName)
         pos = nth_unacked(loaded, sub.cursor.mark_delete, sub.cursor.is_acked, messagePosition)
         return entry_response(loaded, pos)

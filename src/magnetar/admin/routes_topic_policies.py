@@ -11,7 +11,7 @@ follow the change at once. This module does not use postponed annotations becaus
 generated handlers' body types are local variables.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -22,8 +22,10 @@ from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, topic_name
 from magnetar.admin.errors import precondition_failed
 from magnetar.admin.routes_topics import require_exists
+from magnetar.admin.store_access import in_rules, in_store
 from magnetar.core import policies as resolve
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.policies import (
     INT32_MAX,
@@ -82,16 +84,20 @@ TOPIC_POLICY_ENDPOINTS = (
                         resolve.schema_compatibility_strategy, "schema compatibility strategy", set_method="PUT"),
 )
 
-def update_topic_policies(broker: AdminBroker, name: TopicName, changes: dict[str, Any]) -> None:
+async def update_topic_policies(broker: AdminBroker, name: TopicName, changes: dict[str, Any]) -> None:
     """Write the named fields (None removes one) and apply the result to loaded topics."""
     key = str(name.partitioned_topic)
-    stored = dict(broker.metadata.get_topic_policies(key) or {})
-    for field, value in changes.items():
-        if value is None:
-            stored.pop(field, None)
-        else:
-            stored[field] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
-    broker.metadata.put_topic_policies(key, stored)
+
+    def update(store: BrokerMetadataStore) -> None:
+        stored = dict(store.get_topic_policies(key) or {})
+        for field, value in changes.items():
+            if value is None:
+                stored.pop(field, None)
+            else:
+                stored[field] = value.model_dump(exclude_none=True) if isinstance(value, BaseModel) else value
+        store.put_topic_policies(key, stored)
+        store.get_topic_policies(key)  # read back here: the loaded topics apply it from the store's cache
+    await in_store(broker, update)
     broker.policies_changed(name)
 
 
@@ -100,61 +106,67 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     base = "/{tenant}/{namespace}/{topic}/"
     suffix = "" if domain == "persistent" else "NonPersistent"
 
-    def existing(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
+    async def existing(broker: AdminBroker, tenant: str, namespace: str, topic: str) -> TopicName:
         name = topic_name(domain, tenant, namespace, topic)
-        require_exists(broker, name)
+        await require_exists(broker, name)
         return name
 
-    def levels(broker: AdminBroker, name: TopicName) -> tuple[TopicPolicies, Policies, BrokerConfig]:
-        return broker.policies.topic_policies(name), broker.policies.policies_of(name), broker.config
+    async def levels(broker: AdminBroker, name: TopicName) -> tuple[TopicPolicies, Policies, BrokerConfig]:
+        config = broker.config
+        return await in_rules(broker, lambda rules: (rules.policies.topic_policies(name),
+                                                     rules.policies.policies_of(name), config))
+
+    async def own(broker: AdminBroker, name: TopicName) -> TopicPolicies:
+        return await in_rules(broker, lambda rules: rules.policies.topic_policies(name))
 
     for spec in TOPIC_POLICY_ENDPOINTS:
-        _add_endpoints(router, spec, base, suffix, existing, levels)
+        _add_endpoints(router, spec, base, suffix, existing, levels, own)
 
     @router.get(base + "messageTTL", summary="Get the topic's message TTL in seconds (applied=true: effective)",
                 operation_id=f"getMessageTTL{suffix}")
     async def get_message_ttl(broker: Broker, tenant: str, namespace: str, topic: str,
                               applied: bool = False) -> int | None:
-        name = existing(broker, tenant, namespace, topic)
-        own = broker.policies.topic_policies(name).messageTTLInSeconds
-        return resolve.message_ttl_s(*levels(broker, name)) if applied and own is None else own
+        name = await existing(broker, tenant, namespace, topic)
+        ttl = (await own(broker, name)).messageTTLInSeconds
+        return resolve.message_ttl_s(*await levels(broker, name)) if applied and ttl is None else ttl
 
     @router.post(base + "messageTTL", status_code=204, summary="Set the topic's message TTL in seconds",
                  operation_id=f"setMessageTTL{suffix}")
     async def set_message_ttl(broker: Broker, tenant: str, namespace: str, topic: str,
                               messageTTL: Annotated[int, Query(ge=-(2**31), le=INT32_MAX)]) -> None:
-        name = existing(broker, tenant, namespace, topic)
+        name = await existing(broker, tenant, namespace, topic)
         if messageTTL < 0:
             raise precondition_failed("Invalid value for message TTL")
-        update_topic_policies(broker, name, {"messageTTLInSeconds": messageTTL})
+        await update_topic_policies(broker, name, {"messageTTLInSeconds": messageTTL})
 
     @router.delete(base + "messageTTL", status_code=204, summary="Remove the topic's message TTL",
                    operation_id=f"removeMessageTTL{suffix}")
     async def remove_message_ttl(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
-        update_topic_policies(broker, existing(broker, tenant, namespace, topic), {"messageTTLInSeconds": None})
+        await update_topic_policies(broker, await existing(broker, tenant, namespace, topic),
+                                    {"messageTTLInSeconds": None})
 
     @router.get(base + "delayedDelivery", response_model=DelayedDeliveryPolicies | None,
                 response_model_exclude_none=True, operation_id=f"getDelayedDelivery{suffix}",
                 summary="Get the topic's delayed delivery policy (applied=true: effective)")
     async def get_delayed_delivery(broker: Broker, tenant: str, namespace: str, topic: str,
                                    applied: bool = False) -> DelayedDeliveryPolicies | None:
-        name = existing(broker, tenant, namespace, topic)
-        own = broker.policies.topic_policies(name)
-        unset = own.delayedDeliveryEnabled is None and own.delayedDeliveryTickTimeMillis is None
-        return None if unset and not applied else resolve.delayed_delivery(*levels(broker, name))
+        name = await existing(broker, tenant, namespace, topic)
+        found = await own(broker, name)
+        unset = found.delayedDeliveryEnabled is None and found.delayedDeliveryTickTimeMillis is None
+        return None if unset and not applied else resolve.delayed_delivery(*await levels(broker, name))
 
     @router.post(base + "delayedDelivery", status_code=204, summary="Set the topic's delayed delivery policy",
                  operation_id=f"setDelayedDelivery{suffix}")
     async def set_delayed_delivery(broker: Broker, tenant: str, namespace: str, topic: str,
                                    policy: Annotated[DelayedDeliveryPolicies, Body()]) -> None:
-        update_topic_policies(broker, existing(broker, tenant, namespace, topic), {
+        await update_topic_policies(broker, await existing(broker, tenant, namespace, topic), {
             "delayedDeliveryEnabled": policy.active, "delayedDeliveryTickTimeMillis": policy.tickTime,
             "delayedDeliveryMaxDelayInMillis": policy.maxDeliveryDelayInMillis})
 
     @router.delete(base + "delayedDelivery", status_code=204, summary="Remove the topic's delayed delivery policy",
                    operation_id=f"removeDelayedDelivery{suffix}")
     async def remove_delayed_delivery(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
-        update_topic_policies(broker, existing(broker, tenant, namespace, topic), {
+        await update_topic_policies(broker, await existing(broker, tenant, namespace, topic), {
             "delayedDeliveryEnabled": None, "delayedDeliveryTickTimeMillis": None,
             "delayedDeliveryMaxDelayInMillis": None})
 
@@ -162,9 +174,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                 operation_id=f"getBacklogQuotaMap{suffix}")
     async def get_backlog_quota_map(broker: Broker, tenant: str, namespace: str, topic: str,
                                     applied: bool = False) -> dict[str, Any]:
-        name = existing(broker, tenant, namespace, topic)
-        quotas = resolve.backlog_quotas(*levels(broker, name)) if applied \
-            else broker.policies.topic_policies(name).backLogQuotaMap or {}
+        name = await existing(broker, tenant, namespace, topic)
+        quotas = resolve.backlog_quotas(*await levels(broker, name)) if applied \
+            else (await own(broker, name)).backLogQuotaMap or {}
         return {kind: quota.model_dump(exclude_none=True) for kind, quota in quotas.items()}
 
     @router.post(base + "backlogQuota", status_code=204, summary="Set a backlog quota on the topic",
@@ -172,19 +184,19 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def set_backlog_quota(broker: Broker, tenant: str, namespace: str, topic: str,
                                 quota: Annotated[BacklogQuota, Body()],
                                 backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
-        name = existing(broker, tenant, namespace, topic)
-        quotas = dict(broker.policies.topic_policies(name).backLogQuotaMap or {})
+        name = await existing(broker, tenant, namespace, topic)
+        quotas = dict((await own(broker, name)).backLogQuotaMap or {})
         quotas[backlogQuotaType] = quota
-        update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas)})
+        await update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas)})
 
     @router.delete(base + "backlogQuota", status_code=204, summary="Remove a backlog quota from the topic",
                    operation_id=f"removeBacklogQuota{suffix}")
     async def remove_backlog_quota(broker: Broker, tenant: str, namespace: str, topic: str,
                                    backlogQuotaType: BacklogQuotaType = "destination_storage") -> None:
-        name = existing(broker, tenant, namespace, topic)
-        quotas = dict(broker.policies.topic_policies(name).backLogQuotaMap or {})
+        name = await existing(broker, tenant, namespace, topic)
+        quotas = dict((await own(broker, name)).backLogQuotaMap or {})
         quotas.pop(backlogQuotaType, None)
-        update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas) or None})
+        await update_topic_policies(broker, name, {"backLogQuotaMap": _quota_map(quotas) or None})
 
     return router
 
@@ -194,25 +206,25 @@ def _quota_map(quotas: dict[BacklogQuotaType, BacklogQuota]) -> dict[str, Any]:
 
 
 def _add_endpoints(router: APIRouter, spec: TopicPolicyEndpoint, base: str, suffix: str,
-                   existing: Callable[[AdminBroker, str, str, str], TopicName],
-                   levels: Callable[[AdminBroker, TopicName], tuple[TopicPolicies, Policies, BrokerConfig]],
-                   ) -> None:
+                   existing: Callable[[AdminBroker, str, str, str], Awaitable[TopicName]],
+                   levels: Callable[[AdminBroker, TopicName], Awaitable[tuple[TopicPolicies, Policies, BrokerConfig]]],
+                   own: Callable[[AdminBroker, TopicName], Awaitable[TopicPolicies]]) -> None:
     body_type = spec.body
 
     async def get_policy(broker: Broker, tenant: str, namespace: str, topic: str, applied: bool = False) -> Any:
-        name = existing(broker, tenant, namespace, topic)
-        own = getattr(broker.policies.topic_policies(name), spec.field)
-        return spec.applied(*levels(broker, name)) if applied and own is None else own
+        name = await existing(broker, tenant, namespace, topic)
+        found = getattr(await own(broker, name), spec.field)
+        return spec.applied(*await levels(broker, name)) if applied and found is None else found
 
     async def set_policy(broker: Broker, tenant: str, namespace: str, topic: str,
                          value: Annotated[body_type, Body()]) -> None:  # type: ignore[valid-type]
-        name = existing(broker, tenant, namespace, topic)
+        name = await existing(broker, tenant, namespace, topic)
         if spec.negative is not None and value < 0:
             raise precondition_failed(spec.negative)
-        update_topic_policies(broker, name, {spec.field: value})
+        await update_topic_policies(broker, name, {spec.field: value})
 
     async def remove_policy(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
-        update_topic_policies(broker, existing(broker, tenant, namespace, topic), {spec.field: None})
+        await update_topic_policies(broker, await existing(broker, tenant, namespace, topic), {spec.field: None})
 
     path = base + spec.path
     name = spec.path[0].upper() + spec.path[1:] + suffix

@@ -19,15 +19,20 @@ from magnetar.admin.common import (
     OCTET_STREAM,
     Broker,
     load_topic,
+    namespace_in,
     namespace_name,
     partition_count,
+    partitions_in,
     require_namespace,
     require_persistent,
     topic_name,
+    topics_listed,
     topics_of,
 )
 from magnetar.admin.errors import RestError, conflict, not_allowed, not_found, precondition_failed
 from magnetar.admin.messages import entry_response, nth_from
+from magnetar.admin.store_access import StoreRules, in_rules, in_store
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.policies import INT64_MAX, message_expiry
 from magnetar.core.positions import Position
@@ -45,18 +50,22 @@ def stats_options(getPreciseBacklog: bool, subscriptionBacklogSize: bool, getEar
                               excludePublishers, excludeConsumers)
 
 
-def require_exists(broker: AdminBroker, name: TopicName) -> None:
-    require_namespace(broker, name.namespace_name)
-    if broker.records.partitions_of(name) is None and str(name) not in broker.topics:
+async def require_exists(broker: AdminBroker, name: TopicName) -> None:
+    def known(rules: StoreRules) -> int | None:
+        namespace_in(rules.store, name.namespace_name)
+        return rules.records.partitions_of(name)
+    if await in_rules(broker, known) is None and str(name) not in broker.topics:
         raise not_found("Topic not found")
 
 
-def require_partitioned(broker: AdminBroker, name: TopicName) -> int:
-    require_namespace(broker, name.namespace_name)
-    count = partition_count(broker, name)
-    if count == 0:
-        raise not_found(f"Partitioned topic does not exist: {name}")
-    return count
+async def require_partitioned(broker: AdminBroker, name: TopicName) -> int:
+    def count(store: BrokerMetadataStore) -> int:
+        namespace_in(store, name.namespace_name)
+        found = partitions_in(store, name)
+        if found == 0:
+            raise not_found(f"Partitioned topic does not exist: {name}")
+        return found
+    return await in_store(broker, count)
 
 
 def check_partition_limit(broker: AdminBroker, partitions: int) -> None:
@@ -85,32 +94,37 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     @router.get("/{tenant}/{namespace}", summary="List the topics of a namespace (partitions included)")
     async def list_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
         name = namespace_name(tenant, namespace)
-        require_namespace(broker, name)
-        return broker.records.list_topics(name, mode)
+        return await in_rules(broker, lambda rules: topics_listed(rules, name, mode))
 
     @router.get("/{tenant}/{namespace}/partitioned", summary="List the partitioned topics of a namespace")
     async def list_partitioned_topics(broker: Broker, tenant: str, namespace: str) -> list[str]:
         name = namespace_name(tenant, namespace)
-        require_namespace(broker, name)
-        return sorted(t for t in broker.metadata.list_partitioned_topics(name) if t.startswith(f"{domain}://"))
+
+        def listed(store: BrokerMetadataStore) -> list[str]:
+            namespace_in(store, name)
+            return sorted(t for t in store.list_partitioned_topics(name) if t.startswith(f"{domain}://"))
+        return await in_store(broker, listed)
 
     @router.put("/{tenant}/{namespace}/{topic}", status_code=204, summary="Create a non-partitioned topic")
     async def create_topic(broker: Broker, tenant: str, namespace: str, topic: str,
                            properties: Annotated[dict[str, str] | None, Body()] = None) -> None:
         name = name_of(tenant, namespace, topic)
-        require_namespace(broker, name.namespace_name)
-        if broker.records.partitions_of(name) is not None or str(name) in broker.topics:
-            raise conflict("This topic already exists")
-        broker.records.check_topic_count(name)
-        broker.metadata.create_topic(str(name), properties or {})
+
+        def create(rules: StoreRules) -> None:
+            namespace_in(rules.store, name.namespace_name)
+            if rules.records.partitions_of(name) is not None:
+                raise conflict("This topic already exists")
+            rules.records.check_topic_count(name)
+            rules.store.create_topic(str(name), properties or {})
+        await in_rules(broker, create)
 
     @router.delete("/{tenant}/{namespace}/{topic}", status_code=204,
                    summary="Delete a topic (refused while clients are connected unless forced)")
     async def delete_topic(broker: Broker, tenant: str, namespace: str, topic: str, force: bool = False,
                            deleteSchema: bool = False) -> None:
         name = name_of(tenant, namespace, topic)
-        require_exists(broker, name)
-        if partition_count(broker, name) > 0:
+        await require_exists(broker, name)
+        if await partition_count(broker, name) > 0:
             raise conflict(f"Topic {name} is a partitioned topic: delete it with DELETE .../partitions")
         live = broker.topics.get(str(name))
         if live is not None and topic_activity.has_clients(live) and not force:
@@ -122,13 +136,16 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def create_partitioned_topic(broker: Broker, tenant: str, namespace: str, topic: str,
                                        partitions: Partitions, createLocalTopicOnly: bool = False) -> None:
         name = name_of(tenant, namespace, topic)
-        require_namespace(broker, name.namespace_name)
+        await require_namespace(broker, name.namespace_name)
         check_partition_limit(broker, partitions)
         if name.partition_index >= 0:
             raise precondition_failed(f"Partitioned topic name must not end with -partition-<n>: {name}")
-        if broker.records.partitions_of(name) is not None or str(name) in broker.topics:
-            raise conflict("This topic already exists")
-        broker.records.create_partitioned_topic(name, partitions)
+
+        def create(rules: StoreRules) -> None:
+            if rules.records.partitions_of(name) is not None:
+                raise conflict("This topic already exists")
+            rules.records.create_partitioned_topic(name, partitions)
+        await in_rules(broker, create)
 
     @router.post("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
                  summary="Increase the partitions of a partitioned topic")
@@ -136,28 +153,31 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                        partitions: Partitions, updateLocalTopicOnly: bool = False,
                                        force: bool = False) -> None:
         name = name_of(tenant, namespace, topic)
-        current = require_partitioned(broker, name)
+        current = await require_partitioned(broker, name)
         check_partition_limit(broker, partitions)
         if partitions <= current:
             raise RestError(422, f"Desired partitions {partitions} must be more than the current {current}")
-        broker.metadata.update_partitioned_topic(str(name), partitions)
+        await in_store(broker, lambda store: store.update_partitioned_topic(str(name), partitions))
 
     @router.get("/{tenant}/{namespace}/{topic}/partitions", summary="Get partitioned topic metadata")
     async def get_partitioned_metadata(broker: Broker, tenant: str, namespace: str, topic: str,
                                        checkAllowAutoCreation: bool = False) -> dict[str, Any]:
         name = name_of(tenant, namespace, topic)
-        require_namespace(broker, name.namespace_name)
-        known = broker.records.partitions_of(name)
-        if known is None:
-            known = broker.records.partitioned_metadata(name) if checkAllowAutoCreation else 0
-        return {"partitions": known, "deleted": False}
+
+        def partitions(rules: StoreRules) -> int:
+            namespace_in(rules.store, name.namespace_name)
+            known = rules.records.partitions_of(name)
+            if known is None:
+                known = rules.records.partitioned_metadata(name) if checkAllowAutoCreation else 0
+            return known
+        return {"partitions": await in_rules(broker, partitions), "deleted": False}
 
     @router.delete("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
                    summary="Delete a partitioned topic and its partitions")
     async def delete_partitioned(broker: Broker, tenant: str, namespace: str, topic: str,
                                  force: bool = False, deleteSchema: bool = False) -> None:
         name = name_of(tenant, namespace, topic)
-        count = require_partitioned(broker, name)
+        count = await require_partitioned(broker, name)
         live = [broker.topics.get(str(name.partition(i))) for i in range(count)]
         if not force and any(t is not None and topic_activity.has_clients(t) for t in live):
             raise precondition_failed("Topic has active producers/subscriptions")
@@ -167,8 +187,8 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                 summary="Unload a topic: clients reconnect and it is loaded again")
     async def unload_topic(broker: Broker, tenant: str, namespace: str, topic: str) -> None:
         name = name_of(tenant, namespace, topic)
-        require_exists(broker, name)
-        count = partition_count(broker, name)
+        await require_exists(broker, name)
+        count = await partition_count(broker, name)
         for target in [name.partition(i) for i in range(count)] if count else [name]:
             await broker.release.unload_topic(target)
 
@@ -177,9 +197,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     async def terminate(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, int]:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Termination")
-        if partition_count(broker, name) > 0:
+        if await partition_count(broker, name) > 0:
             raise not_allowed("Termination of a partitioned topic is not allowed")
-        load_topic(broker, name)
+        await load_topic(broker, name)
         last = broker.terminate(name)
         return message_id_json(last, name.partition_index)
 
@@ -189,10 +209,10 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                    topic: str) -> dict[int, dict[str, int]]:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Termination")
-        count = require_partitioned(broker, name)
+        count = await require_partitioned(broker, name)
         ids = {}
         for index in range(count):
-            load_topic(broker, name.partition(index))
+            await load_topic(broker, name.partition(index))
             ids[index] = message_id_json(broker.terminate(name.partition(index)), index)
         return ids
 
@@ -203,7 +223,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                         excludeConsumers: bool = False) -> dict[str, Any]:
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
-        loaded = load_topic(broker, name_of(tenant, namespace, topic))
+        loaded = await load_topic(broker, name_of(tenant, namespace, topic))
         return stats.topic_stats(broker, loaded, broker.now_ms(), options)
 
     @router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
@@ -214,32 +234,32 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                     excludePublishers: bool = False,
                                     excludeConsumers: bool = False) -> dict[str, Any]:
         name = name_of(tenant, namespace, topic)
-        count = require_partitioned(broker, name)
+        count = await require_partitioned(broker, name)
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
         now = broker.now_ms()
-        parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in topics_of(broker, name)}
+        parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in await topics_of(broker, name)}
         return stats.partitioned_topic_stats(count, parts, perPartition)
 
     @router.get("/{tenant}/{namespace}/{topic}/internalStats", summary="Get the internal stats of a topic")
     async def get_internal_stats(broker: Broker, tenant: str, namespace: str, topic: str,
                                  metadata: bool = False) -> dict[str, Any]:
-        return stats.internal_stats(load_topic(broker, name_of(tenant, namespace, topic)))
+        return stats.internal_stats(await load_topic(broker, name_of(tenant, namespace, topic)))
 
     @router.get("/{tenant}/{namespace}/{topic}/partitioned-internalStats",
                 summary="Get the internal stats of every partition of a partitioned topic")
     async def get_partitioned_internal_stats(broker: Broker, tenant: str, namespace: str,
                                              topic: str) -> dict[str, Any]:
         name = name_of(tenant, namespace, topic)
-        count = require_partitioned(broker, name)
+        count = await require_partitioned(broker, name)
         return {"metadata": {"partitions": count},
-                "partitions": {str(t.name): stats.internal_stats(t) for t in topics_of(broker, name)}}
+                "partitions": {str(t.name): stats.internal_stats(t) for t in await topics_of(broker, name)}}
 
     @router.get("/{tenant}/{namespace}/{topic}/lastMessageId", summary="Get the id of the last message")
     async def get_last_message_id(broker: Broker, tenant: str, namespace: str, topic: str) -> dict[str, int]:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Get last message id")
-        loaded = load_topic(broker, name)
+        loaded = await load_topic(broker, name)
         last, batch_index = cursor_moves.last_message_id(loaded)
         if last.ledger_id < 0:
             ledgers = loaded.ledger.ledgers()
@@ -252,7 +272,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                           timestamp: Int64Path) -> dict[str, int]:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Get message id by timestamp")
-        loaded = load_topic(broker, name)
+        loaded = await load_topic(broker, name)
         before = cursor_moves.position_before_time(loaded, timestamp)
         last = loaded.last_readable()
         found = loaded.next_position(before)
@@ -268,9 +288,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                               messagePosition: PositiveInt = 1) -> Response:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Examine messages")
-        if partition_count(broker, name) > 0:
+        if await partition_count(broker, name) > 0:
             raise not_allowed("Examine messages on a partitioned topic is not allowed; use a partition")
-        loaded = load_topic(broker, name)
+        loaded = await load_topic(broker, name)
         return entry_response(loaded, nth_from(loaded, initialPosition, messagePosition))
 
     @router.get("/{tenant}/{namespace}/{topic}/ledger/{ledgerId}/entry/{entryId}", responses=OCTET_STREAM,
@@ -279,7 +299,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                 ledgerId: Int64Path, entryId: Int64Path) -> Response:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Get message by id")
-        loaded = load_topic(broker, name)
+        loaded = await load_topic(broker, name)
         return entry_response(loaded, Position(ledgerId, entryId))
 
     @router.post("/{tenant}/{namespace}/{topic}/all_subscription/expireMessages/{expireTimeInSeconds}",
@@ -288,7 +308,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                        expireTimeInSeconds: Annotated[int, Path(ge=0, le=2**31 - 1)]) -> None:
         name = name_of(tenant, namespace, topic)
         require_persistent(name, "Expire messages")
-        for loaded in topics_of(broker, name):
+        for loaded in await topics_of(broker, name):
             for sub in list(loaded.subscriptions.values()):
                 message_expiry.expire(sub, expireTimeInSeconds, broker.now_ms())
             await broker.cursors.store_cursors(loaded)

@@ -14,33 +14,35 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body
 
-from magnetar.admin.common import Broker, namespace_name, require_namespace
+from magnetar.admin.common import Broker, namespace_in, namespace_name, require_namespace
 from magnetar.admin.errors import RestError, precondition_failed
+from magnetar.admin.store_access import in_store
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 
 OFFLOAD_REFUSED = "Tiered storage offload is not supported: Magnetar keeps every ledger on local disk"
 
 
-def check_replication_clusters(broker: Broker, clusters: list[str]) -> None:
-    """Pulsar's checks of a replication cluster list, then Magnetar's: only the local cluster."""
+def check_replication_clusters(store: BrokerMetadataStore, local: str, clusters: list[str]) -> None:
+    """Pulsar's checks of a replication cluster list, then Magnetar's: only the local cluster
+    (a call of :func:`~magnetar.admin.store_access.in_store`)."""
     if "global" in clusters:
         raise precondition_failed("Cannot specify global in the list of replication clusters")
-    known = set(broker.metadata.list_clusters())
+    known = set(store.list_clusters())
     for cluster in clusters:
         if cluster not in known:
             raise RestError(403, f"Invalid cluster id: {cluster}")
-    local = broker.config.clusterName
     others = sorted(set(clusters) - {local})
     if others:
         raise precondition_failed(f"Geo-replication is not supported: this broker serves only cluster {local}, "
                                   f"not {', '.join(others)}")
 
 
-def check_unsupported_policies(broker: Broker, policies: dict[str, Any]) -> None:
+def check_unsupported_policies(store: BrokerMetadataStore, local: str, policies: dict[str, Any]) -> None:
     """A namespace created with replication or offload settings Magnetar cannot apply is
     refused rather than stored."""
     clusters = policies.get("replication_clusters")
     if clusters:
-        check_replication_clusters(broker, list(clusters))
+        check_replication_clusters(store, local, list(clusters))
     if policies.get("offload_threshold", -1) not in (-1, None) or any(
             policies.get(field) is not None for field in
             ("offload_policies", "offload_deletion_lag_ms", "offload_threshold_in_seconds")):
@@ -52,7 +54,7 @@ namespace_router = APIRouter(prefix="/admin/v2/namespaces/{tenant}/{namespace}",
 
 @namespace_router.get("/replication", summary="The namespace's replication clusters (the local cluster)")
 async def get_replication(broker: Broker, tenant: str, namespace: str) -> list[str]:
-    require_namespace(broker, namespace_name(tenant, namespace))
+    await require_namespace(broker, namespace_name(tenant, namespace))
     return [broker.config.clusterName]
 
 
@@ -60,24 +62,29 @@ async def get_replication(broker: Broker, tenant: str, namespace: str) -> list[s
                        summary="Set replication clusters: only the local cluster is accepted")
 async def set_replication(broker: Broker, tenant: str, namespace: str,
                           clusters: Annotated[list[str], Body()]) -> None:
-    require_namespace(broker, namespace_name(tenant, namespace))
-    check_replication_clusters(broker, clusters)
+    name = namespace_name(tenant, namespace)
+    local = broker.config.clusterName
+
+    def check(store: BrokerMetadataStore) -> None:
+        namespace_in(store, name)
+        check_replication_clusters(store, local, clusters)
+    await in_store(broker, check)
 
 
 @namespace_router.get("/offloadThreshold", summary="Offload threshold (-1: offload off)")
 async def get_offload_threshold(broker: Broker, tenant: str, namespace: str) -> int:
-    require_namespace(broker, namespace_name(tenant, namespace))
+    await require_namespace(broker, namespace_name(tenant, namespace))
     return -1
 
 
 @namespace_router.get("/offloadPolicies", summary="Offload policies (none)")
 async def get_offload_policies(broker: Broker, tenant: str, namespace: str) -> None:
-    require_namespace(broker, namespace_name(tenant, namespace))
+    await require_namespace(broker, namespace_name(tenant, namespace))
 
 
 def _refuse_offload(path: str) -> None:
     async def refuse(broker: Broker, tenant: str, namespace: str) -> None:
-        require_namespace(broker, namespace_name(tenant, namespace))
+        await require_namespace(broker, namespace_name(tenant, namespace))
         raise precondition_failed(OFFLOAD_REFUSED)
     for method in ("POST", "PUT", "DELETE"):
         namespace_router.add_api_route(path, refuse, methods=[method], status_code=204,

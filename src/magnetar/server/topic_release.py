@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Coroutine
+from functools import partial
 from typing import Any, Protocol
 
 from magnetar.core.broker.broker_timers import BrokerTimers
@@ -26,6 +27,7 @@ from magnetar.server.clock import now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.long_lived_objects import LongLivedObjects
+from magnetar.server.metadata_calls import metadata_call
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
@@ -142,15 +144,14 @@ class TopicRelease:
             topic = shell.topics.get(key)
             if topic is not None:
                 await self.release(topic, delete_data=True)
-            elif name.persistent and shell.metadata.get_topic(key) is not None:
+            elif name.persistent and await metadata_call(shell, lambda store: store.get_topic(key)) is not None:
                 unloaded = shell.ledger_factory.open(key)
                 await asyncio.get_running_loop().run_in_executor(None, unloaded.delete)
                 await asyncio.get_running_loop().run_in_executor(None, shell.compaction.delete, key)
             await asyncio.wrap_future(shell.writer.submit(lambda store: store.delete_cursors(key)))
             if name.partition_index < 0:
                 shell.schemas.delete_all(name)
-                shell.metadata.delete_topic_policies(key)
-            shell.metadata.delete_topic(key)
+            await metadata_call(shell, partial(_delete_records, key=key, policies=name.partition_index < 0))
             shell.recorder.forget_topic(key)
         finally:
             self.unloading.discard(key)
@@ -161,8 +162,7 @@ class TopicRelease:
             await self.delete_topic(name.partition(index))
         shell = self._shell
         shell.schemas.delete_all(name)  # partitions share their parent's schemas
-        shell.metadata.delete_partitioned_topic(str(name))
-        shell.metadata.delete_topic_policies(str(name))
+        await metadata_call(shell, partial(_delete_partitioned_records, key=str(name)))
 
     # -- ledgers retention detached ----------------------------------------------------
     def remove_detached(self, topic: Topic, detached: list[int]) -> None:
@@ -204,3 +204,14 @@ class TopicRelease:
 async def _remove_files(topic: Topic, written: asyncio.Future[None]) -> None:
     await written
     await asyncio.get_running_loop().run_in_executor(None, topic.ledger.remove_detached)
+
+
+def _delete_records(store: BrokerMetadataStore, key: str, policies: bool) -> None:
+    if policies:
+        store.delete_topic_policies(key)
+    store.delete_topic(key)
+
+
+def _delete_partitioned_records(store: BrokerMetadataStore, key: str) -> None:
+    store.delete_partitioned_topic(key)
+    store.delete_topic_policies(key)
