@@ -32,10 +32,10 @@ from magnetar.core.schemas.schema_data import (
     SchemaData,
     encode_key_value,
     key_value_parts,
+    schema_id,
 )
 from magnetar.core.schemas.validation import validate
 from magnetar.core.schemas.versions import StoredVersion
-from magnetar.server.schemas import schema_id
 
 router = APIRouter(prefix="/admin/v2/schemas", tags=["schemas"])
 TOPIC = "/{tenant}/{namespace}/{topic}"

@@ -24,14 +24,14 @@ from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.policies.policy_cache import PolicyCache
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.topics.topic_records import TopicRecords
-from magnetar.server.metadata_calls import metadata_call, shared_store
+from magnetar.storage.metadata_calls import metadata_call, shared_store
 
 T = TypeVar("T")
 
 
 async def in_store(broker: AdminBroker, call: Callable[[BrokerMetadataStore], T]) -> T:
     """``call(store)``: off the event loop when the store is shared (ZooKeeper), in place on
-    the standalone broker's SQLite store (:func:`~magnetar.server.metadata_calls.metadata_call`)."""
+    the standalone broker's SQLite store (:func:`~magnetar.storage.metadata_calls.metadata_call`)."""
     return await metadata_call(broker, call)
 
 

@@ -16,18 +16,11 @@ from typing import Any
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.metadata.records import SchemaRecord
 from magnetar.core.names import TopicName
-from magnetar.core.schemas.schema_data import SchemaData
+from magnetar.core.schemas.schema_data import SchemaData, schema_id
 from magnetar.core.schemas.versions import StoredVersion
 from magnetar.server.metadata_writer import MetadataWriter
 
 log = logging.getLogger("magnetar.schemas")
-
-
-def schema_id(name: TopicName) -> str:
-    """The key a topic's schemas are stored under: its partitioned topic's name in the
-    persistent domain, since Pulsar's schema id (``tenant/namespace/topic``) has no domain."""
-    parent = name.partitioned_topic
-    return f"persistent://{parent.tenant}/{parent.namespace}/{parent.local_name}"
 
 
 class SchemaRegistry:

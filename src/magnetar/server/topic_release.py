@@ -27,9 +27,9 @@ from magnetar.server.clock import now_ms
 from magnetar.server.compaction import TopicCompaction
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.long_lived_objects import LongLivedObjects
-from magnetar.server.metadata_calls import metadata_call
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
+from magnetar.storage.metadata_calls import metadata_call
 from magnetar.storage.segment_ledger import SegmentLedgerFactory
 
 log = logging.getLogger("magnetar.broker")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from magnetar.core.errors import InvalidSchemaData
+from magnetar.core.names import TopicName
 
 #: Pulsar's ``SchemaType`` names by wire ``Schema.Type`` number.
 SCHEMA_TYPE_NAMES: dict[int, str] = {
@@ -107,3 +108,10 @@ def json_object(data: bytes) -> dict[str, object] | None:
     except (UnicodeDecodeError, json.JSONDecodeError):
         return None
     return loaded if isinstance(loaded, dict) else None
+
+
+def schema_id(name: TopicName) -> str:
+    """The key a topic's schemas are stored under: its partitioned topic's name in the
+    persistent domain, since Pulsar's schema id (``tenant/namespace/topic``) has no domain."""
+    parent = name.partitioned_topic
+    return f"persistent://{parent.tenant}/{parent.namespace}/{parent.local_name}"
