@@ -57,6 +57,7 @@ class Load:
         self.lock = threading.Lock()
         self.longest_gap = 0.0
         self.gave_up_at: float | None = None
+        self.started = time.monotonic()
 
     def done_consuming(self) -> bool:
         if not self.flushed.is_set():
@@ -69,6 +70,7 @@ class Load:
 
     def publish(self) -> None:
         index, start = 0, time.monotonic()
+        self.started = start
         while not self.stopping.is_set():
             due = start + index / self.rate
             now = time.monotonic()
@@ -200,6 +202,17 @@ def report(load: Load, moves: list[float], stored: list[int]) -> None:
           f"{len(stored) - len(set(stored))}; redelivered to the consumer: "
           f"{len(load.received) - len(set(load.received))}; acknowledged and never received: "
           f"{len(acknowledged - set(load.received))}")
+    missing = sorted(acknowledged - set(load.received))
+    if missing:
+        sent_at = {index: sent for index, (sent, _) in load.latency.items()}
+        ranges, start = [], missing[0]
+        for previous, index in zip(missing, missing[1:] + [None], strict=True):
+            if index != previous + 1:
+                ranges.append(f"{start}-{previous}")
+                start = index if index is not None else start
+        print(f"never received: {len(ranges)} runs {ranges[:8]}; sent {sent_at[missing[0]] - load.started:.2f} to "
+              f"{sent_at[missing[-1]] - load.started:.2f} s after the start; moves at "
+              f"{[round(m - load.started, 2) for m in moves]} s")
 
 
 if __name__ == "__main__":
