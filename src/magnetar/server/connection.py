@@ -628,7 +628,7 @@ def _publish(conn: ServerConnection, frames: list[Frame], start: int) -> int:
             # dropped unanswered, as Pulsar does: these crossed the broker's close of their
             # producer on the wire (its topic unloaded or handed over), and the client sends
             # them again once it has reconnected; an error would make it drop the connection.
-            # "Recently" is a keep-alive interval, Pulsar's span: a client busy enough to
+            # "Recently" is a keep-alive interval (keepAliveIntervalSeconds): a client busy enough to
             # read the close seconds late must not lose its connection over it. Later ones
             # get the error, which makes a client that missed the close reconnect.
             conn._answered(producer_id, len(sends))
