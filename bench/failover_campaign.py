@@ -66,6 +66,7 @@ from magnetar.core.cluster.namespace_bundles import NamespaceBundles, default_bo
 from magnetar.core.names import TopicName  # noqa: E402
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore  # noqa: E402
 from magnetar.testing.broker_process import BrokerProcess  # noqa: E402
+from magnetar.testing.polling import NotReached, wait_until  # noqa: E402
 from magnetar.testing.raw_client import RawConnection  # noqa: E402
 from magnetar.testing.raw_client import lookup as raw_lookup  # noqa: E402
 from magnetar.testing.zookeeper_process import ZooKeeperProcess  # noqa: E402
@@ -139,17 +140,6 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 pass
         self.store.close()
-
-
-def wait_for(predicate: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s} s")
-        time.sleep(0.05)
 
 
 @dataclass
@@ -360,10 +350,10 @@ def run_trial(cluster: Cluster, client: pulsar.Client, args: argparse.Namespace,
         if args.probe:
             prober.join(60)
     try:
-        recovered_at = wait_for(lambda: load.first_receipt_of_a_send_after(faulted_at), args.hang_after,
+        recovered_at = wait_until(lambda: load.first_receipt_of_a_send_after(faulted_at), args.hang_after,
                                 "a publish succeeded after the fault")
         recovery: float | None = recovered_at - faulted_at
-    except TimeoutError as exc:
+    except NotReached as exc:
         recovery = None
         notes.append(str(exc))
     time.sleep(args.after)
@@ -372,8 +362,8 @@ def run_trial(cluster: Cluster, client: pulsar.Client, args: argparse.Namespace,
     sent = len(load.sent_at)
     hang = False
     try:
-        wait_for(lambda: load.answered() >= sent, args.hang_after, "every send answered")
-    except TimeoutError as exc:
+        wait_until(lambda: load.answered() >= sent, args.hang_after, "every send answered")
+    except NotReached as exc:
         hang = True
         notes.append(f"{sent - load.answered()} sends unanswered: {exc}")
     watching.set()
@@ -431,7 +421,7 @@ def restore(cluster: Cluster, args: argparse.Namespace) -> None:
     for broker in cluster.brokers:
         if broker.proc is None or broker.proc.poll() is not None:
             broker.start(60)
-    wait_for(lambda: set(cluster.registered()) >= {cluster.broker_id(b) for b in cluster.brokers},
+    wait_until(lambda: set(cluster.registered()) >= {cluster.broker_id(b) for b in cluster.brokers},
              args.hang_after, "every broker registered")
 
 
@@ -769,7 +759,7 @@ def unload_under_load(args: argparse.Namespace, client: pulsar.Client, topics: l
     time.sleep(args.after + 2)
     stopping.set()
     worker.join()
-    wait_for(lambda: all(r is not None for s in sends for _, r in s) or bool(failures), 60, "every send answered")
+    wait_until(lambda: all(r is not None for s in sends for _, r in s) or bool(failures), 60, "every send answered")
     with lock:
         firsts = [next(((r - s) if r is not None else None for s, r in mine if s >= unload_done), None)
                   for mine in sends]

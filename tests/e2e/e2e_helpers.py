@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pulsar
 
-V = TypeVar("V")
+from magnetar.testing.polling import wait_until as wait_until
+
 EARLIEST = pulsar.InitialPosition.Earliest
 
 
@@ -44,18 +42,6 @@ def nothing_arrives(consumer: pulsar.Consumer, within_ms: int = 300) -> bool:
     except pulsar.Timeout:
         return True
     return False
-
-
-def wait_until(predicate: Callable[[], V], timeout_s: float = 10.0, what: str = "condition") -> V:
-    """Poll until ``predicate`` returns something truthy; fail after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout_s}s")
-        time.sleep(0.02)
 
 
 def round_trip(service_url: str) -> None:

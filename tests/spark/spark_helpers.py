@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
 import pulsar
+
+from magnetar.testing import polling
 
 V = TypeVar("V")
 #: Entries per ledger on the test broker: small, so a few hundred messages span several ledgers.
@@ -64,14 +65,8 @@ def read_values(client: pulsar.Client, topic: str) -> list[bytes]:
 
 
 def wait_until(predicate: Callable[[], V], timeout_s: float = 20.0, what: str = "condition") -> V:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.05)
+    """As :func:`magnetar.testing.polling.wait_until`, with the longer default a Spark job needs."""
+    return polling.wait_until(predicate, timeout_s, what, interval_s=0.05)
 
 
 class Admin:
