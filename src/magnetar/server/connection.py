@@ -76,7 +76,7 @@ class ServerConnection(asyncio.Protocol):
         #: producer ids the broker closed (Pulsar's ``recentlyClosedProducers``): SENDs for
         #: them that were already on the wire are dropped, not answered with an error
         self.closed_producers: dict[int, float] = {}
-        self.closed_consumers: set[int] = set()
+        self.subscribing: dict[int, int] = {}
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -276,7 +276,8 @@ class ServerConnection(asyncio.Protocol):
         for ``request``: for answers that promise something is on disk."""
         def answer(done: asyncio.Future[Any]) -> None:
             exc = done.exception()
-            if exc is None and broker_commands.closed_while_answering(self, request):
+            closed = broker_commands.closed_while_answering(self, request)
+            if exc is None and closed:
                 self._reply_error(request, ServerError.ServiceNotReady, "closed by the broker before it was ready")
             elif exc is None:
                 self.write_command(reply)
@@ -357,7 +358,6 @@ class ServerConnection(asyncio.Protocol):
     def close_consumer(self, consumer_id: int) -> None:
         entry = self.consumers.pop(consumer_id, None)
         if entry is not None:
-            self.closed_consumers.add(consumer_id)
             _, sub = entry
             self.write_command(commands.close_consumer(consumer_id, self.broker.successors.get(str(sub.topic.name))))
 

@@ -59,6 +59,8 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     producer_topics: dict[int, Topic]
     producer_requests: dict[int, int]
     consumers: dict[int, tuple[Consumer, Subscription]]
+    #: consumer id -> the SUBSCRIBE whose answer waits for a write (its request id)
+    subscribing: dict[int, int]
 
     @property
     def broker(self) -> CommandShell: ...
@@ -85,9 +87,6 @@ class ClientConnection(ProducerSink, ConsumerSink, Protocol):
     def closed_producers(self) -> Container[int]:
         """Producer ids the broker closed (an unload), not the client."""
 
-    @property
-    def closed_consumers(self) -> Container[int]:
-        """Consumer ids the broker closed."""
 
 
 Handler = Callable[[ClientConnection, Frame], None]
@@ -195,13 +194,18 @@ def _attach_producer(conn: ClientConnection, frame: Frame, topic: Topic, changes
 def closed_while_answering(conn: ClientConnection, request: pb.BaseCommand) -> bool:
     """A PRODUCER or SUBSCRIBE whose producer or consumer the broker closed (its topic
     unloaded) while the answer waited for a write: the client was told to reconnect, and a
-    late success would make it take the closed one for ready. It gets a retriable error."""
+    late success would make it take the closed one for ready. It gets a retriable error.
+    A SUBSCRIBE's answer is settled here: a later SUBSCRIBE of the consumer id is answered
+    at once from now on."""
     if request.type == T.PRODUCER:
         producer_id = request.producer.producer_id
         return producer_id not in conn.producers and producer_id in conn.closed_producers
     if request.type == T.SUBSCRIBE:
-        consumer_id = request.subscribe.consumer_id
-        return consumer_id not in conn.consumers and consumer_id in conn.closed_consumers
+        consumer_id, request_id = request.subscribe.consumer_id, request.subscribe.request_id
+        if conn.subscribing.get(consumer_id) != request_id:
+            return True  # its consumer was closed, and another SUBSCRIBE made the one there now
+        del conn.subscribing[consumer_id]
+        return consumer_id not in conn.consumers
     return False
 
 
@@ -226,6 +230,10 @@ def close_producer(conn: ClientConnection, frame: Frame) -> None:
 def subscribe(conn: ClientConnection, frame: Frame) -> None:
     req = frame.command.subscribe
     if req.consumer_id in conn.consumers:
+        if req.consumer_id in conn.subscribing:
+            # the client clears its queue and grants its permits anew on each SUCCESS, so a
+            # second one while the first is still to come would lose what was sent between
+            raise ServiceNotReady("Consumer is already present on the connection")
         conn.write_command(commands.success(req.request_id))
         return
     broker = conn.broker
@@ -277,6 +285,7 @@ def _attach_consumer(conn: ClientConnection, frame: Frame, topic: Topic) -> None
     if not durable and schema is None:
         conn.write_command(commands.success(req.request_id))
         return
+    conn.subscribing[req.consumer_id] = req.request_id
     if not durable:  # a schema it gave the topic is stored first
         conn.reply_when_done(broker.metadata_durable(), frame.command, commands.success(req.request_id))
         return

@@ -64,7 +64,7 @@ class SimConnection:
         self.client_version = "magnetar-sim"
         self.producers: dict[int, Producer] = {}
         self.closed_producers: set[int] = set()
-        self.closed_consumers: set[int] = set()
+        self.subscribing: dict[int, int] = {}
         self.producer_topics: dict[int, Topic] = {}
         self.producer_requests: dict[int, int] = {}
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
@@ -161,7 +161,8 @@ class SimConnection:
     def reply_when_done(self, work: Completion, request: pb.BaseCommand, reply: pb.BaseCommand) -> None:
         def answer(done: Completion) -> None:
             failure = done.exception()
-            if failure is None and broker_commands.closed_while_answering(self, request):
+            closed = broker_commands.closed_while_answering(self, request)
+            if failure is None and closed:
                 self._reply_error(request, ServerError.ServiceNotReady, "closed by the broker before it was ready")
             elif failure is None:
                 self.write_command(reply)
@@ -229,7 +230,6 @@ class SimConnection:
 
     def close_consumer(self, consumer_id: int) -> None:
         if self.consumers.pop(consumer_id, None) is not None:
-            self.closed_consumers.add(consumer_id)
             self.write_command(commands.close_consumer(consumer_id))
 
     # -- ProducerSink -------------------------------------------------------------------------
