@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from magnetar.core.cluster.namespace_bundles import NamespaceBundles
 from magnetar.core.names import TopicName
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
 from magnetar.testing.broker_process import BrokerProcess
+from magnetar.testing.zookeeper_ensemble import ZooKeeperEnsemble
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
 CLI = [sys.executable, "-m", "magnetar.cli"]
@@ -50,7 +53,7 @@ class Cluster:
             broker.kill()
 
 
-def start_cluster(zookeeper: ZooKeeperProcess, data_dir: Path, count: int = 2,
+def start_cluster(zookeeper: ZooKeeperProcess | ZooKeeperEnsemble, data_dir: Path, count: int = 2,
                   config: dict[str, str] | None = None) -> Cluster:
     """A fresh chroot initialised, and ``count`` brokers sharing ``data_dir``."""
     url = zookeeper.url(f"/cluster-{uuid.uuid4().hex[:8]}")
@@ -91,3 +94,34 @@ def one_topic_per_bundle() -> list[str]:
         found.setdefault(bundles.find_bundle(topic).range_name, topic)
         i += 1
     return list(found.values())
+
+
+class Publisher:
+    """Sends one message every 20 ms; notes when each receipt came."""
+
+    def __init__(self, producer: pulsar.Producer) -> None:
+        self.producer = producer
+        self.receipts: list[tuple[float, bytes]] = []
+        self.errors: list[str] = []
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def run(self) -> None:
+        index = 0
+        while not self.stop.is_set():
+            payload = f"m{index}".encode()
+
+            def done(result: pulsar.Result, _: pulsar.MessageId, payload: bytes = payload) -> None:
+                with self.lock:
+                    if result == pulsar.Result.Ok:
+                        self.receipts.append((time.monotonic(), payload))
+                    else:
+                        self.errors.append(str(result))
+            self.producer.send_async(payload, done)
+            index += 1
+            self.stop.wait(0.02)
+
+    def last_receipt(self) -> float:
+        with self.lock:
+            return self.receipts[-1][0] if self.receipts else 0.0

@@ -5,14 +5,13 @@ test stops it."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
-from cluster_helpers import Cluster, start_cluster
+from cluster_helpers import Cluster, Publisher, start_cluster
 from e2e_helpers import quiet_logger, read_topic, wait_until
 
 from magnetar.testing.zookeeper_process import ZooKeeperProcess, zookeeper_unavailable
@@ -28,37 +27,6 @@ def own_zookeeper(tmp_path: Path) -> Iterator[ZooKeeperProcess]:
     server = ZooKeeperProcess(tmp_path / "zk").start()
     yield server
     server.close()
-
-
-class Publisher:
-    """Sends one message every 20 ms; notes when each receipt came."""
-
-    def __init__(self, producer: pulsar.Producer) -> None:
-        self.producer = producer
-        self.receipts: list[tuple[float, bytes]] = []
-        self.errors: list[str] = []
-        self.stop = threading.Event()
-        self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        index = 0
-        while not self.stop.is_set():
-            payload = f"m{index}".encode()
-
-            def done(result: pulsar.Result, _: pulsar.MessageId, payload: bytes = payload) -> None:
-                with self.lock:
-                    if result == pulsar.Result.Ok:
-                        self.receipts.append((time.monotonic(), payload))
-                    else:
-                        self.errors.append(str(result))
-            self.producer.send_async(payload, done)
-            index += 1
-            self.stop.wait(0.02)
-
-    def last_receipt(self) -> float:
-        with self.lock:
-            return self.receipts[-1][0] if self.receipts else 0.0
 
 
 @pytest.mark.timeout(120)

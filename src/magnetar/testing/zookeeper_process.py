@@ -15,6 +15,8 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -23,6 +25,16 @@ from magnetar.testing.broker_process import free_port
 #: where Debian's ``zookeeper`` package puts the server's jar
 ZOOKEEPER_JAR = Path(os.environ.get("MAGNETAR_ZOOKEEPER_JAR", "/usr/share/java/zookeeper.jar"))
 _MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
+_QUORUM_MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One server of an ensemble as the others reach it."""
+
+    client_port: int
+    peer_port: int
+    election_port: int
 
 
 def zookeeper_unavailable() -> str | None:
@@ -73,11 +85,15 @@ class ZooKeeperProcess:
     """One ZooKeeper server; :meth:`start` waits until it answers, :meth:`stop` ends it.
     Stopped, it keeps its port and data, so a restart finds the same tree and sessions."""
 
-    def __init__(self, data_dir: Path | None = None, *, tick_time_ms: int = 500, new_session: bool = False) -> None:
-        """``new_session``: the server in a session of its own, out of reach of a terminal's Ctrl-C."""
+    def __init__(self, data_dir: Path | None = None, *, tick_time_ms: int = 500, new_session: bool = False,
+                 quorum: Sequence[QuorumPeer] = (), my_id: int = 0) -> None:
+        """``new_session``: the server in a session of its own, out of reach of a terminal's Ctrl-C.
+        ``quorum``: every server of an ensemble, this one the ``my_id``-th (from 1)."""
         self._owned_dir = data_dir is None
         self.data_dir = Path(tempfile.mkdtemp(prefix="magnetar-zk-")) if data_dir is None else data_dir
-        self.port = free_port()
+        self.quorum = tuple(quorum)
+        self.my_id = my_id
+        self.port = self.quorum[my_id - 1].client_port if self.quorum else free_port()
         self.tick_time_ms = tick_time_ms
         self.new_session = new_session
         self.proc: subprocess.Popen[bytes] | None = None
@@ -105,12 +121,36 @@ class ZooKeeperProcess:
             "maxSessionTimeout=60000\n"
             "admin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat\n"
-            "forceSync=no\n",
+            "forceSync=no\n" + self._quorum_config(),
             encoding="utf-8",
         )
         return config
 
+    def _quorum_config(self) -> str:
+        if not self.quorum:
+            return ""
+        (self.data_dir / "data" / "myid").write_text(f"{self.my_id}\n", encoding="ascii")
+        servers = "".join(f"server.{i}=127.0.0.1:{peer.peer_port}:{peer.election_port}\n"
+                          for i, peer in enumerate(self.quorum, start=1))
+        return "initLimit=10\nsyncLimit=5\n" + servers
+
+    def mode(self) -> str | None:
+        """``leader``, ``follower`` or ``standalone`` as the server says, None while it does not serve."""
+        try:
+            answer = four_letter_word(self.port, "srvr", timeout_s=0.5)
+        except OSError:
+            return None
+        modes = [line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:")]
+        return modes[0] if modes else None
+
     def start(self, timeout_s: float = 30.0) -> ZooKeeperProcess:
+        self.launch()
+        self.wait_ready(timeout_s)
+        return self
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to serve (an ensemble's servers serve
+        only once enough of them run)."""
         reason = zookeeper_unavailable()
         if reason is not None:
             raise RuntimeError(reason)
@@ -118,15 +158,14 @@ class ZooKeeperProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child process
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-             f"-Dzookeeper.log.dir={self.data_dir}", "-cp", str(ZOOKEEPER_JAR), _MAIN_CLASS, str(config)],
+             f"-Dzookeeper.log.dir={self.data_dir}", "-cp", str(ZOOKEEPER_JAR),
+             _QUORUM_MAIN_CLASS if self.quorum else _MAIN_CLASS, str(config)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_end_with_parent,
             start_new_session=self.new_session,
         )
         log.close()
-        self._wait_ready(timeout_s)
-        return self
 
-    def _wait_ready(self, timeout_s: float) -> None:
+    def wait_ready(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
         while True:
             assert self.proc is not None
