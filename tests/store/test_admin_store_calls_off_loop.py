@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,10 +27,16 @@ import pytest
 from magnetar.admin.app import create_app
 from magnetar.cli.cluster_init import ClusterInit, initialize
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.delayed.bucket import bucket_key, build_snapshot
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
+from magnetar.core.delayed.triple_long_priority_queue import pack
 from magnetar.core.errors import TopicNotFound
 from magnetar.core.names import TopicName
+from magnetar.core.positions import BEFORE_START
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_service import BrokerService
+from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
@@ -55,15 +62,18 @@ Load = Callable[..., Awaitable[Topic]]
 
 
 def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-           steps: Callable[[Call, Load], Awaitable[None]]) -> list[str]:
+           steps: Callable[[Call, Load], Awaitable[None]],
+           stored: Callable[[BrokerService], None] | None = None, **settings: Any) -> list[str]:
     """Run ``steps`` against the admin app of a broker over a fresh chroot; the requests
     (and loads) that made a ZooKeeper round trip on the loop's thread. ``call(method, path,
     status, body, writes=..., **params)`` checks the answer's status and returns its JSON;
     with ``writes`` it also checks that the request reached ZooKeeper at all. ``load(topic,
-    create, writes=...)`` loads a topic as the binary protocol does, checked the same way."""
+    create, writes=...)`` loads a topic as the binary protocol does, checked the same way.
+    ``stored(broker)``, run on another thread once the broker serves, writes what it then
+    finds in the store (as another broker would); ``settings`` configure it."""
     url = zookeeper.url(f"/admin-off-loop-{uuid.uuid4().hex[:8]}")
     initialize(ClusterInit(CLUSTER, url, "http://127.0.0.1:8080", "pulsar://127.0.0.1:6650"))
-    broker = BrokerService(BrokerConfig(metadataStoreUrl=url, clusterName=CLUSTER), tmp_path)
+    broker = BrokerService(BrokerConfig(metadataStoreUrl=url, clusterName=CLUSTER, **settings), tmp_path)
     store = broker.metadata
     assert isinstance(store, ZooKeeperMetadataStore)
     trips = RoundTrips(store._zk._wait)
@@ -82,6 +92,8 @@ def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.Monk
         loop_thread = threading.get_ident()
         on_loop: list[str] = []
         app = create_app(broker)
+        if stored is not None:
+            await asyncio.to_thread(stored, broker)
 
         def check(what: str, before: int, writes: bool) -> None:
             made = trips.threads[before:]
@@ -227,3 +239,34 @@ async def binary_loads(call: Call, load: Load) -> None:
 def test_loading_topics_as_the_binary_protocol_does_makes_no_round_trip_on_the_event_loop(
         zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert served(zookeeper, tmp_path, monkeypatch, binary_loads) == []
+
+
+DELAYED = "persistent://public/default/delayed"
+BUCKETS = "org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory"
+
+
+def stored_bucket(broker: BrokerService) -> None:
+    """A subscription whose delayed messages (due in an hour) are in a bucket snapshot on
+    disk, written through a session of its own, as the broker that served the topic before
+    left it (this broker's start-up sweep has not read its registry entry)."""
+    assert isinstance(broker.metadata, ZooKeeperMetadataStore)
+    with ZooKeeperMetadataStore(broker.metadata.url) as other:
+        other.create_topic(DELAYED)
+        due = int(time.time() * 1000) + 3_600_000
+        metadata, segments = build_snapshot([pack(due, 1, 0), pack(due + 1, 1, 1)], 300_000, -1)
+        bucket_id = LedgerBucketSnapshotStorage(broker.data_dir / "buckets", other).create_bucket_snapshot(
+            metadata, segments, bucket_key(1, 1), DELAYED, "sub")
+        other.put_cursor(DELAYED, "sub", CursorRecord(BEFORE_START, properties={bucket_key(1, 1): bucket_id}))
+
+
+async def bucket_recovery(_: Call, load: Load) -> None:
+    topic = await load(DELAYED, False, writes=True)
+    tracker = topic.subscriptions["sub"].delayed_tracker
+    assert isinstance(tracker, BucketDelayedDeliveryTracker)
+    assert [bucket.number_bucket_delayed_messages for bucket in tracker.immutable_buckets] == [2]
+
+
+def test_a_topic_recovering_delayed_buckets_makes_no_round_trip_on_the_event_loop(
+        zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert served(zookeeper, tmp_path, monkeypatch, bucket_recovery, stored_bucket,
+                  delayedDeliveryTrackerFactoryClassName=BUCKETS) == []

@@ -12,8 +12,10 @@ of the store, run where :func:`~magnetar.storage.metadata_calls.metadata_call` r
 - once it is open, the topic's stored state is gathered into a :class:`StoredTopic`: its
   stored properties (the creation time recorded on its first load), its cursors (the
   deduplication snapshot's and the shared delayed index's record among them), the snapshot
-  of its property-deduplication window, and its policies and its namespace's, read so
-  that the store's watched cache holds them when the loop resolves them.
+  of its property-deduplication window; and its policies and its namespace's, and the
+  registry entries of the delayed-delivery bucket snapshots its cursors name, read so
+  that the store's watched cache holds them when the loop resolves the policies and
+  recovers the buckets.
 
 The event loop then builds the topic from that state without a store call. A policy
 written in between drops its entry from the cache, and the loop reads the new one, as it
@@ -22,7 +24,7 @@ does after any policy change.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -30,6 +32,7 @@ from typing import Any
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.dedup.property_dedup import SNAPSHOT_PREFIX
 from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR
+from magnetar.core.delayed.bucket import is_bucket_key
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
@@ -38,6 +41,7 @@ from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.topics import topic_properties
 from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.server.clock import now_ms
+from magnetar.storage.ledger_bucket_snapshot_storage import REGISTRY_PREFIX
 from magnetar.storage.metadata_calls import StoreHolder, metadata_call
 
 
@@ -84,7 +88,15 @@ def read_stored_topic(store: BrokerMetadataStore, name: TopicName, now: int) -> 
     window = store.get_json(SNAPSHOT_PREFIX + key)
     store.get_namespace_policies(name.namespace_name)
     store.get_topic_policies(str(name.partitioned_topic))
+    for bucket_id in _buckets_named(cursors.values()):
+        store.get_json(f"{REGISTRY_PREFIX}{bucket_id}")
     return StoredTopic(properties, cursors, window)
+
+
+def _buckets_named(records: Iterable[CursorRecord]) -> set[int]:
+    """The bucket snapshots the cursors' properties name (a bad value is the recovery's to report)."""
+    return {int(value) for record in records for key, value in record.properties.items()
+            if is_bucket_key(key) and str(value).isdigit()}
 
 
 def _check_record(store: BrokerMetadataStore, config: BrokerConfig, name: TopicName, create: bool) -> None:
