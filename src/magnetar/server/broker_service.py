@@ -6,8 +6,9 @@ access, topic records, schemas), the appends on their way to the disk
 (:mod:`.topic_release`), and loads topics. Everything here runs on the event loop thread
 except what can wait on a disk: fsync of appends (the group committer's thread,
 reported back with ``call_soon_threadsafe``), cursor writes (the metadata writer's
-thread) and the opening of a topic's ledger (a worker thread). Core's one timer is
-armed by :class:`~magnetar.server.timer_alarm.TimerAlarm`.
+thread), and the opening of a topic's ledger (a worker thread) and its metadata store
+calls (:mod:`.topic_opening`). Core's one timer is armed by
+:class:`~magnetar.server.timer_alarm.TimerAlarm`.
 """
 
 from __future__ import annotations
