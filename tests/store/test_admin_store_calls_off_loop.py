@@ -1,18 +1,21 @@
-"""On a cluster's broker (metadata in ZooKeeper) the admin REST API never waits on a
-ZooKeeper round trip on the event loop's thread.
+"""On a cluster's broker (metadata in ZooKeeper) the admin REST API, and a topic's load
+for the binary protocol, never wait on a ZooKeeper round trip on the event loop's thread.
 
 A broker service over a real ZooKeeper chroot, its admin app driven in process; every round
 trip of the store's kazoo session (a cache miss or a write, each waiting for the ensemble)
 is recorded with the thread it ran on. Each admin route that reads or writes the store is
 called, and the test fails if any round trip ran on the loop's thread, or if a write route
 made none at all (then it did not reach ZooKeeper and proves nothing). Answers are checked
-too, errors included, so moving the calls changed none of them.
+too, errors included, so moving the calls changed none of them. Topics are loaded as a
+PRODUCER or SUBSCRIBE loads them too (``BrokerService.load_topic``), with what they have
+stored (cursors, a deduplication snapshot, a partition's record) read back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -24,7 +27,16 @@ import pytest
 from magnetar.admin.app import create_app
 from magnetar.cli.cluster_init import ClusterInit, initialize
 from magnetar.core.broker.broker_config import BrokerConfig
+from magnetar.core.delayed.bucket import bucket_key, build_snapshot
+from magnetar.core.delayed.bucket_delayed_delivery_tracker import BucketDelayedDeliveryTracker
+from magnetar.core.delayed.triple_long_priority_queue import pack
+from magnetar.core.errors import TopicNotFound
+from magnetar.core.names import TopicName
+from magnetar.core.positions import BEFORE_START
+from magnetar.core.subscriptions.cursor_record import CursorRecord
+from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_service import BrokerService
+from magnetar.storage.ledger_bucket_snapshot_storage import LedgerBucketSnapshotStorage
 from magnetar.storage.zookeeper.store import ZooKeeperMetadataStore
 from magnetar.testing.zookeeper_process import ZooKeeperProcess
 
@@ -46,17 +58,22 @@ class RoundTrips:
 
 
 Call = Callable[..., Awaitable[Any]]
+Load = Callable[..., Awaitable[Topic]]
 
 
 def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-           steps: Callable[[Call], Awaitable[None]]) -> list[str]:
+           steps: Callable[[Call, Load], Awaitable[None]],
+           stored: Callable[[BrokerService], None] | None = None, **settings: Any) -> list[str]:
     """Run ``steps`` against the admin app of a broker over a fresh chroot; the requests
-    that made a ZooKeeper round trip on the loop's thread. ``call(method, path, status,
-    body, writes=..., **params)`` checks the answer's status and returns its JSON; with
-    ``writes`` it also checks that the request reached ZooKeeper at all."""
+    (and loads) that made a ZooKeeper round trip on the loop's thread. ``call(method, path,
+    status, body, writes=..., **params)`` checks the answer's status and returns its JSON;
+    with ``writes`` it also checks that the request reached ZooKeeper at all. ``load(topic,
+    create, writes=...)`` loads a topic as the binary protocol does, checked the same way.
+    ``stored(broker)``, run on another thread once the broker serves, writes what it then
+    finds in the store (as another broker would); ``settings`` configure it."""
     url = zookeeper.url(f"/admin-off-loop-{uuid.uuid4().hex[:8]}")
     initialize(ClusterInit(CLUSTER, url, "http://127.0.0.1:8080", "pulsar://127.0.0.1:6650"))
-    broker = BrokerService(BrokerConfig(metadataStoreUrl=url, clusterName=CLUSTER), tmp_path)
+    broker = BrokerService(BrokerConfig(metadataStoreUrl=url, clusterName=CLUSTER, **settings), tmp_path)
     store = broker.metadata
     assert isinstance(store, ZooKeeperMetadataStore)
     trips = RoundTrips(store._zk._wait)
@@ -75,18 +92,30 @@ def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.Monk
         loop_thread = threading.get_ident()
         on_loop: list[str] = []
         app = create_app(broker)
+        if stored is not None:
+            await asyncio.to_thread(stored, broker)
+
+        def check(what: str, before: int, writes: bool) -> None:
+            made = trips.threads[before:]
+            if loop_thread in made:
+                on_loop.append(what)
+            assert made or not writes, f"{what} made no round trip"
+
+        async def load(topic: str, create: bool, *, writes: bool = False) -> Topic:
+            before = len(trips.threads)
+            loaded = await broker.load_topic(TopicName.parse(topic), create)
+            check(f"load {topic}", before, writes)
+            return loaded
+
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://broker") as http:
             async def call(method: str, path: str, status: int = 200, body: Any = None, *, writes: bool = False,
                            **params: Any) -> Any:
                 before = len(trips.threads)
                 answer = await http.request(method, path, json=body, params=params or None)
                 assert answer.status_code == status, (method, path, answer.text)
-                made = trips.threads[before:]
-                if loop_thread in made:
-                    on_loop.append(f"{method} {path}")
-                assert made or not writes, f"{method} {path} made no round trip"
+                check(f"{method} {path}", before, writes)
                 return answer.json() if answer.content else None
-            await steps(call)
+            await steps(call, load)
         assert trips.threads, "the store was never asked"
         return on_loop
 
@@ -96,7 +125,7 @@ def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.Monk
         store.close()
 
 
-async def admin_requests(call: Call) -> None:
+async def admin_requests(call: Call, _: Load) -> None:
     # tenants and clusters
     await call("PUT", "/admin/v2/clusters/other", 204, {"serviceUrl": "http://o:8080"}, writes=True)
     await call("PUT", "/admin/v2/clusters/other", 409, {"serviceUrl": "http://o:8080"})
@@ -176,14 +205,68 @@ def test_admin_routes_make_no_zookeeper_round_trip_on_the_event_loop(
     assert on_loop == [], f"ZooKeeper round trips on the event loop's thread: {on_loop}"
 
 
-async def topic_load(call: Call) -> None:
+async def topic_load(call: Call, _: Load) -> None:
     await call("PUT", f"{TOPIC}/loaded", 204, writes=True)
     assert (await call("GET", f"{TOPIC}/loaded/internalStats"))["entriesAddedCounter"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason="a topic is opened on the event loop (server/broker_service.py _adopt: "
-                                       "its properties written, its cursors and delayed index read), for "
-                                       "the binary protocol's loads and the admin API's alike")
 def test_loading_a_topic_through_the_admin_api_makes_no_round_trip_on_the_event_loop(
         zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert served(zookeeper, tmp_path, monkeypatch, topic_load) == []
+
+
+async def binary_loads(call: Call, load: Load) -> None:
+    await call("POST", f"{NS}/deduplication", 204, True, writes=True)
+    # a new topic, created by its load: its record written, its creation time recorded
+    fresh = await load("persistent://public/default/fresh", True, writes=True)
+    assert fresh.dedup is not None and fresh.created_ms > 0
+    await call("PUT", f"{TOPIC}/fresh/subscription/sub", 204, writes=True)
+    await call("PUT", f"{TOPIC}/fresh/unload", 204, writes=True)
+    # loaded again from what it stored: its subscription, its creation time, its dedup snapshot
+    again = await load("persistent://public/default/fresh", False, writes=True)
+    assert list(again.subscriptions) == ["sub"] and again.created_ms == fresh.created_ms
+    assert again.dedup is not None
+    # a partition of a partitioned topic: its record written as it loads
+    await call("PUT", f"{TOPIC}/parted/partitions", 204, 2, writes=True)
+    assert str((await load("persistent://public/default/parted-partition-1", False, writes=True)).name) \
+        == "persistent://public/default/parted-partition-1"
+    assert "persistent://public/default/parted-partition-1" in await call("GET", TOPIC)
+    await load("non-persistent://public/default/passing", True)
+    with pytest.raises(TopicNotFound):
+        await load("persistent://public/default/absent", False)
+
+
+def test_loading_topics_as_the_binary_protocol_does_makes_no_round_trip_on_the_event_loop(
+        zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert served(zookeeper, tmp_path, monkeypatch, binary_loads) == []
+
+
+DELAYED = "persistent://public/default/delayed"
+BUCKETS = "org.apache.pulsar.broker.delayed.BucketDelayedDeliveryTrackerFactory"
+
+
+def stored_bucket(broker: BrokerService) -> None:
+    """A subscription whose delayed messages (due in an hour) are in a bucket snapshot on
+    disk, written through a session of its own, as the broker that served the topic before
+    left it (this broker's start-up sweep has not read its registry entry)."""
+    assert isinstance(broker.metadata, ZooKeeperMetadataStore)
+    with ZooKeeperMetadataStore(broker.metadata.url) as other:
+        other.create_topic(DELAYED)
+        due = int(time.time() * 1000) + 3_600_000
+        metadata, segments = build_snapshot([pack(due, 1, 0), pack(due + 1, 1, 1)], 300_000, -1)
+        bucket_id = LedgerBucketSnapshotStorage(broker.data_dir / "buckets", other).create_bucket_snapshot(
+            metadata, segments, bucket_key(1, 1), DELAYED, "sub")
+        other.put_cursor(DELAYED, "sub", CursorRecord(BEFORE_START, properties={bucket_key(1, 1): bucket_id}))
+
+
+async def bucket_recovery(_: Call, load: Load) -> None:
+    topic = await load(DELAYED, False, writes=True)
+    tracker = topic.subscriptions["sub"].delayed_tracker
+    assert isinstance(tracker, BucketDelayedDeliveryTracker)
+    assert [bucket.number_bucket_delayed_messages for bucket in tracker.immutable_buckets] == [2]
+
+
+def test_a_topic_recovering_delayed_buckets_makes_no_round_trip_on_the_event_loop(
+        zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert served(zookeeper, tmp_path, monkeypatch, bucket_recovery, stored_bucket,
+                  delayedDeliveryTrackerFactoryClassName=BUCKETS) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import subprocess
 import sys
@@ -185,6 +186,37 @@ def test_ledger_ids_fall_back_to_a_durable_reservation_when_the_writer_is_behind
         assert len(set(handed_out)) == 12
         with MetadataStore(db) as other:
             assert other.next_ledger_id() > max(handed_out)
+    finally:
+        release.set()
+        loop_store.close()
+
+
+def test_a_load_waits_for_the_writer_s_block_instead_of_reserving_on_the_loop(writer: MetadataWriter, db: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    loop_store = MetadataStore(db)
+    on_loop: list[int] = []
+    real = loop_store.reserve_ledger_ids
+    monkeypatch.setattr(loop_store, "reserve_ledger_ids", lambda count: on_loop.append(count) or real(count))
+    release = threading.Event()
+
+    async def scenario() -> list[int]:
+        ids = LedgerIds(loop_store, writer, block=4)
+        writer.submit(lambda store: release.wait(WAIT_S))  # the writer is busy
+        waiting = asyncio.ensure_future(ids.at_hand())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not waiting.done(), "no block yet: the load waits for the writer's"
+        release.set()
+        await asyncio.wait_for(waiting, WAIT_S)
+        taken = [ids.next_id() for _ in range(4)]  # the whole block
+        await ids.at_hand()
+        return [*taken, ids.next_id()]
+
+    try:
+        loop_store.defer_syncs()
+        handed_out = asyncio.run(scenario())
+        assert on_loop == []
+        assert handed_out == sorted(set(handed_out))
     finally:
         release.set()
         loop_store.close()

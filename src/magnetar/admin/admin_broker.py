@@ -15,7 +15,9 @@ from magnetar.admin.loop_lag_metrics import LoopLagReadings
 from magnetar.admin.scrape_pacing import Activity
 from magnetar.core.broker.broker_facade import AdminFacade
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
+from magnetar.core.names import TopicName
 from magnetar.core.schemas.topic_schemas import SchemaHistory
+from magnetar.core.topics.topic import Topic
 from magnetar.security.authentication import AuthenticationService
 from magnetar.storage.entry_cache_budget import EntryCacheBudget
 
@@ -63,3 +65,7 @@ class AdminBroker(AdminFacade, Protocol):
 
     def metadata_durable(self) -> concurrent.futures.Future[None]:
         """Done once every metadata write made so far is durable."""
+
+    async def load_topic(self, name: TopicName, create: bool) -> Topic:
+        """The loaded topic, else loaded with its store calls and ledger opening off the
+        event loop (loads of one topic share one attempt)."""

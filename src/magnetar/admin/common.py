@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -10,7 +9,7 @@ from fastapi import Depends, Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.errors import RestError, conflict, not_found, precondition_failed
-from magnetar.admin.store_access import StoreRules, in_rules, in_store, shared_store
+from magnetar.admin.store_access import StoreRules, in_store
 from magnetar.core.errors import InvalidTopicName, TopicNotFound
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.metadata.policy_updates import update_namespace_policies
@@ -132,21 +131,16 @@ async def partition_count(broker: AdminBroker, name: TopicName) -> int:
 
 
 async def load_topic(broker: AdminBroker, name: TopicName) -> Topic:
-    """The live topic, loading it from storage; 404 when it does not exist."""
-    warm = str(name) not in broker.topics and shared_store(broker)
-
-    def check(rules: StoreRules) -> None:
-        namespace_in(rules.store, name.namespace_name)
-        if partitions_in(rules.store, name) > 0:
+    """The live topic, loading it from storage (its store calls off the event loop, as a
+    producer's load makes them); 404 when it does not exist."""
+    def check(store: BrokerMetadataStore) -> None:
+        namespace_in(store, name.namespace_name)
+        if partitions_in(store, name) > 0:
             raise RestError(404, f"Topic {name} is a partitioned topic: use its partitions "
                                  f"or the partitioned-* endpoints")
-        if warm:  # what loading it reads (and a partition's record it writes) done here, not on the loop
-            with contextlib.suppress(TopicNotFound):
-                rules.records.check_record(name, create=False)
-            rules.store.get_topic(str(name))
-    await in_rules(broker, check)
+    await in_store(broker, check)
     try:
-        return broker.get_topic(name, create=False)
+        return await broker.load_topic(name, create=False)
     except TopicNotFound:
         raise not_found("Topic not found") from None
 

@@ -17,6 +17,7 @@ from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import (
     Broker,
     check_name,
+    load_topic,
     namespace_name,
     namespaces_in,
     require_namespace,
@@ -184,7 +185,7 @@ async def clear_namespace_subscription_backlog(broker: Broker, tenant: str, name
 async def _clear_backlog(broker: AdminBroker, namespace: str, subscription: str | None) -> None:
     keys = await in_rules(broker, lambda rules: topics_listed(rules, namespace, 0))
     for key in keys:
-        topic = broker.get_topic(TopicName.parse(key), create=False)
+        topic = await load_topic(broker, TopicName.parse(key))
         subs = [s for s in topic.subscriptions.values() if subscription is None or s.name == subscription]
         for sub in subs:
             sub.skip_all(broker.now_ms())

@@ -6,8 +6,9 @@ access, topic records, schemas), the appends on their way to the disk
 (:mod:`.topic_release`), and loads topics. Everything here runs on the event loop thread
 except what can wait on a disk: fsync of appends (the group committer's thread,
 reported back with ``call_soon_threadsafe``), cursor writes (the metadata writer's
-thread) and the opening of a topic's ledger (a worker thread). Core's one timer is
-armed by :class:`~magnetar.server.timer_alarm.TimerAlarm`.
+thread), and the opening of a topic's ledger (a worker thread) and its metadata store
+calls (:mod:`.topic_opening`). Core's one timer is armed by
+:class:`~magnetar.server.timer_alarm.TimerAlarm`.
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
-from magnetar.core.topics import topic_activity
+from magnetar.core.topics import topic_activity, topic_properties
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.security.authentication import AuthenticationService
-from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle
+from magnetar.server import deduplication, delayed_index, property_dedup, topic_lifecycle, topic_opening
 from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
 from magnetar.server.bucket_snapshot_sweep import sweep_orphan_snapshots
@@ -62,6 +63,7 @@ from magnetar.server.loop_lag import LoopLag
 from magnetar.server.metadata_writer import MetadataWriter
 from magnetar.server.schemas import SchemaRegistry
 from magnetar.server.timer_alarm import TimerAlarm
+from magnetar.server.topic_opening import StoredTopic
 from magnetar.server.topic_release import TopicRelease
 from magnetar.storage.descriptor_budget import DescriptorBudget, default_budget
 from magnetar.storage.entry_cache_budget import cache_budget
@@ -240,22 +242,25 @@ class BrokerService:
 
     # -- topics --------------------------------------------------------------------
     def get_topic(self, name: TopicName, create: bool) -> Topic:
-        """The loaded topic, else loaded now on the event loop (admin paths; the binary
-        protocol's PRODUCER and SUBSCRIBE use :meth:`load_topic`)."""
+        """The loaded topic, else loaded now on the event loop (the standalone broker's
+        GET_OR_CREATE_SCHEMA; the binary protocol's PRODUCER and SUBSCRIBE, and the admin
+        API, use :meth:`load_topic`)."""
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:
             return topic
         if key in self._loading:  # its ledger is being opened on a worker thread
             raise ServiceNotReady(f"Topic {key} is being loaded; retry shortly")
-        self._check_record(name, create)
-        if self.ledger_lists is not None and name.persistent:
-            # a takeover waits on the store and maybe on a previous writer: not here, on the loop
+        self._refuse_released(key)
+        self.records.check_record(name, create)
+        if self.local_metadata is None:
+            # a shared store's reads and writes (and a cluster's takeover, which may wait on
+            # a previous writer) wait on the metadata store: not here, on the loop
             self.release.background(self._load_quietly(name, create), f"loading {key}")
             raise ServiceNotReady(f"Topic {key} is being loaded; retry shortly")
         with _load_errors(key):
             ledger = self._open_ledger(name)
-        return self._adopt(name, ledger)
+        return self._adopt(name, ledger, topic_opening.read_stored_topic(self.metadata, name, now_ms()))
 
     async def load_topic(self, name: TopicName, create: bool) -> Topic:
         """The loaded topic, else loaded with its ledger opened on a worker thread: opening
@@ -287,24 +292,32 @@ class BrokerService:
         return topic
 
     async def _load(self, name: TopicName, create: bool) -> Topic:
+        """Its store calls off the loop (:mod:`.topic_opening`): the record checked, the
+        ledger opened, its stored state gathered; then adopted on the loop."""
         key = str(name)
-        self._check_record(name, create)
-        if not name.persistent:  # in memory: nothing to wait for
-            return self._adopt(name, self._open_ledger(name))
+        self._refuse_released(key)
+        await topic_opening.check_record(self, self.config, name, create)
         loop = asyncio.get_running_loop()
         with _load_errors(key):
-            if self.ledger_lists is not None:  # a cluster's: taken over first (docs/cluster.md, rule T)
-                ledger: ManagedLedger = await self.ledger_lists.open(name)
+            if not name.persistent:  # in memory: nothing to wait for
+                ledger: ManagedLedger = self._open_ledger(name)
+            elif self.ledger_lists is not None:  # a cluster's: taken over first (docs/cluster.md, rule T)
+                ledger = await self.ledger_lists.open(name)
             else:
-                ledger_id = self.ledger_ids.next_id()
-                ledger = await loop.run_in_executor(None, self._open_ledger, name, ledger_id)
-        if self.cluster is not None and not self.cluster.serves(name):
-            # its bundle was handed over while the ledger opened, after the hand-over had
-            # listed the loaded topics: served here, it would have two writers
+                await self.ledger_ids.at_hand()
+                ledger = await loop.run_in_executor(None, self._open_ledger, name, self.ledger_ids.next_id())
+        try:
+            stored = await topic_opening.stored_topic(self, name)
+            self._refuse_released(key)
+            if self.cluster is not None and not self.cluster.serves(name):
+                # its bundle was handed over while the topic loaded, after the hand-over had
+                # listed the loaded topics: served here, it would have two writers
+                raise ServiceNotReady(f"Namespace bundle for topic {key} was unloaded while the topic loaded; "
+                                      "please redo the lookup")
+        except BaseException:
             await loop.run_in_executor(None, ledger.close)
-            raise ServiceNotReady(f"Namespace bundle for topic {key} was unloaded while the topic loaded; "
-                                  "please redo the lookup")
-        return self._adopt(name, ledger)
+            raise
+        return self._adopt(name, ledger, stored)
 
     async def _load_quietly(self, name: TopicName, create: bool) -> None:
         """A load started for a request that was answered "retry": its failure is the retry's."""
@@ -313,12 +326,10 @@ class BrokerService:
         except BrokerError as exc:
             log.info("loading %s: %s", name, exc)
 
-    def _check_record(self, name: TopicName, create: bool) -> None:
-        """Not while the topic is being released; then its record exists or is made now."""
-        key = str(name)
+    def _refuse_released(self, key: str) -> None:
+        """Not while the topic is being released (unloaded or deleted)."""
         if key in self.release.unloading:
             raise ServiceNotReady(f"Topic {key} is being unloaded or deleted; retry shortly")
-        self.records.check_record(name, create)
 
     def _open_ledger(self, name: TopicName, first_ledger_id: int | None = None) -> ManagedLedger:
         """The topic's ledger; on any thread when ``first_ledger_id`` was taken on the loop
@@ -327,33 +338,35 @@ class BrokerService:
             return MemoryLedger(str(name), self.ledger_ids.next_id, NON_PERSISTENT_LEDGER)
         return self.ledger_factory.open(str(name), first_ledger_id)
 
-    def _adopt(self, name: TopicName, ledger: ManagedLedger) -> Topic:
+    def _adopt(self, name: TopicName, ledger: ManagedLedger, stored: StoredTopic) -> Topic:
         if name.persistent:
             if (budget := self.ledger_factory.budget) is not None:
                 budget.enforce(keep=ledger)  # opened on a worker thread, which only registers
             # its new segment file and directory entry are made durable now, which also
             # gives back the descriptors the sync holds for them
             self.committer.mark_dirty(ledger)
-        topic = self._open_topic(name, ledger)
+        topic = self._open_topic(name, ledger, stored)
         self.core.adopt(topic)
         return topic
 
-    def _open_topic(self, name: TopicName, ledger: ManagedLedger) -> Topic:
+    def _open_topic(self, name: TopicName, ledger: ManagedLedger, stored: StoredTopic) -> Topic:
+        """The topic from its ``stored`` state, with no store call of its own."""
         topic = Topic(name, ledger, self.config, dispatcher_factory=self._dispatcher_factory)
         topic.delayed = self.delayed_delivery_for(name)
-        topic_lifecycle.restore(self, topic)
-        restore_subscriptions(topic, self.metadata.list_cursors(str(name)))
+        topic_properties.restore(topic, stored.properties, now_ms())  # its creation time is recorded
+        restore_subscriptions(topic, stored.cursors)
         self.compaction.restore(topic)
-        self.apply_policies(topic, now_ms())
+        self.apply_policies(topic, now_ms(), stored)
         for sub in topic.subscriptions.values():
             topic.delayed.recover(sub, now_ms())
-        delayed_index.recover(self, topic, now_ms())
+        delayed_index.recover(self, topic, now_ms(), stored.shared_index)
         return topic
 
-    def apply_policies(self, topic: Topic, now: int) -> None:
-        """Bring a loaded topic in line with its policies (topic, namespace, broker)."""
-        deduplication.refresh(self, topic, now)
-        property_dedup.refresh(self, topic)
+    def apply_policies(self, topic: Topic, now: int, stored: StoredTopic | None = None) -> None:
+        """Bring a loaded topic in line with its policies (topic, namespace, broker); a
+        loading topic's snapshots come from its ``stored`` state."""
+        deduplication.refresh(self, topic, now, stored)
+        property_dedup.refresh(self, topic, stored)
         self.publish_throttles.apply(topic)
         self.apply_dispatch_rates(topic)
         self.apply_delayed_tick(topic)

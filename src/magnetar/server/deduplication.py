@@ -16,6 +16,7 @@ from magnetar.core.dedup.due_snapshots import DueSnapshot, due_snapshots
 from magnetar.core.dedup.topic_dedup import DEDUP_CURSOR
 from magnetar.core.dedup.topic_dedup import refresh as refresh_policy
 from magnetar.core.topics.topic import Topic
+from magnetar.server.topic_opening import StoredTopic
 
 if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
@@ -23,12 +24,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("magnetar.dedup")
 
 
-def refresh(broker: BrokerShell, topic: Topic, now_ms: int) -> None:
+def refresh(broker: BrokerShell, topic: Topic, now_ms: int, stored: StoredTopic | None = None) -> None:
     """Apply the effective policy (:func:`magnetar.core.dedup.topic_dedup.refresh`): the
-    stored snapshot is read when it is enabled, the cursor deleted when it is disabled."""
+    stored snapshot is read when it is enabled (a loading topic's from ``stored``), the
+    cursor deleted when it is disabled."""
     key = str(topic.name)
-    if refresh_policy(topic, broker.policies, broker.config, lambda: broker.metadata.get_cursor(key, DEDUP_CURSOR),
-                      now_ms):
+    snapshot = (lambda: stored.dedup_snapshot) if stored is not None \
+        else (lambda: broker.metadata.get_cursor(key, DEDUP_CURSOR))
+    if refresh_policy(topic, broker.policies, broker.config, snapshot, now_ms):
         broker.writer.delete_cursor(key, DEDUP_CURSOR)
 
 

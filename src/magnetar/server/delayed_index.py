@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.core.delayed import shared_index_record
 from magnetar.core.delayed.delayed_delivery import SHARED_INDEX_CURSOR
+from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import now_ms
 
@@ -17,11 +18,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("magnetar.delayed")
 
 
-def recover(broker: BrokerShell, topic: Topic, now: int) -> None:
-    """Rebuild the topic's shared index from its record, or delete a record left from sharing."""
+def recover(broker: BrokerShell, topic: Topic, now: int, record: CursorRecord | None) -> None:
+    """Rebuild the topic's shared index from its stored ``record``, or delete a record left
+    from sharing."""
     if not topic.name.persistent:
         return
-    record = broker.metadata.get_cursor(str(topic.name), SHARED_INDEX_CURSOR)
     if record is None:
         return
     count = shared_index_record.recover(topic, record, now)

@@ -5,12 +5,15 @@ before its first id is used. Reserving on the loop's own connection would mean a
 on the event loop every block; instead the next block is reserved on the writer's thread
 while half the current one is still unused, and the loop only ever takes a block that is
 already durable. A burst that uses up both before the writer answers falls back to a
-reservation on the loop (durable too, only slower).
+reservation on the loop (durable too, only slower); a topic's load waits for the writer
+instead (:meth:`LedgerIds.at_hand`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import contextlib
 
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.server.metadata_writer import MetadataWriter
@@ -36,6 +39,16 @@ class LedgerIds:
         if self._ahead is None and self._end - self._next < self._block // 2:
             self._ahead = self._writer.submit(lambda store: store.reserve_ledger_ids(self._block))
         return ledger_id
+
+    async def at_hand(self) -> None:
+        """Once this returns, :meth:`next_id` hands out an id without a reservation on the
+        loop: a used-up block waits for the one reserved ahead (asked for now if it was not)."""
+        if self._next < self._end:
+            return
+        if self._ahead is None:
+            self._ahead = self._writer.submit(lambda store: store.reserve_ledger_ids(self._block))
+        with contextlib.suppress(Exception):  # a failed reservation is made again by next_id
+            await asyncio.wrap_future(self._ahead)
 
     def restart_from(self, block: Block) -> None:
         """Hand out ids from ``block`` on, dropping what was reserved before it. A cluster's

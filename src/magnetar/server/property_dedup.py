@@ -10,13 +10,16 @@ from typing import TYPE_CHECKING
 from magnetar.core.dedup import property_dedup
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.topics.topic import Topic
+from magnetar.server.topic_opening import StoredTopic
 
 if TYPE_CHECKING:
     from magnetar.server.broker_shell import BrokerShell
 
 
-def refresh(broker: BrokerShell, topic: Topic) -> None:
-    property_dedup.refresh(topic, broker.policies, broker.config, broker.metadata.get_json)
+def refresh(broker: BrokerShell, topic: Topic, stored: StoredTopic | None = None) -> None:
+    """A new window recovers from the stored snapshot (a loading topic's from ``stored``)."""
+    snapshot = (lambda _key: stored.property_dedup) if stored is not None else broker.metadata.get_json
+    property_dedup.refresh(topic, broker.policies, broker.config, snapshot)
 
 
 def store_snapshots(broker: BrokerShell) -> None:

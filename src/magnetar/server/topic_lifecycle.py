@@ -1,5 +1,6 @@
 """A topic's life in the broker shell: backlog quotas, inactive-topic deletion, expiring
-subscriptions, termination and creation time.
+subscriptions and termination (a topic's creation time is recorded as it opens,
+:mod:`.topic_opening`).
 
 The decisions are core's (:mod:`magnetar.core.policies.lifecycle_checks`,
 :mod:`magnetar.core.topics.topic_properties`), each check a deadline of the core's one
@@ -26,7 +27,6 @@ from magnetar.core.positions import Position
 from magnetar.core.topics import topic_activity, topic_properties
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_shell import BrokerShell
-from magnetar.server.clock import now_ms
 from magnetar.server.topic_release import TopicRelease
 
 log = logging.getLogger("magnetar.lifecycle")
@@ -97,15 +97,7 @@ def expire_subscriptions(broker: LifecycleShell, now: int, topics: Sequence[Topi
         broker.delete_subscription(topic, sub.name)
 
 
-# -- creation time and termination -----------------------------------------------------------------
-def restore(broker: BrokerShell, topic: Topic) -> None:
-    """A loaded topic's creation time (recorded on first load) and terminated position."""
-    key = str(topic.name)
-    changed = topic_properties.restore(topic, broker.metadata.get_topic(key), now_ms())
-    if changed is not None:
-        broker.metadata.update_topic_properties(key, changed)
-
-
+# -- termination ---------------------------------------------------------------------------------
 def terminate(broker: LifecycleShell, name: TopicName) -> Position:
     """Terminate a persistent topic; its last message id. Stored before it is answered."""
     topic = broker.get_topic(name, create=False)

@@ -24,11 +24,16 @@ def restore(topic: Topic, properties: dict[str, Any] | None, now_ms: int) -> dic
     terminated = properties.get(TERMINATED_PROPERTY)
     if isinstance(terminated, list) and len(terminated) == 2:
         topic.terminated_at = Position(int(terminated[0]), int(terminated[1]))
-    created = properties.get(CREATED_PROPERTY)
-    if isinstance(created, int):
-        topic.created_ms = created
+    changed = recorded_creation(properties, now_ms)
+    topic.created_ms = (changed or properties)[CREATED_PROPERTY]
+    return changed
+
+
+def recorded_creation(properties: dict[str, Any] | None, now_ms: int) -> dict[str, Any] | None:
+    """The stored properties with ``now_ms`` as the creation time when they hold none,
+    to be stored before the topic loads; None when there is nothing to record."""
+    if properties is None or isinstance(properties.get(CREATED_PROPERTY), int):
         return None
-    topic.created_ms = now_ms
     return {**properties, CREATED_PROPERTY: now_ms}
 
 
