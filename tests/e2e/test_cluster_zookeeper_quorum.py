@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pulsar
 import pytest
 from cluster_helpers import Cluster, Publisher, start_cluster
@@ -49,9 +50,15 @@ def test_the_leader_of_three_zookeeper_servers_killed_costs_no_failover_and_no_m
         ensemble.leader().stop()
         killed = time.monotonic()
         # a new topic needs the store's writes (its record, its bundle's ownership): they wait
-        # for the election and then succeed
+        # for the election and then succeed (asked over REST: the official client's blocking
+        # calls hold the interpreter lock, which would hold back the publisher's callbacks)
         fresh = f"{topic}-after"
-        client.create_producer(fresh).send(b"after the kill")
+        web = cluster.brokers[0].web_url
+        path = fresh.replace("persistent://", "persistent/")
+        created = httpx.put(f"{web}/admin/v2/{path}", timeout=60, follow_redirects=True)
+        assert created.status_code == 204, created.text
+        found = httpx.get(f"{web}/lookup/v2/topic/{path}", timeout=60, follow_redirects=True)
+        assert found.status_code == 200 and found.json()["brokerUrl"].startswith("pulsar://"), found.text
         created_in = time.monotonic() - killed
         wait_until(lambda: publisher.last_receipt() > killed + 3.0, timeout_s=60,
                    what="receipts going on after the ZooKeeper leader was killed")
@@ -69,9 +76,8 @@ def test_the_leader_of_three_zookeeper_servers_killed_costs_no_failover_and_no_m
         stored = read_topic(client, topic)
         assert set(acknowledged) <= set(stored), "an acknowledged message was lost"
         assert len(stored) == len(set(stored)), "a message was stored twice"
-        assert read_topic(client, fresh) == [b"after the kill"]
         print(f"\nlongest wait between receipts {longest_gap * 1000:.0f} ms; {len(acknowledged)} acknowledged; "
-              f"a new topic served {created_in * 1000:.0f} ms after the kill")
+              f"a new topic created and looked up {created_in * 1000:.0f} ms after the kill")
     finally:
         client.close()
         cluster.stop()

@@ -17,7 +17,7 @@ import test_layering as layering
 #: what the shell may call of core, by why it may
 SERVER_MAY_USE = {
     # the broker's entry points: commands, the timer, the loaded topics and their checks
-    "broker.commands", "broker.broker_core", "broker.broker_timers", "broker.deadlines",
+    "broker.commands", "broker.command_subjects", "broker.broker_core", "broker.broker_timers", "broker.deadlines",
     # what everything shares: settings, names, positions, errors, stats and the objects commands attach
     "broker.broker_config", "names", "positions", "errors", "stats", "topics.topic", "topics.producer",
     "subscriptions.subscription", "subscriptions.consumer", "subscriptions.cursor_record",

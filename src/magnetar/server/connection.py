@@ -24,6 +24,7 @@ from typing import Any, cast
 
 from magnetar import __version__
 from magnetar.core.broker import commands as broker_commands
+from magnetar.core.broker.command_subjects import subject_of
 from magnetar.core.broker.deadlines import Deadlines
 from magnetar.core.errors import BrokerError, NotAllowed, ServerError, ServiceNotReady
 from magnetar.core.names import TopicName
@@ -65,8 +66,10 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.address = ""
         self.peer_ip = ""
-        #: a PRODUCER or SUBSCRIBE of this connection waits for its topic to load
-        self._loading_topic = False
+        #: producers and consumers whose PRODUCER or SUBSCRIBE waits for its topic to load
+        #: (see core/broker/command_subjects.py); later commands about them wait in ``_waiting``
+        self._loading: set[tuple[int, int]] = set()
+        self._waiting: list[Frame] = []
         #: the garbage-collection epoch at admission (see ``LongLivedObjects.released``)
         self._admitted_at = 0
         self.client_version = ""
@@ -165,16 +168,22 @@ class ServerConnection(asyncio.Protocol):
                 # or a pipelining client would get past the limits by one read's worth
                 self._held = list(frames[index:])
                 return
-            if frames[index].command.type == T.SEND and self.connected:
+            if self._loading and subject_of(frames[index].command) in self._loading:
+                self._waiting.append(frames[index])  # its PRODUCER or SUBSCRIBE comes first
+                index += 1
+            elif frames[index].command.type == T.SEND and self.connected:
                 index += _publish(self, frames, index)
             else:
                 self._handle(frames[index])
                 index += 1
 
     def _release_held(self) -> None:
-        held, self._held = self._held, []
-        if held:
-            self._handle_all(held)
+        """Handle what waited: commands about a producer or consumer whose topic has loaded
+        (any still loading wait again), then what a paused read held back, which came later."""
+        frames = self._waiting + self._held
+        self._waiting, self._held = [], []
+        if frames:
+            self._handle_all(frames)
             self.broker.appends.write_appends()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -194,6 +203,7 @@ class ServerConnection(asyncio.Protocol):
         self._out = []
         self._out_bytes = 0
         self._held = []
+        self._waiting = []
         if self.pending_publishes.release_all():
             self.broker.resume_publishers()
 
@@ -239,7 +249,7 @@ class ServerConnection(asyncio.Protocol):
         if self.transport is None or self.closed:
             return
         held_by_writes = (self._pause_reading_if_unwritable and self._transport_paused) \
-            or self.deadlines.pending(THROTTLE) or self._loading_topic
+            or self.deadlines.pending(THROTTLE)
         if not self.reading_paused:
             if held_by_writes or self.pending_publishes.should_pause():
                 self.reading_paused = True
@@ -448,21 +458,23 @@ class ServerConnection(asyncio.Protocol):
         if topic is not None:
             then(topic)
             return
-        # The connection is not read meanwhile, and frames that came with this one wait:
-        # commands are handled in the order they came, as when a load did not wait.
-        self._loading_topic = True
-        self.update_reading()
+        # Meanwhile the connection's other commands are served; those about this producer
+        # or consumer wait, and are handled after it in the order they came.
+        subject = subject_of(request)
+        if subject is not None:
+            self._loading.add(subject)
 
         def loaded(load: asyncio.Future[Topic]) -> None:
             failure = load.exception()
             if failure is None and self.broker.topics.get(str(name)) is not load.result():
                 # released (unloaded, handed over) between its load and this answer
                 failure = ServiceNotReady(f"Topic {name} was unloaded while it loaded; please redo the lookup")
-            self._loading_topic = False
+            if subject is not None:
+                self._loading.discard(subject)
             if self.closed:
                 return  # the topic stays loaded; nobody is attached to it
             self._run(request, lambda: then(load.result()) if failure is None else _raise(failure))
-            self.update_reading()
+            self._release_held()
         asyncio.ensure_future(self.broker.load_topic(name, create)).add_done_callback(loaded)
 
     def drop_producer(self, producer_id: int) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from magnetar.core.broker import commands as broker_commands
+from magnetar.core.broker.command_subjects import subject_of
 from magnetar.core.errors import BrokerError, ServerError
 from magnetar.core.names import TopicName
 from magnetar.core.positions import Position
@@ -70,8 +71,9 @@ class SimConnection:
         self.consumers: dict[int, tuple[Consumer, Subscription]] = {}
         self.written: deque[tuple[SimConnection, Written]] = deque() if written is None else written
         self.closed = False
-        #: a topic load is under way: later commands wait, in order
-        self._loading = False
+        #: producers and consumers whose PRODUCER or SUBSCRIBE waits for its topic to load:
+        #: later commands about them wait, in order (server/connection.py)
+        self._loading: set[tuple[int, int]] = set()
         self._held: deque[tuple[pb.BaseCommand, bytes | None]] = deque()
         #: every command handled that raised something other than a broker error (a bug)
         self.failures: list[BaseException] = []
@@ -88,8 +90,8 @@ class SimConnection:
     def handle(self, cmd: pb.BaseCommand, entry: bytes | None = None) -> None:
         if self.closed:
             return
-        if self._loading:
-            self._held.append((cmd, entry))
+        if self._loading and subject_of(cmd) in self._loading:
+            self._held.append((cmd, entry))  # its PRODUCER or SUBSCRIBE comes first
             return
         if cmd.type == T.SEND:
             self._publish([(cmd, entry or b"")])
@@ -104,7 +106,7 @@ class SimConnection:
         """Consecutive SENDs of one producer, read together (server/connection.py ``_publish``)."""
         if self.closed:
             return
-        if self._loading:
+        if self._loading and subject_of(sends[0][0]) in self._loading:
             self._held.extend(sends)
             return
         self._publish(sends)
@@ -176,10 +178,13 @@ class SimConnection:
         if topic is not None:
             then(topic)
             return
-        self._loading = True
+        subject = subject_of(request)
+        if subject is not None:
+            self._loading.add(subject)
 
         def loaded(topic: Topic | None, failure: BaseException | None) -> None:
-            self._loading = False
+            if subject is not None:
+                self._loading.discard(subject)
             if self.closed:
                 return
             if failure is not None:
@@ -190,8 +195,10 @@ class SimConnection:
         self._broker.request_load(name, create, loaded)
 
     def _release_held(self) -> None:
-        while self._held and not self._loading and not self.closed:
-            cmd, entry = self._held.popleft()
+        """Commands about a producer or consumer whose topic has loaded, in the order they
+        came; those about one still loading wait again."""
+        held, self._held = self._held, deque()
+        for cmd, entry in held:
             self.handle(cmd, entry)
 
     def drop_producer(self, producer_id: int) -> None:
