@@ -208,6 +208,8 @@ def test_admin_routes_make_no_zookeeper_round_trip_on_the_event_loop(
 async def topic_load(call: Call, _: Load) -> None:
     await call("PUT", f"{TOPIC}/loaded", 204, writes=True)
     assert (await call("GET", f"{TOPIC}/loaded/internalStats"))["entriesAddedCounter"] == 0
+    # termination stores the topic's last message id in its properties
+    assert (await call("POST", f"{TOPIC}/loaded/terminate", writes=True))["entryId"] == -1
 
 
 def test_loading_a_topic_through_the_admin_api_makes_no_round_trip_on_the_event_loop(

@@ -200,7 +200,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         if await partition_count(broker, name) > 0:
             raise not_allowed("Termination of a partitioned topic is not allowed")
         await load_topic(broker, name)
-        last = broker.terminate(name)
+        last = await broker.terminate(name)
         return message_id_json(last, name.partition_index)
 
     @router.post("/{tenant}/{namespace}/{topic}/terminate/partitions",
@@ -213,7 +213,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
         ids = {}
         for index in range(count):
             await load_topic(broker, name.partition(index))
-            ids[index] = message_id_json(broker.terminate(name.partition(index)), index)
+            ids[index] = message_id_json(await broker.terminate(name.partition(index)), index)
         return ids
 
     @router.get("/{tenant}/{namespace}/{topic}/stats", summary="Get the stats of a topic")

@@ -518,9 +518,9 @@ class BrokerService:
             topic.create_subscription(name, "Exclusive", durable=True, mark_delete=BEFORE_START)
             self.cursors.persist_topic_cursors(topic)
 
-    def terminate(self, name: TopicName) -> Position:
-        """Terminate a persistent topic; its last message id, stored before it is answered."""
-        return topic_lifecycle.terminate(self, name)
+    async def terminate(self, name: TopicName) -> Position:
+        """Terminate a loaded persistent topic; its last message id, stored before it is answered."""
+        return await topic_lifecycle.terminate(self, name)
 
     def delete_subscription(self, topic: Topic, name: str) -> None:
         topic.unsubscribe(name, force=True)

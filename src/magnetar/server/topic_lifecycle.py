@@ -28,6 +28,7 @@ from magnetar.core.topics import topic_activity, topic_properties
 from magnetar.core.topics.topic import Topic
 from magnetar.server.broker_shell import BrokerShell
 from magnetar.server.topic_release import TopicRelease
+from magnetar.storage.metadata_calls import metadata_call
 
 log = logging.getLogger("magnetar.lifecycle")
 
@@ -98,10 +99,12 @@ def expire_subscriptions(broker: LifecycleShell, now: int, topics: Sequence[Topi
 
 
 # -- termination ---------------------------------------------------------------------------------
-def terminate(broker: LifecycleShell, name: TopicName) -> Position:
-    """Terminate a persistent topic; its last message id. Stored before it is answered."""
+async def terminate(broker: LifecycleShell, name: TopicName) -> Position:
+    """Terminate a loaded persistent topic; its last message id. Stored before it is
+    answered, off the event loop on a cluster's store."""
     topic = broker.get_topic(name, create=False)
     last = topic_activity.terminate(topic)
     key = str(name)
-    broker.metadata.update_topic_properties(key, topic_properties.terminated(broker.metadata.get_topic(key), last))
+    await metadata_call(broker, lambda store: store.update_topic_properties(
+        key, topic_properties.terminated(store.get_topic(key), last)))
     return last

@@ -192,8 +192,8 @@ class AdminFacade(BrokerFacade, Protocol):
     def cluster(self) -> TopicOwners | None:
         """The cluster's topic owners; None on a standalone broker."""
 
-    def terminate(self, name: TopicName) -> Position:
-        """Terminate a persistent topic; its last message id, stored before it is answered."""
+    async def terminate(self, name: TopicName) -> Position:
+        """Terminate a loaded persistent topic; its last message id, stored before it is answered."""
 
     def policies_changed(self, name: TopicName | str) -> None:
         """A topic's (TopicName) or a namespace's (str) policies were written."""

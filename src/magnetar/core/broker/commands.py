@@ -436,16 +436,18 @@ def get_schema(conn: ClientConnection, frame: Frame) -> None:
 
 
 def get_or_create_schema(conn: ClientConnection, frame: Frame) -> None:
-    """Pulsar's ``handleGetOrCreateSchema``: on an existing topic, the version of the
-    schema, added if new and allowed (a NONE schema asks only whether schema-less
-    producers may write); errors are answered in GET_OR_CREATE_SCHEMA_RESPONSE."""
+    """Pulsar's ``handleGetOrCreateSchema``: on an existing topic (loaded first, its store
+    calls off the event loop), the version of the schema, added if new and allowed (a NONE
+    schema asks only whether schema-less producers may write); errors are answered in
+    GET_OR_CREATE_SCHEMA_RESPONSE."""
     req = frame.command.getOrCreateSchema
     name = _topic_name(req.topic)
     _authorize(conn, name, Operation.PRODUCE, "Produce")
-    try:
-        topic = conn.broker.get_topic(name, create=False)
-    except TopicNotFound:
-        raise TopicNotFound(f"Topic not found {req.topic}") from None
+    conn.with_topic(name, False, frame.command, lambda topic: _schema_version(conn, frame, topic))
+
+
+def _schema_version(conn: ClientConnection, frame: Frame, topic: Topic) -> None:
+    req = frame.command.getOrCreateSchema
     schema = schema_from_wire(req.schema)
     version = conn.broker.topic_schemas.producer_version(topic, None if schema.schema_type == "NONE" else schema,
                                                          conn.broker.now_ms())
