@@ -228,7 +228,8 @@ def test_get_schema_and_get_or_create_schema_commands(broker: BrokerProcess, cli
         refused = conn.expect_reply(5, T.GET_OR_CREATE_SCHEMA_RESPONSE).command.getOrCreateSchemaResponse
         assert refused.error_code == pb.IncompatibleSchema and "exists schema type AVRO" in refused.error_message
         conn.send_command(pb.BaseCommand(type=T.GET_OR_CREATE_SCHEMA, getOrCreateSchema=pb.CommandGetOrCreateSchema(
-            request_id=6, topic=new_topic("absent"), schema=pb.Schema(name="x", type=pb.Schema.String, schema_data=b""))))
+            request_id=6, topic=new_topic("absent"),
+            schema=pb.Schema(name="x", type=pb.Schema.String, schema_data=b""))))
         absent = conn.expect_reply(6, T.GET_OR_CREATE_SCHEMA_RESPONSE).command.getOrCreateSchemaResponse
         assert absent.error_code == pb.TopicNotFound and "does not exist" in absent.error_message
 
