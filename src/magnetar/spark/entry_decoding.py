@@ -251,23 +251,26 @@ def decode_entry(entry: bytes) -> EntryMessages:
     meta = parsed.metadata
     if meta.encryption_keys or meta.HasField("chunk_id") or meta.HasField("num_chunks_from_msg"):
         raise UnsupportedEntry("encrypted or chunked entry")
-    payload = decompress(meta.compression, bytes(parsed.payload), meta.uncompressed_size)
+    # An uncompressed batch is split where it lies in the entry, without a copy.
+    data, start = (entry, len(entry) - len(parsed.payload)) if meta.compression == pb.NONE else \
+        (decompress(meta.compression, bytes(parsed.payload), meta.uncompressed_size), 0)
     out = EntryMessages(meta, is_batch(meta))
     if not out.batched:
-        out.column.pending.append(None if meta.null_value else payload)
+        out.column.pending.append(None if meta.null_value else data[start:])
         out.keys.append(meta.partition_key if meta.HasField("partition_key") else None)
         out.event_ms.append(meta.event_time)
         out.properties.append({p.key: p.value for p in meta.properties} if meta.properties else _NO_PROPERTIES)
         return out
-    _split_batch(payload, meta.num_messages_in_batch, out)
+    _split_batch(data, start, meta.num_messages_in_batch, out)
     return out
 
 
-def _split_batch(data: bytes, count: int, out: EntryMessages) -> None:
+def _split_batch(data: bytes, offset: int, count: int, out: EntryMessages) -> None:
+    """Split the batch that runs from ``offset`` to the end of ``data``."""
     values, keys, events, props = out.column.pending, out.keys, out.event_ms, out.properties
     unpack, common, end = _U32.unpack_from, _COMMON_TAIL.fullmatch, len(data)
     # Runs are looked for at the start and, while they come long, after each other message.
-    offset, look, long_runs = 0, True, False
+    look, long_runs = True, False
     try:
         while len(keys) < count:
             if look and count - len(keys) >= _MIN_RUN:
