@@ -8,8 +8,10 @@ fraction of what a protobuf parse costs. Anything else (properties, ordering key
 compaction marks) is parsed by protobuf, message by message.
 
 Before either, a run of messages of one shape (same value size, same metadata but for
-the sequence id, as a producer of fixed-size records writes them) is found and cut out
-by numpy as rows of a matrix, without a Python object per message.
+the sequence id, as a producer of fixed-size records writes them) is found by numpy as
+rows of a matrix, without a Python object per message, and left where it lies: the
+values reach their Arrow column (:class:`BinaryColumn`) in one copy, when the batch that
+holds them is laid out.
 """
 
 from __future__ import annotations

@@ -535,8 +535,8 @@ class ArrowBatchBuilder:
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=s)
 
-
     def _producer_names(self, run_rows: np.ndarray) -> pa.Array:
+        """Each run's producer name on each of its rows."""
         import pyarrow as pa
         producers = self.producers
         if producers.count(producers[0]) == len(producers):
