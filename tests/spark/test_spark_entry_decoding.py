@@ -116,3 +116,33 @@ def test_a_run_that_overruns_its_batch_is_refused() -> None:
         decode_entry(make_entry(_metadata(num_messages_in_batch=51), payload))
     with pytest.raises(BatchError, match="left over"):
         decode_entry(make_entry(_metadata(num_messages_in_batch=49), payload))
+
+
+def test_a_column_lays_out_every_kind_of_part_in_order() -> None:
+    import pyarrow as pa
+
+    from magnetar.spark.entry_decoding import BinaryColumn, RepeatedValue, StridedRun
+    from magnetar.spark.message_ids import EntryIds
+    with_nulls = pa.array([b"a", None, b"", b"bcd", None, b"efgh", b"i", None, b"jk", b"l"], pa.binary())
+    ids = EntryIds(5, 6, 0, 300, b"\x08\x05\x10\x06", b"\x30\xac\x02", b"")
+    column = BinaryColumn()
+    column.pending += [b"x", None]
+    column.add_part(StridedRun(b"..ab..cd..ef", 2, 4, 2, 3))
+    column.add_chunk(with_nulls[3:9])  # a slice whose nulls and offsets start mid-buffer
+    column.add_part(RepeatedValue(b"rep", 2))
+    column.add_part(StridedRun(b"", 0, 0, 0, 2))
+    column.add_part(ids.batch_id_run(126, 130))  # index varints of one and two bytes
+    other = BinaryColumn()
+    other.pending.append(b"moved")
+    assert column.take_all(other) == 5 and not other.pending
+    expected = [b"x", None, b"ab", b"cd", b"ef", *with_nulls[3:9].to_pylist(), b"rep", b"rep", b"", b"",
+                *ids.batch_ids(126, 130).to_pylist(), b"moved"]
+    laid_out = column.array()
+    laid_out.validate(full=True)
+    assert laid_out.to_pylist() == expected
+    assert ids.batch_ids(126, 130).to_pylist() == [b"\x08\x05\x10\x06\x20" + bytes(v) + b"\x30\xac\x02"
+                                                   for v in ([126], [127], [0x80, 1], [0x81, 1])]
+    names = BinaryColumn()
+    names.add_part(RepeatedValue(b"p1", 2))
+    names.add_part(RepeatedValue("pé".encode(), 1))
+    assert names.array(pa.string()).to_pylist() == ["p1", "p1", "pé"]

@@ -137,21 +137,54 @@ class EntryIds:
 
     def batch_ids(self, lo: int, hi: int) -> pa.Array:
         """The serialised ids of batch indexes ``lo`` to ``hi`` (exclusive) of this id's entry, as
-        an Arrow binary array laid out by numpy: one matrix per varint width of the index, whose
-        index bytes and offsets are made once per layout (:func:`_batch_id_layout`)."""
+        an Arrow binary array."""
+        from magnetar.spark.entry_decoding import BinaryColumn
+        column = BinaryColumn()
+        column.add_part(self.batch_id_run(lo, hi))
+        return column.array()
+
+    def batch_id_run(self, lo: int, hi: int) -> BatchIdRun:
+        """The serialised ids of batch indexes ``lo`` to ``hi`` (exclusive) of this id's entry, as
+        a part of a binary column, written in place when the column is laid out."""
+        return BatchIdRun(self.head + _BATCH_INDEX_TAG, self.tail, lo, hi)
+
+
+@dataclass(frozen=True)
+class BatchIdRun:
+    """Ids ``head + varint(index) + tail`` of indexes ``lo`` to ``hi`` (exclusive), laid out by
+    numpy: one matrix per varint width of the index, whose index bytes and offsets are made
+    once per layout (:func:`_batch_id_layout`)."""
+
+    head: bytes
+    tail: bytes
+    lo: int
+    hi: int
+
+    @property
+    def rows(self) -> int:
+        return self.hi - self.lo
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._layout()[1][-1])
+
+    def _layout(self) -> tuple[list[tuple[int, np.ndarray]], np.ndarray]:
+        return _batch_id_layout(self.lo, self.hi, len(self.head), len(self.tail))
+
+    def write(self, out: np.ndarray, pos: int, ends: np.ndarray) -> None:
         import numpy as np
-        import pyarrow as pa
-        head, tail = self.head + _BATCH_INDEX_TAG, self.tail
-        groups, offsets = _batch_id_layout(lo, hi, len(head), len(tail))
-        out = np.empty(int(offsets[-1]), np.uint8)
+        head, tail = self.head, self.tail
+        groups, offsets = self._layout()
         head_bytes, tail_bytes = np.frombuffer(head, np.uint8), np.frombuffer(tail, np.uint8)
         for at, index_bytes in groups:
             rows, width = index_bytes.shape
-            matrix = out[at:at + rows * (len(head) + width + len(tail))].reshape(rows, -1)
+            matrix = out[pos + at:pos + at + rows * (len(head) + width + len(tail))].reshape(rows, -1)
             matrix[:, :len(head)] = head_bytes
             matrix[:, len(head):len(head) + width] = index_bytes
             matrix[:, len(head) + width:] = tail_bytes
-        return pa.Array.from_buffers(pa.binary(), hi - lo, [None, pa.py_buffer(offsets), pa.py_buffer(out)])
+        ends[:] = offsets[1:]
+        ends += pos
+        return None
 
 
 @lru_cache(maxsize=64)

@@ -36,6 +36,10 @@ PROTOCOL_VERSION = 21
 _SIZES = struct.Struct(">II")
 _MAX_REDIRECTS = 8
 _U64 = (1 << 64) - 1
+#: Size of a connection's read buffer (more only for a frame that needs more), and the least
+#: room a read is given.
+_READ_BUFFER = 1 << 20
+_MIN_READ = 64 << 10
 #: Settings this connection honours; any other ``pulsar.client.*`` setting sends the read
 #: through the official client.
 _HONOURED = frozenset({"operationTimeoutMs", "connectionTimeoutMs", "useTls", "tlsTrustCertsFilePath",
@@ -93,8 +97,12 @@ class _Socket:
             raw = context.wrap_socket(raw, server_hostname=host)
         self.sock = raw
         self.url = url
-        self._buffer = bytearray()
-        self._offset = 0
+        #: Bytes read ahead: frames from ``_start`` to ``_end``, the last maybe partial; the
+        #: socket is read straight into the room after them.
+        self._buffer = bytearray(_READ_BUFFER)
+        self._start = self._end = 0
+        #: Bytes of the partial frame at ``_start`` once its header is in: room to make.
+        self._wanted = 0
 
     def send(self, command: pb.BaseCommand) -> None:
         self.sock.sendall(encode_command(command))
@@ -111,31 +119,48 @@ class _Socket:
         return frame
 
     def _fill(self, timeout_s: float) -> bool:
-        """Append what arrives within ``timeout_s``; False when nothing did."""
+        """Read what arrives within ``timeout_s`` after the frames held; False when nothing did."""
+        self._make_room()
         self.sock.settimeout(timeout_s)
         try:
-            data = self.sock.recv(1 << 20)
+            with memoryview(self._buffer) as view:
+                received = self.sock.recv_into(view[self._end:])
         except TimeoutError:
             return False
-        if not data:
+        if not received:
             raise BrokerSessionError(f"the broker at {self.url} closed the connection")
-        if self._offset:
-            del self._buffer[:self._offset]
-            self._offset = 0
-        self._buffer += data
+        self._end += received
         return True
 
+    def _make_room(self) -> None:
+        """Room for a read of a good size after the held bytes, and for the whole partial frame:
+        the held bytes move to the front (a partial frame: little), and the buffer grows only
+        for a frame larger than it."""
+        buffer, held = self._buffer, self._end - self._start
+        if not held:
+            self._start = self._end = 0
+        if len(buffer) - self._end >= _MIN_READ and len(buffer) - self._start >= self._wanted:
+            return
+        if self._start:
+            buffer[:held] = bytes(buffer[self._start:self._end])
+            self._start, self._end = 0, held
+        room = max(_READ_BUFFER, self._wanted, held + _MIN_READ)
+        if len(buffer) < room:
+            buffer.extend(bytes(room - len(buffer)))
+
     def _parse(self) -> tuple[pb.BaseCommand, bytes] | None:
-        buffer, offset = self._buffer, self._offset
-        if len(buffer) - offset < 8:
+        offset = self._start
+        if self._end - offset < 8:
             return None
-        total, command_size = _SIZES.unpack_from(buffer, offset)
+        total, command_size = _SIZES.unpack_from(self._buffer, offset)
         end = offset + 4 + total
-        if len(buffer) < end:
+        if end > self._end:
+            self._wanted = 4 + total
             return None
-        command = T.FromString(bytes(buffer[offset + 8:offset + 8 + command_size]))
-        rest = bytes(buffer[offset + 8 + command_size:end])
-        self._offset = end
+        with memoryview(self._buffer) as view:
+            command = T.FromString(view[offset + 8:offset + 8 + command_size])
+            rest = bytes(view[offset + 8 + command_size:end])
+        self._start, self._wanted = end, 0
         return command, rest
 
     def close(self) -> None:
