@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from magnetar.core.broker.broker_core import BrokerCore
+from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.policies.lifecycle_checks import (
     all_partitions_inactive,
@@ -62,15 +63,27 @@ def delete_inactive_topics(broker: LifecycleShell, now: int, topics: Sequence[To
     for topic in broker.core.inactive_topics(now, lambda t: inactive_policies_of(broker.policies, t.name), topics):
         name = topic.name
         if name.partition_index >= 0:
-            parent = name.partitioned_topic
-            count = broker.metadata.get_partitioned_topic(str(parent))
-            if count is not None and not all_partitions_inactive(broker.policies, parent, count, now, broker.topics,
-                                                                 lambda key: bool(broker.metadata.list_cursors(key))):
-                continue
-            if count is not None:
-                broker.release.background(_delete_partitioned(broker, parent, count), f"deleting inactive {parent}")
-                continue
-        broker.release.background(_delete(broker, name), f"deleting inactive {name}")
+            broker.release.background(_delete_inactive_partition(broker, name, now),
+                                      f"deleting inactive {name.partitioned_topic}")
+        else:
+            broker.release.background(_delete(broker, name), f"deleting inactive {name}")
+
+
+async def _delete_inactive_partition(broker: LifecycleShell, name: TopicName, now: int) -> None:
+    """A partitioned topic goes as a whole, once every partition is inactive; what the
+    check needs of the store (the partition count, which partitions have stored cursors) is
+    read off the event loop."""
+    parent = name.partitioned_topic
+
+    def stored(store: BrokerMetadataStore) -> tuple[int | None, set[str]]:
+        count = store.get_partitioned_topic(str(parent))
+        keys = [str(parent.partition(index)) for index in range(count or 0)]
+        return count, {key for key in keys if store.list_cursors(key)}
+    count, with_cursors = await metadata_call(broker, stored)
+    if count is None:
+        await _delete(broker, name)
+    elif all_partitions_inactive(broker.policies, parent, count, now, broker.topics, with_cursors.__contains__):
+        await _delete_partitioned(broker, parent, count)
 
 
 async def _delete(broker: LifecycleShell, name: TopicName) -> None:
