@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, every_namespace, require_subscription, topic_name, topics_of
@@ -271,23 +271,33 @@ def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
     }
 
 
-def make_router(history: RateHistory) -> APIRouter:
-    router = APIRouter(prefix="/admin/v2", tags=["console"])
-    directory = TopicDirectory()
-    orders = KeptOrders()
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """What a page of the topic list asks for."""
 
-    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
-    async def topics_page(broker: Broker, request: Request,
-                          search: Annotated[str, Query(max_length=1024)] = "",
-                          sort: SortKey = "name", order: Literal["asc", "desc"] = "asc",
-                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-                          limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-        identity: Identity | None = request.scope.get("state", {}).get("identity")
-        listing = await directory.listing(broker)
+    search: str = ""
+    sort: str = "name"
+    order: str = "asc"
+    offset: int = 0
+    limit: int = 50
+
+
+class TopicsPages:
+    """The topic list's answers: its names folded and sorted once, its orders by figure kept."""
+
+    def __init__(self, history: RateHistory) -> None:
+        self.history = history
+        self.directory = TopicDirectory()
+        self.orders = KeptOrders()
+
+    async def answer(self, broker: AdminBroker, identity: Identity | None, query: PageQuery) -> dict[str, Any]:
+        """What ``GET /admin/v2/topics-page`` answers ``query`` for ``identity``."""
+        listing = await self.directory.listing(broker)
         listed = listing.rows
-        chosen = await chosen_rows(broker, identity, search, listed, listing.namespaces)
+        chosen = await chosen_rows(broker, identity, query.search, listed, listing.namespaces)
         total = len(listed) if chosen is None else len(chosen)
-        descending = order == "desc"
+        descending = query.order == "desc"
+        offset, limit, sort = query.offset, query.limit, query.sort
         if sort == "name":
             every: Sequence[int] = range(len(listed)) if chosen is None else chosen
             indices = list((every[::-1] if descending else every)[offset:offset + limit])
@@ -296,11 +306,28 @@ def make_router(history: RateHistory) -> APIRouter:
             page = await filled_in_order(broker, listed, every, sort, descending, offset, limit)
             return {"total": total, "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
         else:
-            kept = await orders.order(sort, listed, history.figures, history.generation)
+            history = self.history
+            kept = await self.orders.order(sort, listed, history.figures, history.generation)
             indices = await run_sliced(page_steps(kept, chosen, offset, limit, descending))
         now = broker.now_ms()
         return {"total": total, "offset": offset, "limit": limit,
                 "topics": [fill(broker, listed[i], now).json() for i in indices]}
+
+
+def page_query(search: Annotated[str, Query(max_length=1024)] = "", sort: SortKey = "name",
+               order: Literal["asc", "desc"] = "asc", offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+               limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> PageQuery:
+    """The query parameters of a page of the topic list, checked."""
+    return PageQuery(search, sort, order, offset, limit)
+
+
+def make_router(pages: TopicsPages) -> APIRouter:
+    router = APIRouter(prefix="/admin/v2", tags=["console"])
+
+    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
+    async def topics_page(broker: Broker, request: Request,
+                          query: Annotated[PageQuery, Depends(page_query)]) -> dict[str, Any]:
+        return await pages.answer(broker, request.scope.get("state", {}).get("identity"), query)
 
     return router
 
