@@ -4,8 +4,11 @@ Loads ``--topics`` topics (a producer, a message and a subscription each), then:
 
 - measures a producer's publish round trips (SEND to receipt, one at a time) for
   ``--seconds`` with no console, then as long again with a console open: another process
-  polls what the overview and a topic page poll, once a second each (load report, rate
-  history, the topics page sorted by rate, the probe topic's stats);
+  follows what the overview, the topics page sorted by rate and the probe topic's page
+  show, as the console does: their server-sent events (``--console stream``, the default
+  on a broker that serves them), or polling once a second each their REST calls (load
+  report, rate history, the topics page sorted by rate, the probe topic's stats:
+  ``--console poll``, what a broker without them is asked);
 - times the REST calls behind the console's pages (the topics page's first page by name and
   by message rate, the load report, the rate history, a topic's stats), the console's own
   files, and for comparison the cheapest admin call (``brokers/ready``);
@@ -72,7 +75,47 @@ def poll_console(web_url: str, seconds: float) -> int:
     return made
 
 
-def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dict[str, float], int]:
+#: what the same pages open as server-sent events, on a broker that has them
+STREAMED = ["/admin/v2/console-stream/overview",
+            "/admin/v2/console-stream/topics-page?sort=msgRateIn&order=desc&limit=50",
+            "/admin/v2/persistent/public/default/probe/console-stream"]
+
+
+def follow(web_url: str, path: str, deadline: float, events: list[int]) -> None:
+    """Read the events of the stream at ``path`` until ``deadline``, opening it again when it
+    ends, as the console does; each event read counts one in ``events``."""
+    with httpx.Client(base_url=web_url, timeout=httpx.Timeout(60, read=max(1.0, deadline - time.monotonic()))) as http:
+        while time.monotonic() < deadline:
+            try:
+                with http.stream("GET", path) as resp:
+                    resp.raise_for_status()
+                    for line in resp.iter_lines():
+                        if line.startswith("event:"):
+                            events.append(1)
+                        if time.monotonic() >= deadline:
+                            return
+            except httpx.ReadTimeout:
+                return
+
+
+def stream_console(web_url: str, seconds: float) -> int:
+    """Follow what an open console follows, as server-sent events, for ``seconds``; the events read."""
+    deadline = time.monotonic() + seconds
+    events: list[int] = []
+    readers = [threading.Thread(target=follow, args=(web_url, path, deadline, events)) for path in STREAMED]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    return len(events)
+
+
+def streams_served(web_url: str) -> bool:
+    with httpx.Client(base_url=web_url, timeout=60) as http, http.stream("GET", STREAMED[0]) as resp:
+        return resp.status_code == 200
+
+
+def publishes(broker: BrokerProcess, seconds: float, console: str | None) -> tuple[dict[str, float], int]:
     stop = threading.Event()
     latencies: list[tuple[float, float]] = []
     probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
@@ -82,7 +125,8 @@ def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dic
         if console:
             # in another process, so the poller's parsing does not take the probe's interpreter lock
             with multiprocessing.get_context("spawn").Pool(1) as pool:
-                polled = pool.apply(poll_console, (broker.web_url, seconds))
+                polled = pool.apply(stream_console if console == "stream" else poll_console,
+                                    (broker.web_url, seconds))
         else:
             time.sleep(seconds)
     finally:
@@ -122,6 +166,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="publish phases without and with a console, alternated this many times each")
     parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    parser.add_argument("--console", choices=["auto", "poll", "stream"], default="auto",
+                        help="what the console of the publish phases does: poll its REST calls once a second "
+                             "each, or follow its pages' server-sent events; auto: stream if the broker serves them")
     parser.add_argument("--browser", action="store_true",
                         help="also time console pages in headless Chromium (tests/e2e/console_helpers.py)")
     args = parser.parse_args()
@@ -139,10 +186,11 @@ def main() -> None:
                        for first in range(0, args.topics, 1000))
         created_s = time.perf_counter() - started
         os.sync()  # the creation's writeback is not the console's cost
+        mode = args.console if args.console != "auto" else "stream" if streams_served(broker.web_url) else "poll"
         quiet, busy, polled = [], [], 0
         for _ in range(args.rounds):  # alternated, so that a drift of the machine hits both alike
-            quiet.append(publishes(broker, args.seconds, console=False)[0])
-            figures, requests = publishes(broker, args.seconds, console=True)
+            quiet.append(publishes(broker, args.seconds, console=None)[0])
+            figures, requests = publishes(broker, args.seconds, console=mode)
             busy.append(figures)
             polled += requests
         # after the publishes: the probe topic polled for its stats exists then
@@ -155,7 +203,7 @@ def main() -> None:
                           "publish_with_console": busy[0] if args.rounds == 1 else busy,
                           "median_p99_ms": {"without": statistics.median(r["p99_ms"] for r in quiet),
                                             "with": statistics.median(r["p99_ms"] for r in busy)},
-                          "console_requests": polled,
+                          "console": mode, "console_requests" if mode == "poll" else "console_events": polled,
                           "load_avg_1m": os.getloadavg()[0]}))
     finally:
         broker.kill()
