@@ -115,7 +115,17 @@ def streams_served(web_url: str) -> bool:
         return resp.status_code == 200
 
 
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) the process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def publishes(broker: BrokerProcess, seconds: float, console: str | None) -> tuple[dict[str, float], int]:
+    """The probe's round trips, and the broker's CPU time per second of the phase
+    (``broker_cpu_ms_per_s``: what a console costs, less disturbed than a latency by the
+    other work of a shared machine)."""
+    cpu_before, started = cpu_seconds(broker.proc.pid), time.monotonic()
     stop = threading.Event()
     latencies: list[tuple[float, float]] = []
     probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
@@ -132,7 +142,8 @@ def publishes(broker: BrokerProcess, seconds: float, console: str | None) -> tup
     finally:
         stop.set()
         probe.join()
-    return summary([ms for _, ms in latencies]), polled
+    cpu_ms_per_s = (cpu_seconds(broker.proc.pid) - cpu_before) * 1000 / (time.monotonic() - started)
+    return {**summary([ms for _, ms in latencies]), "broker_cpu_ms_per_s": round(cpu_ms_per_s, 1)}, polled
 
 
 #: console pages timed in a browser with ``--browser``: from navigation to the page drawn
@@ -203,6 +214,9 @@ def main() -> None:
                           "publish_with_console": busy[0] if args.rounds == 1 else busy,
                           "median_p99_ms": {"without": statistics.median(r["p99_ms"] for r in quiet),
                                             "with": statistics.median(r["p99_ms"] for r in busy)},
+                          "median_broker_cpu_ms_per_s": {
+                              "without": statistics.median(r["broker_cpu_ms_per_s"] for r in quiet),
+                              "with": statistics.median(r["broker_cpu_ms_per_s"] for r in busy)},
                           "console": mode, "console_requests" if mode == "poll" else "console_events": polled,
                           "load_avg_1m": os.getloadavg()[0]}))
     finally:
