@@ -259,7 +259,8 @@
   // The live part of a page: the broker's server-sent events at `path` (an event at most once
   // a second, when what it carries changed), read through fetch with this tab's credentials
   // (EventSource sends no Authorization header) and opened again when the broker ends the
-  // stream. onEvent(name, data) runs for each event, one at a time; onError(error) for a
+  // stream, and closed while the tab is hidden (a browser opens few connections to one
+  // host at a time). onEvent(name, data) runs for each event, one at a time; onError(error) for a
   // refusal (then the stream is asked for again RETRY_MS later). Resolves once the first
   // events are drawn, or the first refusal shown.
   function live(path, onEvent, onError) {
@@ -279,8 +280,14 @@
       else await onEvent(name, value);
     };
     const open = async () => {
+      if (document.hidden) {  // a tab out of sight holds no stream: asked for again when shown
+        document.addEventListener("visibilitychange", () => { if (mine === generation) open(); }, { once: true });
+        drawn();
+        return;
+      }
       const controller = new AbortController();
       streams.push(controller);
+      main.dataset.streams = String(streams.length);
       try {
         const resp = await request(path, { signal: controller.signal });
         const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -296,17 +303,23 @@
         }
         if (mine === generation) open();
       } catch (e) {
-        if (mine !== generation || (e && e.name === "AbortError")) { drawn(); return; }
+        if (mine !== generation) { drawn(); return; }
+        if (e && e.name === "AbortError") { open(); return; }  // hidden: open() waits for the tab to show
         await track(Promise.resolve(onError(e)));
         drawn();
         timers.push(setTimeout(() => { if (mine === generation) open(); }, RETRY_MS));
       } finally {
         streams = streams.filter((c) => c !== controller);
+        main.dataset.streams = String(streams.length);  // the page's open streams, for a look from outside
       }
     };
     open();
     return first;
   }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) for (const s of streams) s.abort();
+  });
 
   // a link to another broker's console: http(s) only, never script
   function brokerLink(url, text) {
