@@ -9,6 +9,9 @@ Loads ``--topics`` topics (a producer, a message and a subscription each), then:
   on a broker that serves them), or polling once a second each their REST calls (load
   report, rate history, the topics page sorted by rate, the probe topic's stats:
   ``--console poll``, what a broker without them is asked);
+- measures the broker's CPU time per second with that console alone and with no client at
+  all, alternated as often: their difference is the console's cost (``console_cpu_ms_per_s``),
+  a figure that the other work of a shared machine disturbs less than a latency;
 - times the REST calls behind the console's pages (the topics page's first page by name and
   by message rate, the load report, the rate history, a topic's stats), the console's own
   files, and for comparison the cheapest admin call (``brokers/ready``);
@@ -146,6 +149,19 @@ def publishes(broker: BrokerProcess, seconds: float, console: str | None) -> tup
     return {**summary([ms for _, ms in latencies]), "broker_cpu_ms_per_s": round(cpu_ms_per_s, 1)}, polled
 
 
+def console_cpu(broker: BrokerProcess, seconds: float, console: str | None) -> float:
+    """The broker's CPU time per second (ms) over ``seconds`` with no client but the console
+    (None: none at all), which the CPU time that the console costs is read off."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pool.apply(time.sleep, (0,))  # the worker started before the phase begins
+        before, started = cpu_seconds(broker.proc.pid), time.monotonic()
+        if console:
+            pool.apply(stream_console if console == "stream" else poll_console, (broker.web_url, seconds))
+        else:
+            time.sleep(seconds)
+        return round((cpu_seconds(broker.proc.pid) - before) * 1000 / (time.monotonic() - started), 1)
+
+
 #: console pages timed in a browser with ``--browser``: from navigation to the page drawn
 BROWSED = {"topics by rate": ("/topics?sort=msgRateIn&order=desc", "#topic-table tbody tr[data-row]"),
            "topics by name": ("/topics", "#topic-table tbody tr[data-row]"),
@@ -204,6 +220,10 @@ def main() -> None:
             figures, requests = publishes(broker, args.seconds, console=mode)
             busy.append(figures)
             polled += requests
+        idle, watched = [], []
+        for _ in range(args.rounds):
+            idle.append(console_cpu(broker, args.seconds, None))
+            watched.append(console_cpu(broker, args.seconds, mode))
         # after the publishes: the probe topic polled for its stats exists then
         pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", *POLLED, "/console/", "/console/console.js",
                                             "/admin/v2/brokers/ready"], 5)
@@ -214,6 +234,8 @@ def main() -> None:
                           "publish_with_console": busy[0] if args.rounds == 1 else busy,
                           "median_p99_ms": {"without": statistics.median(r["p99_ms"] for r in quiet),
                                             "with": statistics.median(r["p99_ms"] for r in busy)},
+                          "broker_cpu_ms_per_s_no_publisher": {"without": idle, "with": watched},
+                          "console_cpu_ms_per_s": round(statistics.median(watched) - statistics.median(idle), 1),
                           "median_broker_cpu_ms_per_s": {
                               "without": statistics.median(r["broker_cpu_ms_per_s"] for r in quiet),
                               "with": statistics.median(r["broker_cpu_ms_per_s"] for r in busy)},
