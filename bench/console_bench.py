@@ -46,9 +46,10 @@ from topics_bench import create_wave  # noqa: E402
 from magnetar.testing.broker_process import BrokerProcess, start_from_checkout  # noqa: E402
 
 PAGE = "/admin/v2/topics-page"
+PROBE = "/admin/v2/persistent/public/default/probe"
 #: what an open overview and topic page ask for, each once a second
 POLLED = ["/admin/v2/broker-stats/load-report", "/admin/v2/broker-stats/rate-history",
-          f"{PAGE}?sort=msgRateIn&order=desc&limit=50", "/admin/v2/persistent/public/default/probe/stats"]
+          f"{PAGE}?sort=msgRateIn&order=desc&limit=50", PROBE + "/stats"]
 
 
 def timed_gets(web_url: str, paths: list[str], times: int) -> dict[str, list[float]]:
@@ -81,7 +82,7 @@ def poll_console(web_url: str, seconds: float) -> int:
 #: what the same pages open as server-sent events, on a broker that has them
 STREAMED = ["/admin/v2/console-stream/overview",
             "/admin/v2/console-stream/topics-page?sort=msgRateIn&order=desc&limit=50",
-            "/admin/v2/persistent/public/default/probe/console-stream"]
+            PROBE + "/console-stream"]
 
 
 def follow(web_url: str, path: str, deadline: float, events: list[int]) -> None:
@@ -212,6 +213,11 @@ def main() -> None:
         failures = sum(create_wave(broker, first, min(1000, args.topics - first))
                        for first in range(0, args.topics, 1000))
         created_s = time.perf_counter() - started
+        with httpx.Client(base_url=broker.web_url, timeout=60) as http:
+            # the probe's topic with a subscription, so that it outlives the phases without a publisher
+            # (an inactive topic without one is deleted)
+            http.put(PROBE).raise_for_status()
+            http.put(PROBE + "/subscription/kept").raise_for_status()
         os.sync()  # the creation's writeback is not the console's cost
         mode = args.console if args.console != "auto" else "stream" if streams_served(broker.web_url) else "poll"
         quiet, busy, polled = [], [], 0
