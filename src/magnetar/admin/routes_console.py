@@ -42,6 +42,8 @@ from magnetar.security.identity import Identity
 
 #: rows whose stats are read per turn of the event loop when sorting few rows by a figure
 FILL_SLICE = 250
+#: rows of a page read per turn of the event loop (a live topics page is read every second)
+PAGE_SLICE = 10
 #: a list of up to this many rows sorted by a figure is sorted on the figures of now; a
 #: longer one on those of the broker's last rate sample (``topic_order``)
 LIVE_SORT_MAX = 1000
@@ -324,8 +326,12 @@ class TopicsPages:
             kept = await self.orders.order(sort, listed, history.figures, history.generation)
             indices = await run_sliced(page_steps(kept, chosen, offset, limit, descending))
         now = broker.now_ms()
-        return {"total": total, "offset": offset, "limit": limit,
-                "topics": [fill(broker, listed[i], now).json() for i in indices]}
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(indices), PAGE_SLICE):
+            if start:
+                await asyncio.sleep(0)  # other clients are served between slices
+            rows.extend(fill(broker, listed[i], now).json() for i in indices[start:start + PAGE_SLICE])
+        return {"total": total, "offset": offset, "limit": limit, "topics": rows}
 
 
 def page_query(search: Annotated[str, Query(max_length=1024)] = "", sort: SortKey = "name",
