@@ -4,8 +4,14 @@ Loads ``--topics`` topics (a producer, a message and a subscription each), then:
 
 - measures a producer's publish round trips (SEND to receipt, one at a time) for
   ``--seconds`` with no console, then as long again with a console open: another process
-  polls what the overview and a topic page poll, once a second each (load report, rate
-  history, the topics page sorted by rate, the probe topic's stats);
+  follows what the overview, the topics page sorted by rate and the probe topic's page
+  show, as the console does: their server-sent events (``--console stream``, the default
+  on a broker that serves them), or polling once a second each their REST calls (load
+  report, rate history, the topics page sorted by rate, the probe topic's stats:
+  ``--console poll``, what a broker without them is asked);
+- measures the broker's CPU time per second with that console alone and with no client at
+  all, alternated as often: their difference is the console's cost (``console_cpu_ms_per_s``),
+  a figure that the other work of a shared machine disturbs less than a latency;
 - times the REST calls behind the console's pages (the topics page's first page by name and
   by message rate, the load report, the rate history, a topic's stats), the console's own
   files, and for comparison the cheapest admin call (``brokers/ready``);
@@ -40,9 +46,10 @@ from topics_bench import create_wave  # noqa: E402
 from magnetar.testing.broker_process import BrokerProcess, start_from_checkout  # noqa: E402
 
 PAGE = "/admin/v2/topics-page"
+PROBE = "/admin/v2/persistent/public/default/probe"
 #: what an open overview and topic page ask for, each once a second
 POLLED = ["/admin/v2/broker-stats/load-report", "/admin/v2/broker-stats/rate-history",
-          f"{PAGE}?sort=msgRateIn&order=desc&limit=50", "/admin/v2/persistent/public/default/probe/stats"]
+          f"{PAGE}?sort=msgRateIn&order=desc&limit=50", PROBE + "/stats"]
 
 
 def timed_gets(web_url: str, paths: list[str], times: int) -> dict[str, list[float]]:
@@ -72,7 +79,57 @@ def poll_console(web_url: str, seconds: float) -> int:
     return made
 
 
-def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dict[str, float], int]:
+#: what the same pages open as server-sent events, on a broker that has them
+STREAMED = ["/admin/v2/console-stream/overview",
+            "/admin/v2/console-stream/topics-page?sort=msgRateIn&order=desc&limit=50",
+            PROBE + "/console-stream"]
+
+
+def follow(web_url: str, path: str, deadline: float, events: list[int]) -> None:
+    """Read the events of the stream at ``path`` until ``deadline``, opening it again when it
+    ends, as the console does; each event read counts one in ``events``."""
+    with httpx.Client(base_url=web_url, timeout=httpx.Timeout(60, read=max(1.0, deadline - time.monotonic()))) as http:
+        while time.monotonic() < deadline:
+            try:
+                with http.stream("GET", path) as resp:
+                    resp.raise_for_status()
+                    for line in resp.iter_lines():
+                        if line.startswith("event:"):
+                            events.append(1)
+                        if time.monotonic() >= deadline:
+                            return
+            except httpx.ReadTimeout:
+                return
+
+
+def stream_console(web_url: str, seconds: float) -> int:
+    """Follow what an open console follows, as server-sent events, for ``seconds``; the events read."""
+    deadline = time.monotonic() + seconds
+    events: list[int] = []
+    readers = [threading.Thread(target=follow, args=(web_url, path, deadline, events)) for path in STREAMED]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    return len(events)
+
+
+def streams_served(web_url: str) -> bool:
+    with httpx.Client(base_url=web_url, timeout=60) as http, http.stream("GET", STREAMED[0]) as resp:
+        return resp.status_code == 200
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user and system) the process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def publishes(broker: BrokerProcess, seconds: float, console: str | None) -> tuple[dict[str, float], int]:
+    """The probe's round trips, and the broker's CPU time per second of the phase
+    (``broker_cpu_ms_per_s``: what a console costs, less disturbed than a latency by the
+    other work of a shared machine)."""
+    cpu_before, started = cpu_seconds(broker.proc.pid), time.monotonic()
     stop = threading.Event()
     latencies: list[tuple[float, float]] = []
     probe = threading.Thread(target=publish_latencies, args=(broker, stop, latencies))
@@ -82,13 +139,28 @@ def publishes(broker: BrokerProcess, seconds: float, console: bool) -> tuple[dic
         if console:
             # in another process, so the poller's parsing does not take the probe's interpreter lock
             with multiprocessing.get_context("spawn").Pool(1) as pool:
-                polled = pool.apply(poll_console, (broker.web_url, seconds))
+                polled = pool.apply(stream_console if console == "stream" else poll_console,
+                                    (broker.web_url, seconds))
         else:
             time.sleep(seconds)
     finally:
         stop.set()
         probe.join()
-    return summary([ms for _, ms in latencies]), polled
+    cpu_ms_per_s = (cpu_seconds(broker.proc.pid) - cpu_before) * 1000 / (time.monotonic() - started)
+    return {**summary([ms for _, ms in latencies]), "broker_cpu_ms_per_s": round(cpu_ms_per_s, 1)}, polled
+
+
+def console_cpu(broker: BrokerProcess, seconds: float, console: str | None) -> float:
+    """The broker's CPU time per second (ms) over ``seconds`` with no client but the console
+    (None: none at all), which the CPU time that the console costs is read off."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pool.apply(time.sleep, (0,))  # the worker started before the phase begins
+        before, started = cpu_seconds(broker.proc.pid), time.monotonic()
+        if console:
+            pool.apply(stream_console if console == "stream" else poll_console, (broker.web_url, seconds))
+        else:
+            time.sleep(seconds)
+        return round((cpu_seconds(broker.proc.pid) - before) * 1000 / (time.monotonic() - started), 1)
 
 
 #: console pages timed in a browser with ``--browser``: from navigation to the page drawn
@@ -122,6 +194,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="publish phases without and with a console, alternated this many times each")
     parser.add_argument("--broker-src", help="run the broker of this checkout (its src/) to compare versions")
+    parser.add_argument("--console", choices=["auto", "poll", "stream"], default="auto",
+                        help="what the console of the publish phases does: poll its REST calls once a second "
+                             "each, or follow its pages' server-sent events; auto: stream if the broker serves them")
     parser.add_argument("--browser", action="store_true",
                         help="also time console pages in headless Chromium (tests/e2e/console_helpers.py)")
     args = parser.parse_args()
@@ -138,13 +213,23 @@ def main() -> None:
         failures = sum(create_wave(broker, first, min(1000, args.topics - first))
                        for first in range(0, args.topics, 1000))
         created_s = time.perf_counter() - started
+        with httpx.Client(base_url=broker.web_url, timeout=60) as http:
+            # the probe's topic with a subscription, so that it outlives the phases without a publisher
+            # (an inactive topic without one is deleted)
+            http.put(PROBE).raise_for_status()
+            http.put(PROBE + "/subscription/kept").raise_for_status()
         os.sync()  # the creation's writeback is not the console's cost
+        mode = args.console if args.console != "auto" else "stream" if streams_served(broker.web_url) else "poll"
         quiet, busy, polled = [], [], 0
         for _ in range(args.rounds):  # alternated, so that a drift of the machine hits both alike
-            quiet.append(publishes(broker, args.seconds, console=False)[0])
-            figures, requests = publishes(broker, args.seconds, console=True)
+            quiet.append(publishes(broker, args.seconds, console=None)[0])
+            figures, requests = publishes(broker, args.seconds, console=mode)
             busy.append(figures)
             polled += requests
+        idle, watched = [], []
+        for _ in range(args.rounds):
+            idle.append(console_cpu(broker, args.seconds, None))
+            watched.append(console_cpu(broker, args.seconds, mode))
         # after the publishes: the probe topic polled for its stats exists then
         pages = timed_gets(broker.web_url, [f"{PAGE}?limit=50", *POLLED, "/console/", "/console/console.js",
                                             "/admin/v2/brokers/ready"], 5)
@@ -155,7 +240,12 @@ def main() -> None:
                           "publish_with_console": busy[0] if args.rounds == 1 else busy,
                           "median_p99_ms": {"without": statistics.median(r["p99_ms"] for r in quiet),
                                             "with": statistics.median(r["p99_ms"] for r in busy)},
-                          "console_requests": polled,
+                          "broker_cpu_ms_per_s_no_publisher": {"without": idle, "with": watched},
+                          "console_cpu_ms_per_s": round(statistics.median(watched) - statistics.median(idle), 1),
+                          "median_broker_cpu_ms_per_s": {
+                              "without": statistics.median(r["broker_cpu_ms_per_s"] for r in quiet),
+                              "with": statistics.median(r["broker_cpu_ms_per_s"] for r in busy)},
+                          "console": mode, "console_requests" if mode == "poll" else "console_events": polled,
                           "load_avg_1m": os.getloadavg()[0]}))
     finally:
         broker.kill()

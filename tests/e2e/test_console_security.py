@@ -9,6 +9,7 @@ and are the only console errors allowed here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,3 +176,24 @@ def test_basic_credentials_sign_in_where_that_provider_is_on(console: ConsolePag
     page.wait_for_selector("#create-topic-button")
     assert page.locator("#create-topic-button").count() == 1
     assert unexpected(console.errors) == []
+
+
+def test_the_live_streams_are_refused_as_the_routes_they_carry(broker: BrokerProcess, traffic: None) -> None:
+    def status(role: str | None, path: str) -> int:
+        headers = {} if role is None else {"Authorization": f"Bearer {token(role)}"}
+        with httpx.Client(base_url=broker.web_url, timeout=10, headers=headers) as http, \
+                http.stream("GET", path) as resp:
+            return resp.status_code
+    for role in (None, "nobody", "reader", "admin"):
+        assert status(role, "/admin/v2/console-stream/overview") == \
+            status(role, "/admin/v2/broker-stats/load-report"), role
+        assert status(role, REST + "/console-stream") == status(role, REST + "/stats"), role
+        assert status(role, "/admin/v2/console-stream/topics-page") == status(role, "/admin/v2/topics-page"), role
+    assert status("nobody", "/admin/v2/console-stream/overview") == 401
+    assert status("nobody", REST + "/console-stream") == 401
+    assert status("reader", REST + "/console-stream") == 200
+    with httpx.Client(base_url=broker.web_url, timeout=10,
+                      headers={"Authorization": f"Bearer {token('nobody')}"}) as http, \
+            http.stream("GET", "/admin/v2/console-stream/topics-page") as resp:
+        first = next(line for line in resp.iter_lines() if line.startswith("data: "))
+    assert json.loads(first[6:])["total"] == 0

@@ -81,6 +81,10 @@ RULES: dict[str, dict[str, Rule]] = {
     "/admin/v2/broker-stats/brokers": {"GET": SUPER_USER},
     # each topic the caller may look up, checked by the route itself
     "/admin/v2/topics-page": {"GET": AUTHENTICATED},
+    # the console's live pages: the permission of the routes whose answers they carry
+    "/admin/v2/console-stream/overview": {"GET": SUPER_USER},
+    "/admin/v2/console-stream/topics-page": {"GET": AUTHENTICATED},
+    TOPIC + "/console-stream": {"GET": LOOKUP},
     "/admin/v2/brokers/ready": {"GET": PUBLIC},
     "/admin/v2/brokers/health": {"GET": SUPER_USER},
     "/admin/v2/brokers/configuration/runtime": {"GET": SUPER_USER},

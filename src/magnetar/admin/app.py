@@ -21,6 +21,7 @@ from magnetar import __version__
 from magnetar.admin import (
     access,
     broker_views,
+    console_feeds,
     console_static,
     errors,
     lookup,
@@ -29,6 +30,7 @@ from magnetar.admin import (
     routes_clusters,
     routes_compaction,
     routes_console,
+    routes_console_streams,
     routes_key_shared,
     routes_load,
     routes_namespaces,
@@ -79,7 +81,10 @@ def create_app(broker: AdminBroker, connections: HttpConnections | None = None) 
         history.start(asyncio.get_running_loop())
     app.include_router(rate_history.make_router(history))
     app.include_router(broker_views.make_router(history))
-    app.include_router(routes_console.make_router(history))
+    pages = routes_console.TopicsPages(history)
+    feeds = console_feeds.Feeds()
+    app.include_router(routes_console.make_router(pages))
+    app.include_router(routes_console_streams.make_router(history, pages, feeds))
     app.include_router(console_static.make_router())
     for domain in ("persistent", "non-persistent"):
         app.include_router(routes_topics.make_router(domain))
@@ -87,6 +92,7 @@ def create_app(broker: AdminBroker, connections: HttpConnections | None = None) 
         app.include_router(routes_subscriptions.make_router(domain))
         app.include_router(routes_key_shared.make_router(domain))
         app.include_router(routes_console.make_topic_router(domain))
+        app.include_router(routes_console_streams.make_topic_router(domain, feeds))
         app.include_router(routes_permissions.make_topic_router(domain))
         app.include_router(routes_unsupported.make_topic_router(domain))
 

@@ -123,6 +123,8 @@ class RateHistory:
         self._last: tuple[int, Totals] | None = None
         self._task: PeriodicTask | None = None
         self._walking = False
+        #: each sample of ``samples`` as JSON, encoded when it was taken
+        self._each: deque[bytes] = deque(maxlen=size)
         self._encoded: tuple[Sample | None, bytes] = (None, b"")
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -166,6 +168,7 @@ class RateHistory:
         then, before = self._last if self._last is not None else (now, current)
         sample = sample_between(before, current, (now - then) / 1000, now)
         self.samples.append(sample)
+        self._each.append(json.dumps(asdict(sample)).encode())
         self._last = (now, current)
         return sample
 
@@ -178,12 +181,13 @@ class RateHistory:
         return sample_between(current, current, 0, now)
 
     def encoded(self) -> bytes:
-        """The samples as the rate-history route answers them, JSON, encoded once per sample."""
+        """The samples as the rate-history route answers them, JSON: each sample encoded
+        once, when taken, and the answer joined once per sample."""
         last = self.samples[-1] if self.samples else None
         kept, body = self._encoded
         if kept is not last or not body:
-            body = json.dumps({"resolutionSeconds": self.resolution_s,
-                               "samples": [asdict(s) for s in self.samples]}).encode()
+            body = b'{"resolutionSeconds": %s, "samples": [%s]}' % (json.dumps(self.resolution_s).encode(),
+                                                                     b", ".join(self._each))
             self._encoded = (last, body)
         return body
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, every_namespace, require_subscription, topic_name, topics_of
@@ -42,6 +42,8 @@ from magnetar.security.identity import Identity
 
 #: rows whose stats are read per turn of the event loop when sorting few rows by a figure
 FILL_SLICE = 250
+#: rows of a page read per turn of the event loop (a live topics page is read every second)
+PAGE_SLICE = 10
 #: a list of up to this many rows sorted by a figure is sorted on the figures of now; a
 #: longer one on those of the broker's last rate sample (``topic_order``)
 LIVE_SORT_MAX = 1000
@@ -49,6 +51,8 @@ LIVE_SORT_MAX = 1000
 EXTRA_CHECK_MS = 1000
 #: names listed per turn of the event loop when the topic list is built again
 BUILD_SLICE = 5000
+#: loaded topics' names looked up per turn of the event loop when looking for those not listed
+EXTRA_SLICE = 2000
 _PARTITION = re.compile(r"^(.*)-partition-\d+$")
 
 SortKey = Literal["name", "msgRateIn", "msgRateOut", "msgThroughputIn", "msgThroughputOut", "backlog",
@@ -124,7 +128,7 @@ class TopicDirectory:
     written, or non-persistent) are added, and the list with them kept while they stay the
     same: the same list object stands for the same rows (``topic_order`` keys on it). They
     are looked for again when the number of loaded topics moves, or ``EXTRA_CHECK_MS`` after
-    the last look (a look reads every loaded topic's name: 3.5 ms at 50,000)."""
+    the last look (a look reads every loaded topic's name, ``EXTRA_SLICE`` per turn of the loop)."""
 
     def __init__(self) -> None:
         self._key: int | None = None
@@ -143,10 +147,22 @@ class TopicDirectory:
         loaded, now = len(broker.topics), broker.now_ms()
         if (loaded, key) != self._checked[:2] or now - self._checked[2] >= EXTRA_CHECK_MS:
             self._checked = (loaded, key, now)
-            extra = frozenset(broker.topics.keys() - self._names)
+            extra = await self._extra(broker)
+            # the names may have been listed again meanwhile, by another request
+            extra = frozenset(name for name in extra if name not in self._names)
             if extra != self._with_extra[0]:
                 self._with_extra = (extra, self._added(extra))
         return self._with_extra[1]
+
+    async def _extra(self, broker: AdminBroker) -> frozenset[str]:
+        """The loaded topics the listing lacks, looked for ``EXTRA_SLICE`` names per turn of the loop."""
+        names, known = list(broker.topics), self._names
+        extra: set[str] = set()
+        for start in range(0, len(names), EXTRA_SLICE):
+            if start:
+                await asyncio.sleep(0)  # other clients are served between slices
+            extra.update(name for name in names[start:start + EXTRA_SLICE] if name not in known)
+        return frozenset(extra)
 
     def _added(self, extra: frozenset[str]) -> Listing:
         if not extra:
@@ -271,23 +287,33 @@ def _buckets(tracker: BucketDelayedDeliveryTracker) -> dict[str, Any]:
     }
 
 
-def make_router(history: RateHistory) -> APIRouter:
-    router = APIRouter(prefix="/admin/v2", tags=["console"])
-    directory = TopicDirectory()
-    orders = KeptOrders()
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """What a page of the topic list asks for."""
 
-    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
-    async def topics_page(broker: Broker, request: Request,
-                          search: Annotated[str, Query(max_length=1024)] = "",
-                          sort: SortKey = "name", order: Literal["asc", "desc"] = "asc",
-                          offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
-                          limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> dict[str, Any]:
-        identity: Identity | None = request.scope.get("state", {}).get("identity")
-        listing = await directory.listing(broker)
+    search: str = ""
+    sort: str = "name"
+    order: str = "asc"
+    offset: int = 0
+    limit: int = 50
+
+
+class TopicsPages:
+    """The topic list's answers: its names folded and sorted once, its orders by figure kept."""
+
+    def __init__(self, history: RateHistory) -> None:
+        self.history = history
+        self.directory = TopicDirectory()
+        self.orders = KeptOrders()
+
+    async def answer(self, broker: AdminBroker, identity: Identity | None, query: PageQuery) -> dict[str, Any]:
+        """What ``GET /admin/v2/topics-page`` answers ``query`` for ``identity``."""
+        listing = await self.directory.listing(broker)
         listed = listing.rows
-        chosen = await chosen_rows(broker, identity, search, listed, listing.namespaces)
+        chosen = await chosen_rows(broker, identity, query.search, listed, listing.namespaces)
         total = len(listed) if chosen is None else len(chosen)
-        descending = order == "desc"
+        descending = query.order == "desc"
+        offset, limit, sort = query.offset, query.limit, query.sort
         if sort == "name":
             every: Sequence[int] = range(len(listed)) if chosen is None else chosen
             indices = list((every[::-1] if descending else every)[offset:offset + limit])
@@ -296,11 +322,32 @@ def make_router(history: RateHistory) -> APIRouter:
             page = await filled_in_order(broker, listed, every, sort, descending, offset, limit)
             return {"total": total, "offset": offset, "limit": limit, "topics": [r.json() for r in page]}
         else:
-            kept = await orders.order(sort, listed, history.figures, history.generation)
+            history = self.history
+            kept = await self.orders.order(sort, listed, history.figures, history.generation)
             indices = await run_sliced(page_steps(kept, chosen, offset, limit, descending))
         now = broker.now_ms()
-        return {"total": total, "offset": offset, "limit": limit,
-                "topics": [fill(broker, listed[i], now).json() for i in indices]}
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(indices), PAGE_SLICE):
+            if start:
+                await asyncio.sleep(0)  # other clients are served between slices
+            rows.extend(fill(broker, listed[i], now).json() for i in indices[start:start + PAGE_SLICE])
+        return {"total": total, "offset": offset, "limit": limit, "topics": rows}
+
+
+def page_query(search: Annotated[str, Query(max_length=1024)] = "", sort: SortKey = "name",
+               order: Literal["asc", "desc"] = "asc", offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+               limit: Annotated[int, Query(ge=1, le=1000)] = 50) -> PageQuery:
+    """The query parameters of a page of the topic list, checked."""
+    return PageQuery(search, sort, order, offset, limit)
+
+
+def make_router(pages: TopicsPages) -> APIRouter:
+    router = APIRouter(prefix="/admin/v2", tags=["console"])
+
+    @router.get("/topics-page", summary="A page of the broker's topics: searched, sorted, partitions folded")
+    async def topics_page(broker: Broker, request: Request,
+                          query: Annotated[PageQuery, Depends(page_query)]) -> dict[str, Any]:
+        return await pages.answer(broker, request.scope.get("state", {}).get("identity"), query)
 
     return router
 

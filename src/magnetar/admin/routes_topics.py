@@ -68,6 +68,33 @@ async def require_partitioned(broker: AdminBroker, name: TopicName) -> int:
     return await in_store(broker, count)
 
 
+async def partitioned_metadata(broker: AdminBroker, name: TopicName, check_auto_creation: bool = False) \
+        -> dict[str, Any]:
+    """What ``GET .../partitions`` answers."""
+    def partitions(rules: StoreRules) -> int:
+        namespace_in(rules.store, name.namespace_name)
+        known = rules.records.partitions_of(name)
+        if known is None:
+            known = rules.records.partitioned_metadata(name) if check_auto_creation else 0
+        return known
+    return {"partitions": await in_rules(broker, partitions), "deleted": False}
+
+
+async def topic_stats(broker: AdminBroker, name: TopicName, options: stats.StatsOptions) -> dict[str, Any]:
+    """What ``GET .../stats`` answers."""
+    loaded = await load_topic(broker, name)
+    return stats.topic_stats(broker, loaded, broker.now_ms(), options)
+
+
+async def partitioned_stats(broker: AdminBroker, name: TopicName, options: stats.StatsOptions,
+                            per_partition: bool) -> dict[str, Any]:
+    """What ``GET .../partitioned-stats`` answers."""
+    count = await require_partitioned(broker, name)
+    now = broker.now_ms()
+    parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in await topics_of(broker, name)}
+    return stats.partitioned_topic_stats(count, parts, per_partition)
+
+
 def check_partition_limit(broker: AdminBroker, partitions: int) -> None:
     if partitions <= 0:
         raise RestError(406, "Number of partitions should be more than 0")
@@ -162,15 +189,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
     @router.get("/{tenant}/{namespace}/{topic}/partitions", summary="Get partitioned topic metadata")
     async def get_partitioned_metadata(broker: Broker, tenant: str, namespace: str, topic: str,
                                        checkAllowAutoCreation: bool = False) -> dict[str, Any]:
-        name = name_of(tenant, namespace, topic)
-
-        def partitions(rules: StoreRules) -> int:
-            namespace_in(rules.store, name.namespace_name)
-            known = rules.records.partitions_of(name)
-            if known is None:
-                known = rules.records.partitioned_metadata(name) if checkAllowAutoCreation else 0
-            return known
-        return {"partitions": await in_rules(broker, partitions), "deleted": False}
+        return await partitioned_metadata(broker, name_of(tenant, namespace, topic), checkAllowAutoCreation)
 
     @router.delete("/{tenant}/{namespace}/{topic}/partitions", status_code=204,
                    summary="Delete a partitioned topic and its partitions")
@@ -223,8 +242,7 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                         excludeConsumers: bool = False) -> dict[str, Any]:
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
-        loaded = await load_topic(broker, name_of(tenant, namespace, topic))
-        return stats.topic_stats(broker, loaded, broker.now_ms(), options)
+        return await topic_stats(broker, name_of(tenant, namespace, topic), options)
 
     @router.get("/{tenant}/{namespace}/{topic}/partitioned-stats",
                 summary="Get the stats of a partitioned topic: aggregated and per partition")
@@ -233,13 +251,9 @@ def make_router(domain: Literal["persistent", "non-persistent"]) -> APIRouter:
                                     subscriptionBacklogSize: bool = True, getEarliestTimeInBacklog: bool = False,
                                     excludePublishers: bool = False,
                                     excludeConsumers: bool = False) -> dict[str, Any]:
-        name = name_of(tenant, namespace, topic)
-        count = await require_partitioned(broker, name)
         options = stats_options(getPreciseBacklog, subscriptionBacklogSize, getEarliestTimeInBacklog,
                                 excludePublishers, excludeConsumers)
-        now = broker.now_ms()
-        parts = {str(t.name): stats.topic_stats(broker, t, now, options) for t in await topics_of(broker, name)}
-        return stats.partitioned_topic_stats(count, parts, perPartition)
+        return await partitioned_stats(broker, name_of(tenant, namespace, topic), options, perPartition)
 
     @router.get("/{tenant}/{namespace}/{topic}/internalStats", summary="Get the internal stats of a topic")
     async def get_internal_stats(broker: Broker, tenant: str, namespace: str, topic: str,

@@ -9,7 +9,9 @@
   const POLL_MS = 2000;
   const HASH_SPACE = 65536;
   const COLORS = ["#3056d3", "#2e9e6b", "#d98b1c", "#8e44ad", "#16a2b8", "#b5485d", "#6d7b2b", "#c2549d"];
+  const RETRY_MS = 2000;
   let timers = [];
+  let streams = [];
   let charts = [];
   const inflight = new Set();
   let generation = 0;
@@ -119,7 +121,8 @@
     const headers = { ...authHeaders() };
     let body;
     if (options.body !== undefined) { headers["Content-Type"] = "application/json"; body = JSON.stringify(options.body); }
-    const resp = await fetch(path, { method: options.method || "GET", headers, body, credentials: "omit", cache: "no-store" });
+    const resp = await fetch(path, { method: options.method || "GET", headers, body, credentials: "omit", cache: "no-store",
+      signal: options.signal });
     if (!resp.ok) {
       let reason = resp.statusText || `HTTP ${resp.status}`;
       try { const data = await resp.json(); if (data && data.reason) reason = data.reason; } catch (e) { /* not JSON */ }
@@ -231,8 +234,10 @@
   // -- pages ------------------------------------------------------------------------------------
   function stopPage() {
     generation += 1;
-    for (const t of timers) clearInterval(t);
+    for (const t of timers) { clearInterval(t); clearTimeout(t); }
     timers = [];
+    for (const s of streams) s.abort();
+    streams = [];
     for (const c of charts) c.destroy();
     charts = [];
   }
@@ -250,6 +255,71 @@
     timers.push(setInterval(run, ms));
     return run();
   }
+
+  // The live part of a page: the broker's server-sent events at `path` (an event at most once
+  // a second, when what it carries changed), read through fetch with this tab's credentials
+  // (EventSource sends no Authorization header) and opened again when the broker ends the
+  // stream, and closed while the tab is hidden (a browser opens few connections to one
+  // host at a time). onEvent(name, data) runs for each event, one at a time; onError(error) for a
+  // refusal (then the stream is asked for again RETRY_MS later). Resolves once the first
+  // events are drawn, or the first refusal shown.
+  function live(path, onEvent, onError) {
+    const mine = generation;
+    let drawn;
+    const first = new Promise((resolve) => { drawn = resolve; });
+    const handle = async (block) => {
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+      }
+      if (!data.length || mine !== generation) return;
+      const value = JSON.parse(data.join("\n"));
+      if (name === "error") await onError(new ApiError(value.status, value.reason));
+      else await onEvent(name, value);
+    };
+    const open = async () => {
+      if (document.hidden) {  // a tab out of sight holds no stream: asked for again when shown
+        document.addEventListener("visibilitychange", () => { if (mine === generation) open(); }, { once: true });
+        drawn();
+        return;
+      }
+      const controller = new AbortController();
+      streams.push(controller);
+      main.dataset.streams = String(streams.length);
+      try {
+        const resp = await request(path, { signal: controller.signal });
+        const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
+        let text = "";
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done || mine !== generation) break;
+          text += value;
+          const blocks = text.split("\n\n");
+          text = blocks.pop();
+          for (const block of blocks) await track(handle(block));
+          drawn();
+        }
+        if (mine === generation) open();
+      } catch (e) {
+        if (mine !== generation) { drawn(); return; }
+        if (e && e.name === "AbortError") { open(); return; }  // hidden: open() waits for the tab to show
+        await track(Promise.resolve(onError(e)));
+        drawn();
+        timers.push(setTimeout(() => { if (mine === generation) open(); }, RETRY_MS));
+      } finally {
+        streams = streams.filter((c) => c !== controller);
+        main.dataset.streams = String(streams.length);  // the page's open streams, for a look from outside
+      }
+    };
+    open();
+    return first;
+  }
+
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) for (const s of streams) s.abort();
+  });
 
   // a link to another broker's console: http(s) only, never script
   function brokerLink(url, text) {
@@ -308,31 +378,29 @@
       el("h2", {}, "Cluster"), cluster, el("h2", {}, "Tenants and namespaces"), tenants);
     let msgChart = null;
     let byteChart = null;
-    await every(5000, async () => {
-      try {
-        const r = await api("/admin/v2/broker-stats/load-report");
-        fill(cards, card("Topics", fmtInt(r.numTopics), "numTopics"), card("Producers", fmtInt(r.numProducers), "numProducers"),
-          card("Subscriptions", fmtInt(r.numSubscriptions), "numSubscriptions"),
-          card("Consumers", fmtInt(r.numConsumers), "numConsumers"), card("Msgs/s in", fmtRate(r.msgRateIn), "msgRateIn"),
-          card("Msgs/s out", fmtRate(r.msgRateOut), "msgRateOut"), card("Bytes/s in", fmtBytes(r.msgThroughputIn), "msgThroughputIn"),
-          card("Bytes/s out", fmtBytes(r.msgThroughputOut), "msgThroughputOut"), card("Backlog", fmtInt(r.msgBacklog), "msgBacklog"),
-          card("Storage", fmtBytes(r.storageSize), "storageSize"), card("Namespaces", fmtInt(r.numNamespaces), "numNamespaces"));
-        const history = await api("/admin/v2/broker-stats/rate-history");
-        const samples = history.samples;
-        const xs = samples.map((s) => s.timestamp / 1000);
-        if (!msgChart) {
-          msgChart = lineChart(chartsBox, "Messages per second", ["in", "out"]);
-          byteChart = lineChart(chartsBox, "Bytes per second", ["in", "out"]);
-          chartsBox.appendChild(el("div", { className: "muted", id: "history-note" }));
-        }
-        msgChart.setData([xs, samples.map((s) => s.msgRateIn), samples.map((s) => s.msgRateOut)]);
-        byteChart.setData([xs, samples.map((s) => s.msgThroughputIn), samples.map((s) => s.msgThroughputOut)]);
-        fill(document.getElementById("history-note"),
-          `${samples.length} samples, one every ${history.resolutionSeconds} s, kept by the broker for 15 minutes`);
-      } catch (e) {
-        fill(cards, banner(e));
+    const drawReport = (r) => fill(cards, card("Topics", fmtInt(r.numTopics), "numTopics"), card("Producers", fmtInt(r.numProducers), "numProducers"),
+      card("Subscriptions", fmtInt(r.numSubscriptions), "numSubscriptions"),
+      card("Consumers", fmtInt(r.numConsumers), "numConsumers"), card("Msgs/s in", fmtRate(r.msgRateIn), "msgRateIn"),
+      card("Msgs/s out", fmtRate(r.msgRateOut), "msgRateOut"), card("Bytes/s in", fmtBytes(r.msgThroughputIn), "msgThroughputIn"),
+      card("Bytes/s out", fmtBytes(r.msgThroughputOut), "msgThroughputOut"), card("Backlog", fmtInt(r.msgBacklog), "msgBacklog"),
+      card("Storage", fmtBytes(r.storageSize), "storageSize"), card("Namespaces", fmtInt(r.numNamespaces), "numNamespaces"));
+    const drawHistory = (history) => {
+      const samples = history.samples;
+      const xs = samples.map((s) => s.timestamp / 1000);
+      if (!msgChart) {
+        msgChart = lineChart(chartsBox, "Messages per second", ["in", "out"]);
+        byteChart = lineChart(chartsBox, "Bytes per second", ["in", "out"]);
+        chartsBox.appendChild(el("div", { className: "muted", id: "history-note" }));
       }
-    });
+      msgChart.setData([xs, samples.map((s) => s.msgRateIn), samples.map((s) => s.msgRateOut)]);
+      byteChart.setData([xs, samples.map((s) => s.msgThroughputIn), samples.map((s) => s.msgThroughputOut)]);
+      fill(document.getElementById("history-note"),
+        `${samples.length} samples, one every ${history.resolutionSeconds} s, kept by the broker for 15 minutes`);
+    };
+    await live("/admin/v2/console-stream/overview", (name, data) => {
+      if (name === "load-report") drawReport(data);
+      else if (name === "rate-history") drawHistory(data);
+    }, (e) => fill(cards, banner(e)));
     await clusterSection(cluster);
     try {
       const names = await api("/admin/v2/tenants");
@@ -382,10 +450,9 @@
     fill(main, el("h1", {}, "Topics"), el("div", { className: "toolbar" }, input), body, create,
       el("div", { id: "action-status" }));
     if (search) { input.focus(); input.setSelectionRange(search.length, search.length); }
-    await every(5000, async () => {
+    const query = new URLSearchParams({ search, sort, order, offset: String(page * PAGE_SIZE), limit: String(PAGE_SIZE) });
+    await live("/admin/v2/console-stream/topics-page?" + query.toString(), (name, answer) => {
       try {
-        const query = new URLSearchParams({ search, sort, order, offset: String(page * PAGE_SIZE), limit: String(PAGE_SIZE) });
-        const answer = await api("/admin/v2/topics-page?" + query.toString());
         const head = el("tr", {}, TOPIC_COLUMNS.map((c) => el("th", {
           className: "sortable" + (c.num ? " num" : ""), data: { sort: c.sort },
           onclick: () => go({ sort: c.sort, order: sort === c.sort && order === "desc" ? "asc" : "desc", page: "0" }),
@@ -416,7 +483,7 @@
           el("button", { type: "button", id: "next-page", disabled: last >= answer.total, onclick: () => go({ page: String(page + 1) }) }, "Next"));
         fill(body, el("table", { id: "topic-table" }, el("thead", {}, head), el("tbody", {}, rows)), pager);
       } catch (e) { fill(body, banner(e)); }
-    });
+    }, (e) => fill(body, banner(e)));
     if (await allowed("/admin/v2/tenants")) {
       const name = el("input", { id: "new-topic", placeholder: "persistent://tenant/namespace/topic", autocomplete: "off" });
       const partitions = el("input", { id: "new-topic-partitions", type: "number", min: 0, value: 0 });
@@ -473,9 +540,8 @@
       fill(main, el("h1", { id: "topic-name" }, t.full), el("div", { className: "cards", id: "topic-cards" }, banner(e)));
       return;
     }
-    await every(POLL_MS, async () => {
-      let answer;
-      try { answer = await topicStats(t); } catch (e) { fill(cards, banner(e)); return; }
+    await live(topicPath(t) + "/console-stream", async (name, data) => {
+      const answer = { partitions: data.partitions.partitions, stats: data.stats };
       const s = answer.stats;
       fill(cards, card("Msgs/s in", fmtRate(s.msgRateIn), "msgRateIn"), card("Msgs/s out", fmtRate(s.msgRateOut), "msgRateOut"),
         card("Bytes/s in", fmtBytes(s.msgThroughputIn), "msgThroughputIn"), card("Bytes/s out", fmtBytes(s.msgThroughputOut), "msgThroughputOut"),
@@ -520,7 +586,7 @@
           { label: "Msgs/s out", num: true, render: (r) => fmtRate(r.p.msgRateOut) },
           { label: "Storage", num: true, render: (r) => fmtBytes(r.p.storageSize) }], prow, { id: "partition-table" }));
       }
-    });
+    }, (e) => fill(cards, banner(e)));
     track(loadStorage(t, storage));
     track(loadPolicies(t, policies));
     track(loadSchemas(t, schemas));
