@@ -101,9 +101,16 @@ def served(zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.Monk
                 on_loop.append(what)
             assert made or not writes, f"{what} made no round trip"
 
-        async def load(topic: str, create: bool, *, writes: bool = False) -> Topic:
+        async def load(topic: str, create: bool, *, writes: bool = False,
+                       until: Callable[[Topic], bool] | None = None) -> Topic:
+            """The topic loaded; with ``until``, then waited for until it holds (what the
+            broker does meanwhile counts as the load's)."""
             before = len(trips.threads)
             loaded = await broker.load_topic(TopicName.parse(topic), create)
+            deadline = time.monotonic() + 10
+            while until is not None and not until(loaded):
+                assert time.monotonic() < deadline, f"{topic} did not come to what was awaited"
+                await asyncio.sleep(0.02)
             check(f"load {topic}", before, writes)
             return loaded
 
@@ -236,6 +243,19 @@ async def binary_loads(call: Call, load: Load) -> None:
     await load("non-persistent://public/default/passing", True)
     with pytest.raises(TopicNotFound):
         await load("persistent://public/default/absent", False)
+
+
+async def dedup_turned_on(call: Call, load: Load) -> None:
+    topic = await load("persistent://public/default/later", True, writes=True)
+    assert topic.dedup is None
+    await call("POST", f"{TOPIC}/later/deduplicationEnabled", 204, True, writes=True)
+    # the loaded topic follows (during the POST or after it): its snapshot read, deduplication recovered
+    await load("persistent://public/default/later", False, until=lambda t: t.dedup is not None)
+
+
+def test_deduplication_turned_on_for_a_loaded_topic_reads_its_snapshot_off_the_event_loop(
+        zookeeper: ZooKeeperProcess, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert served(zookeeper, tmp_path, monkeypatch, dedup_turned_on) == []
 
 
 def test_loading_topics_as_the_binary_protocol_does_makes_no_round_trip_on_the_event_loop(

@@ -365,8 +365,12 @@ class BrokerService:
     def apply_policies(self, topic: Topic, now: int, stored: StoredTopic | None = None) -> None:
         """Bring a loaded topic in line with its policies (topic, namespace, broker); a
         loading topic's snapshots come from its ``stored`` state."""
-        deduplication.refresh(self, topic, now, stored)
-        property_dedup.refresh(self, topic, stored)
+        if deduplication.refresh(self, topic, now, stored):
+            self.release.background(deduplication.enable_from_store(self, topic, now),
+                                    f"enabling deduplication of {topic.name}")
+        if property_dedup.refresh(self, topic, stored):
+            self.release.background(property_dedup.refresh_from_store(self, topic),
+                                    f"property deduplication of {topic.name}")
         self.publish_throttles.apply(topic)
         self.apply_dispatch_rates(topic)
         self.apply_delayed_tick(topic)

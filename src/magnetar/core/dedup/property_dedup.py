@@ -50,14 +50,23 @@ def refresh(topic: Topic, policies: PolicyCache, config: BrokerConfig, stored: C
     if wanted is None:
         topic.property_dedup = None
         return
-    window_ms, max_ids, name = wanted.windowSeconds * 1000, wanted.maxIds, wanted.propertyName
-    current = topic.property_dedup
-    wanted_shape = (window_ms, max_ids, name)
-    if current is not None and (current.window_ms, current.max_ids, current.property_name) == wanted_shape:
+    if not _new_window(topic, wanted):
         return
-    window = PropertyDedupWindow(window_ms, max_ids, name)
+    window = PropertyDedupWindow(wanted.windowSeconds * 1000, wanted.maxIds, wanted.propertyName)
     recover(topic, window, stored(SNAPSHOT_PREFIX + str(topic.name)))
     topic.property_dedup = window
+
+
+def needs_snapshot(topic: Topic, policies: PolicyCache, config: BrokerConfig) -> bool:
+    """Whether :func:`refresh` would make a new window, and so read its stored snapshot."""
+    wanted = policy(policies, config, topic)
+    return wanted is not None and _new_window(topic, wanted)
+
+
+def _new_window(topic: Topic, wanted: PropertyDeduplicationPolicy) -> bool:
+    current = topic.property_dedup
+    return current is None or (current.window_ms, current.max_ids, current.property_name) != \
+        (wanted.windowSeconds * 1000, wanted.maxIds, wanted.propertyName)
 
 
 def recover(topic: Topic, window: PropertyDedupWindow, stored: Any) -> None:
