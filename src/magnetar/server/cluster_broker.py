@@ -42,7 +42,8 @@ class ClusterBroker(Standalone):
                                             config.unloadDrainTimeoutMillis)
         self.broker.appends.may_acknowledge = self.membership.may_acknowledge
         lists = LedgerLists(self.broker.metadata, self.membership, self.broker.ledger_factory.data_dir,
-                            self.broker.ledger_factory.open, self.broker.ledger_ids.next_id)
+                            self.broker.ledger_factory.open, self.broker.ledger_ids.next_id,
+                            ids_at_hand=self.broker.ledger_ids.at_hand)
         self.broker.ledger_lists = lists
         self.broker.appends.ledger_may_acknowledge = \
             lambda ledger: lists.may_acknowledge(ledger, self.membership.lease.session_id)

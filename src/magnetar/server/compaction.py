@@ -149,6 +149,7 @@ class TopicCompaction:
         old_view = topic.compacted.view
         after = compaction_cursor.scan_start(sub, old_view is not None)
         topic_part = topic.ledger.detached_scan(after, horizon)
+        await self.broker.ledger_ids.at_hand()  # no block reserved on the event loop
         ledger_id = self.broker.ledger_ids.next_id()
         retain_null_key = self.broker.config.topicCompactionRetainNullKey
         result = CompactionResult()

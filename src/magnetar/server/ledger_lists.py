@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol, TypeVar
@@ -211,12 +211,16 @@ class LedgerLists:
 
     def __init__(self, store: LedgerListStore, takeovers: Takeovers, ledgers_dir: Path,
                  open_ledger: Callable[[str, int, TopicLedgerList], SegmentLedger],
-                 next_ledger_id: Callable[[], int]) -> None:
+                 next_ledger_id: Callable[[], int],
+                 ids_at_hand: Callable[[], Awaitable[None]] | None = None) -> None:
+        """``ids_at_hand``: awaited before an id is taken, so that taking it never reserves
+        a block on the event loop (``LedgerIds.at_hand``)."""
         self.store = store
         self.takeovers = takeovers
         self.ledgers_dir = ledgers_dir
         self._open_ledger = open_ledger
         self._next_ledger_id = next_ledger_id
+        self._ids_at_hand = ids_at_hand
 
     def may_acknowledge(self, ledger: ManagedLedger, session_id: int | None) -> bool:
         """Whether appends on ``ledger`` may be acknowledged by this writer now: it was
@@ -309,6 +313,8 @@ class LedgerLists:
         them may be lower, so a fresh block is reserved then."""
         *earlier, new = info.ledgers
         floor = earlier[-1].ledger_id if earlier else 0
+        if self._ids_at_hand is not None:
+            await self._ids_at_hand()
         ledger_id = self._next_ledger_id()
         if ledger_id <= floor:
             ledger_id = (await self.takeovers.calls.run(self.store.reserve_ledger_ids, 1))[0]
