@@ -242,9 +242,8 @@ class BrokerService:
 
     # -- topics --------------------------------------------------------------------
     def get_topic(self, name: TopicName, create: bool) -> Topic:
-        """The loaded topic, else loaded now on the event loop (the standalone broker's
-        GET_OR_CREATE_SCHEMA; the binary protocol's PRODUCER and SUBSCRIBE, and the admin
-        API, use :meth:`load_topic`)."""
+        """The loaded topic (termination's, which the admin API loaded first), else loaded
+        now on the event loop; every command and the admin API load through :meth:`load_topic`."""
         key = str(name)
         topic = self.topics.get(key)
         if topic is not None:

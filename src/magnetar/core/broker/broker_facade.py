@@ -155,9 +155,6 @@ class BrokerFacade(Protocol):
     def now_ms(self) -> int:
         """The broker's wall clock, in milliseconds."""
 
-    def get_topic(self, name: TopicName, create: bool) -> Topic:
-        """The loaded topic, else loaded now (``create``: its record is made if missing)."""
-
     def delete_subscription(self, topic: Topic, name: str) -> None: ...
 
 

@@ -149,10 +149,6 @@ class SimBroker:
     def now_ms(self) -> int:
         return self.clock_ms()
 
-    def get_topic(self, name: TopicName, create: bool) -> Topic:
-        topic = self.topics.get(str(name))
-        return topic if topic is not None else self._load(name, create)
-
     def generate_producer_name(self) -> str:
         return f"{self.config.clusterName}-0-{next(self._producer_names)}"
 
