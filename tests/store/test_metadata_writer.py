@@ -152,6 +152,34 @@ def test_sync_log_without_a_wal_does_nothing(tmp_path: Path) -> None:
     MetadataStore.sync_log(store)
 
 
+def test_a_wal_sync_needs_no_new_descriptor_once_the_first_was_made(db: Path) -> None:
+    """A flood of topics can take every descriptor; the metadata store's syncs go on."""
+    script = (
+        "import os, sys\n"
+        "from magnetar.storage import MetadataStore\n"
+        "store = MetadataStore(sys.argv[1])\n"
+        "store.defer_syncs()\n"
+        "store.create_tenant('before', {})\n"
+        "store.sync_log()\n"
+        "taken = []\n"
+        "try:\n"
+        "    while True:\n"
+        "        taken.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "except OSError:\n"
+        "    pass\n"
+        "store.create_tenant('after', {})\n"
+        "store.sync_log()\n"
+        "print(len(taken))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", f"import resource; resource.setrlimit("
+                          f"resource.RLIMIT_NOFILE, (128, 128))\n{script}", str(db)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout) > 0
+    with MetadataStore(db) as reader:
+        assert sorted(reader.list_tenants()) == ["after", "before"]
+
+
 def test_ledger_ids_come_from_blocks_the_writer_reserved_ahead(writer: MetadataWriter, db: Path,
                                                                syncs: list[MetadataStore]) -> None:
     loop_store = MetadataStore(db)

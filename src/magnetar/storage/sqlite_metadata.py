@@ -74,6 +74,7 @@ class SqliteConnection:
         self._next_ledger_id = self._reserved_until = 0
         self._policy_changes = 0
         self._syncs_deferred = False
+        self._wal_fd: int | None = None
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None)
         except sqlite3.Error as exc:
@@ -110,6 +111,7 @@ class SqliteConnection:
                 db.execute(f"PRAGMA user_version = {version}")
 
     def close(self) -> None:
+        self._close_wal()
         self._db.close()
 
     def defer_syncs(self) -> None:
@@ -124,14 +126,30 @@ class SqliteConnection:
     def sync_log(self) -> None:
         """Every commit so far, of any connection to this store, durable: one fsync of the WAL
         (which holds each commit whole until a checkpoint copies it into the database)."""
-        try:
-            fd = os.open(self.path + "-wal", os.O_RDONLY)
-        except FileNotFoundError:
-            return  # nothing was ever written through a WAL (or the last checkpoint removed it)
-        try:
+        fd = self._wal_descriptor()
+        if fd is not None:
             os.fsync(fd)
-        finally:
-            os.close(fd)
+
+    def _wal_descriptor(self) -> int | None:
+        """The WAL's descriptor, opened once and kept while the file is the same one: a sync
+        must not need a new descriptor when a flood of topics has taken them all."""
+        try:
+            wal = os.stat(self.path + "-wal")
+        except FileNotFoundError:
+            self._close_wal()
+            return None  # nothing was ever written through a WAL (or the last checkpoint removed it)
+        if self._wal_fd is not None:
+            held = os.fstat(self._wal_fd)
+            if (held.st_dev, held.st_ino) == (wal.st_dev, wal.st_ino):
+                return self._wal_fd
+            self._close_wal()
+        self._wal_fd = os.open(self.path + "-wal", os.O_RDONLY)
+        return self._wal_fd
+
+    def _close_wal(self) -> None:
+        if self._wal_fd is not None:
+            os.close(self._wal_fd)
+            self._wal_fd = None
 
     def checkpoint(self) -> None:
         """Copy committed WAL pages into the database (syncing both) without blocking writers."""

@@ -3,6 +3,7 @@ for tests and benchmarks."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import resource
 import signal
@@ -125,16 +126,19 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if not self._said_ready():  # before it listens, a connect may meet itself
+                time.sleep(0.05)  # (a loopback port of the ephemeral range) and read its own request
+                continue
             try:
                 with urllib.request.urlopen(f"{self.web_url}/admin/v2/brokers/health", timeout=1) as resp:
-                    if resp.status == 200 and self._said_ready():
+                    if resp.status == 200:
                         return
                 time.sleep(0.05)
             except urllib.error.HTTPError as exc:
-                if exc.code in (401, 403) and self._said_ready():  # serving, with authentication on
+                if exc.code in (401, 403):  # serving, with authentication on
                     return
                 time.sleep(0.05)
-            except OSError:
+            except (OSError, http.client.HTTPException):
                 time.sleep(0.05)
         raise TimeoutError(f"broker not ready after {timeout_s}s:\n{self.log_tail()}")
 
