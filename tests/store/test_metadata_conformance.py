@@ -645,6 +645,32 @@ def zookeeper_stores(open_store: OpenStore) -> tuple[BrokerMetadataStore, Broker
     return a, b
 
 
+def test_a_policy_changed_elsewhere_is_fetched_ahead_so_no_read_waits_for_it(
+        open_store: OpenStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broker's event loop reads policies: after a change through another broker, the
+    new values are there before anyone reads them, and no read waits for ZooKeeper."""
+    a, b = zookeeper_stores(open_store)
+    assert isinstance(b, ZooKeeperMetadataStore)
+    topic = "persistent://t/ns/x"
+    a.create_tenant("t", {"adminRoles": []})
+    a.create_namespace("t/ns", {"message_ttl_in_seconds": 1})
+    assert b.get_namespace_policies("t/ns") == {"message_ttl_in_seconds": 1}
+    assert b.get_topic_policies(topic) is None
+    threads: list[str] = []
+    wait = b._zk._wait
+
+    def counted(result: object) -> object:
+        threads.append(threading.current_thread().name)
+        return wait(result)
+    monkeypatch.setattr(b._zk, "_wait", counted)
+    a.put_namespace_policies("t/ns", {"message_ttl_in_seconds": 2})
+    a.put_topic_policies(topic, {"messageTTL": 3})
+    eventually(lambda: b.get_namespace_policies("t/ns") == {"message_ttl_in_seconds": 2}
+               and b.get_topic_policies(topic) == {"messageTTL": 3})
+    assert len(threads) >= 2, "each change fetched once"
+    assert all(name.startswith("magnetar-zk-refresh") for name in threads), threads
+
+
 def test_ephemeral_records_go_when_their_session_ends(open_store: OpenStore) -> None:
     a, b = zookeeper_stores(open_store)
     a.register_broker("127.0.0.1:8080", {"webServiceUrl": "http://127.0.0.1:8080"})

@@ -2,12 +2,15 @@
 
 Reads come from a cache that ZooKeeper's watches keep current: the first read of a node
 (or of a node's children) fetches it and leaves a watch; the watch's event drops the
-entry, so the next read fetches the new value. Dropped entries carry a generation, so a
-fetch that raced a change is not cached. A write goes to ZooKeeper and drops what it
-changed from the cache, so a store reads its own writes. kazoo lets go of every watch
-when the connection drops: what was cached is then served as it was until the connection
-is back (a broker keeps its policies through a blip), and read again after; a lost session
-drops it all.
+entry, so the next read fetches the new value. A policy node's entry is not dropped: it
+keeps its value until a thread of the session has fetched the new one, since a broker's
+event loop reads policies and must never wait for ZooKeeper. Dropped entries carry a
+generation, so a fetch that raced a change is not cached. A write goes to ZooKeeper and
+drops what it changed from the cache (a watched policy node takes the value written), so
+a store reads its own writes. kazoo lets go of
+every watch when the connection drops: what was cached is then served as it was until
+the connection is back (a broker keeps its policies through a blip), and read again after;
+a lost session drops it all.
 
 Every call waits at most the operation timeout (``metadataStoreOperationTimeoutSeconds``),
 then raises :class:`MetadataUnavailable`. Errors are the store's own
@@ -19,6 +22,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -33,7 +37,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import WatchedEvent
+from kazoo.protocol.states import EventType, WatchedEvent
 
 from magnetar.core.metadata.records import (
     AlreadyExists,
@@ -77,6 +81,7 @@ class ZooKeeperSession:
         self._state = SessionState.LOST
         self._changes = 0
         self._policy_changes = 0
+        self._refresher = ThreadPoolExecutor(1, thread_name_prefix="magnetar-zk-refresh")
         self._client = KazooClient(hosts=self.url.hosts, timeout=session_timeout_ms / 1000,
                                    connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
         self._client.add_listener(self._on_state)
@@ -119,6 +124,7 @@ class ZooKeeperSession:
 
     def close(self) -> None:
         """End the session: ZooKeeper deletes its ephemeral nodes now, not at its timeout."""
+        self._refresher.shutdown(wait=False, cancel_futures=True)
         self._client.stop()
         self._client.close()
 
@@ -161,17 +167,39 @@ class ZooKeeperSession:
     def _on_watch(self, event: WatchedEvent) -> None:
         if event.path is None:  # kazoo let go of its watches (the connection dropped)
             self._drop_cache(keep_stale=self._state is SessionState.SUSPENDED)
+        elif event.type != EventType.CHILD and self._refreshed_ahead(event.path):
+            self._refresher.submit(self._refresh, event.path)
         else:
             self._forget(event.path)
 
+    def _refreshed_ahead(self, full: str) -> bool:
+        """Policies are read on a broker's event loop, which must never wait for ZooKeeper:
+        a cached policy node that changed keeps its value until the new one is fetched."""
+        with self._lock:
+            return full in self._data and paths.is_policy(full[len(self._root):])
+
+    def _refresh(self, full: str) -> None:
+        with self._lock:
+            generation = self._generation[full] = self._generation.get(full, 0) + 1
+        try:
+            found = self._fetch(full, self._fetch_data, _ABSENT)
+        except Exception:  # noqa: BLE001 - the connection went: read again on the next read
+            self._forget(full)
+            return
+        with self._lock:
+            if self._generation.get(full, 0) != generation:
+                return  # written or dropped meanwhile
+            self._data[full] = found
+            self._changes += 1
+            self._policy_changes += 1
+
     def read(self, path: str) -> tuple[bytes | None, int]:
         """A node's data and version, ``(None, -1)`` when it does not exist."""
+        return self._cached(path, self._data, self._stale_data, self._fetch_data, _ABSENT)
 
-        def fetch(full: str) -> tuple[bytes | None, int]:
-            data, stat = self._wait(self._client.get_async(full, watch=self._on_watch))
-            return data, stat.version
-
-        return self._cached(path, self._data, self._stale_data, fetch, _ABSENT)
+    def _fetch_data(self, full: str) -> tuple[bytes | None, int]:
+        data, stat = self._wait(self._client.get_async(full, watch=self._on_watch))
+        return data, stat.version
 
     def read_json(self, path: str) -> dict[str, Any] | None:
         """A node's JSON object; None when the node is absent or holds no data (a node that
@@ -200,18 +228,21 @@ class ZooKeeperSession:
         if found is not None:
             return found
         with self._errors(path):
-            while True:
-                try:
-                    found = fetch(full)
-                    break
-                except NoNodeError:
-                    if self._wait(self._client.exists_async(full, watch=self._on_watch)) is None:
-                        found = absent
-                        break
+            found = self._fetch(full, fetch, absent)
         with self._lock:
             if self._generation.get(full, 0) == generation:
                 cache[full] = found
         return found
+
+    def _fetch(self, full: str, fetch: Callable[[str], T], absent: T) -> T:
+        """``fetch(full)`` leaving a watch; ``absent``, and a watch for its creation, when the
+        node does not exist."""
+        while True:
+            try:
+                return fetch(full)
+            except NoNodeError:
+                if self._wait(self._client.exists_async(full, watch=self._on_watch)) is None:
+                    return absent
 
     # -- writes --------------------------------------------------------------------------
 
@@ -220,14 +251,14 @@ class ZooKeeperSession:
         full = self._root + path
         with self._errors(path):
             self._wait(self._client.create_async(full, data, ephemeral=ephemeral, makepath=True))
-        self._written(full)
+        self._written(full, (data, 0))
 
     def set(self, path: str, data: bytes, version: int = -1) -> int:
         """Replace a node's data (at ``version`` if not -1); its new version."""
         full = self._root + path
         with self._errors(path):
             stat = self._wait(self._client.set_async(full, data, version))
-        self._written(full)
+        self._written(full, (data, int(stat.version)))
         return int(stat.version)
 
     def delete(self, path: str, version: int = -1) -> bool:
@@ -238,9 +269,12 @@ class ZooKeeperSession:
             with self._errors(path):
                 self._wait(self._client.delete_async(full, version))
         except NotFound:
+            self._written(full, _ABSENT)
             return False
-        finally:
+        except BaseException:
             self._written(full)
+            raise
+        self._written(full, _ABSENT)
         return True
 
     def ensure(self, path: str) -> None:
@@ -288,9 +322,17 @@ class ZooKeeperSession:
                 with self._errors(path):
                     raise result
 
-    def _written(self, full: str) -> None:
+    def _written(self, full: str, now: tuple[bytes | None, int] | None = None) -> None:
+        """Drop what a write changed; a watched policy node keeps the value written (``now``)
+        instead, so that no read, the event loop's included, has to fetch it: its watch's
+        event is on its way and fetches it again ahead of the reads."""
+        with self._lock:
+            watched = full in self._data
         self._forget(full)
         self._forget(full.rsplit("/", 1)[0] or "/")
+        if now is not None and watched and paths.is_policy(full[len(self._root):]):
+            with self._lock:
+                self._data[full] = now
 
     def _wait(self, result: Any) -> Any:
         return result.get(timeout=self.operation_timeout_s)
