@@ -7,6 +7,7 @@ import pytest
 from magnetar.testing.zookeeper_process import ZooKeeperProcess, zookeeper_unavailable
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's worker names each item by its group
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         path = str(item.fspath)
