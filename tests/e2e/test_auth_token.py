@@ -50,7 +50,7 @@ def test_a_valid_token_produces_and_consumes(auth_broker: BrokerProcess) -> None
     token("alice", secret=b"another secret of enough length for hs256!"),
     token("alice", expires_in_s=-60),
     "not.a.jwt",
-])
+], ids=["none", "another-secret", "expired", "not-a-jwt"])  # an expiry in an id differs between workers
 def test_missing_or_bad_tokens_are_refused(auth_broker: BrokerProcess, credentials: str | None) -> None:
     auth = None if credentials is None else pulsar.AuthenticationToken(credentials)
     client = client_with(auth_broker, auth)
