@@ -7,10 +7,9 @@ keeps its value until a thread of the session has fetched the new one, since a b
 event loop reads policies and must never wait for ZooKeeper. Dropped entries carry a
 generation, so a fetch that raced a change is not cached. A write goes to ZooKeeper and
 drops what it changed from the cache (a watched policy node takes the value written), so
-a store reads its own writes. kazoo lets go of
-every watch when the connection drops: what was cached is then served as it was until
-the connection is back (a broker keeps its policies through a blip), and read again after;
-a lost session drops it all.
+a store reads its own writes. kazoo lets go of every watch when the connection drops: what
+was cached is then served as it was until the connection is back (a broker keeps its
+policies through a blip), and read again after; a lost session drops it all.
 
 Every call waits at most the operation timeout (``metadataStoreOperationTimeoutSeconds``),
 then raises :class:`MetadataUnavailable`. Errors are the store's own
@@ -155,14 +154,24 @@ class ZooKeeperSession:
             self._changes += 1
             self._policy_changes += 1
 
-    def _forget(self, path: str) -> None:
+    def _forget(self, path: str, written: tuple[bytes | None, int] | None = None) -> None:
+        """Drop ``path`` from the cache; a watched policy node takes the value ``written``
+        instead, in the same step, so that no read (the event loop's included) has to fetch
+        it: its watch's event is on its way and fetches it again ahead of the reads."""
+        policy = self._is_policy(path)
         with self._lock:
             self._generation[path] = self._generation.get(path, 0) + 1
-            self._data.pop(path, None)
+            if written is not None and policy and path in self._data:
+                self._data[path] = written
+            else:
+                self._data.pop(path, None)
             self._children.pop(path, None)
             self._changes += 1
-            if paths.is_policy(path[len(self._root):]):
+            if policy:
                 self._policy_changes += 1
+
+    def _is_policy(self, full: str) -> bool:
+        return paths.is_policy(full[len(self._root):])
 
     def _on_watch(self, event: WatchedEvent) -> None:
         if event.path is None:  # kazoo let go of its watches (the connection dropped)
@@ -176,7 +185,7 @@ class ZooKeeperSession:
         """Policies are read on a broker's event loop, which must never wait for ZooKeeper:
         a cached policy node that changed keeps its value until the new one is fetched."""
         with self._lock:
-            return full in self._data and paths.is_policy(full[len(self._root):])
+            return full in self._data and self._is_policy(full)
 
     def _refresh(self, full: str) -> None:
         with self._lock:
@@ -323,16 +332,8 @@ class ZooKeeperSession:
                     raise result
 
     def _written(self, full: str, now: tuple[bytes | None, int] | None = None) -> None:
-        """Drop what a write changed; a watched policy node keeps the value written (``now``)
-        instead, so that no read, the event loop's included, has to fetch it: its watch's
-        event is on its way and fetches it again ahead of the reads."""
-        with self._lock:
-            watched = full in self._data
-        self._forget(full)
+        self._forget(full, now)
         self._forget(full.rsplit("/", 1)[0] or "/")
-        if now is not None and watched and paths.is_policy(full[len(self._root):]):
-            with self._lock:
-                self._data[full] = now
 
     def _wait(self, result: Any) -> Any:
         return result.get(timeout=self.operation_timeout_s)
