@@ -394,6 +394,33 @@ def test_policy_changes_move_on_policy_writes_only(store: BrokerMetadataStore) -
         assert store.policy_changes > before
 
 
+def test_topic_list_changes_move_on_what_changes_a_topic_list_and_not_on_cursor_writes(
+        store: BrokerMetadataStore) -> None:
+    """The console keeps its topic list while this count stands still; cursor writes (made
+    every second on a busy broker) must not move it, creating or deleting topics must."""
+    store.create_tenant("t", {})
+    steps = [lambda: store.create_namespace("t/ns"),
+             lambda: store.create_topic("persistent://t/ns/a"),
+             lambda: store.create_partitioned_topic("persistent://t/ns/p", 2),
+             lambda: store.update_partitioned_topic("persistent://t/ns/p", 3),
+             lambda: store.delete_partitioned_topic("persistent://t/ns/p"),
+             lambda: store.delete_topic("persistent://t/ns/a")]
+    for step in steps:
+        before = store.topic_list_changes
+        step()
+        assert store.topic_list_changes > before
+    store.create_topic("persistent://t/ns/b")
+    store.put_cursor("persistent://t/ns/b", "s", CursorRecord(Position(1, 0)))  # their nodes are made once
+    store.put_json("other", {"x": 0})
+    before = store.topic_list_changes
+    for entry in range(5):
+        store.put_cursor("persistent://t/ns/b", "s", CursorRecord(Position(1, entry)))
+        store.put_cursors([("persistent://t/ns/b", "s", CursorRecord(Position(1, entry + 1)))])
+    store.put_json("other", {"x": 1})
+    store.put_namespace_policies("t/ns", {"message_ttl_in_seconds": 5})
+    assert store.topic_list_changes == before
+
+
 # -- managed ledger records -------------------------------------------------------------
 
 
@@ -579,7 +606,7 @@ def test_a_write_through_one_store_is_seen_by_the_other(
     assert b.get_namespace_policies("t/ns") == {"message_ttl_in_seconds": 1}
     assert b.list_topics("t/ns") == [] and b.get_topic_policies("persistent://t/ns/x") is None
     assert b.list_namespaces("t") == ["t/ns"] and b.get_cursor("persistent://t/ns/x", "s") is None
-    policies_at = b.policy_changes
+    policies_at, listed_at = b.policy_changes, b.topic_list_changes
     a.put_namespace_policies("t/ns", {"message_ttl_in_seconds": 2})
     a.create_namespace("t/other")
     a.create_topic("persistent://t/ns/x", {"p": "v"})
@@ -592,6 +619,7 @@ def test_a_write_through_one_store_is_seen_by_the_other(
     eventually(lambda: b.get_cursor("persistent://t/ns/x", "s") == CursorRecord(Position(3, 4)))
     if isinstance(b, ZooKeeperMetadataStore):  # SQLite counts its own connection's writes alone
         assert b.policy_changes > policies_at, "values derived from b's policies must be read again"
+        assert b.topic_list_changes > listed_at, "b's topic lists must be read again"
     a.delete_namespace("t/other")
     eventually(lambda: b.list_namespaces("t") == ["t/ns"])
 

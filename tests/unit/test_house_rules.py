@@ -19,7 +19,8 @@ SERVER_MAY_USE = {
     # the broker's entry points: commands, the timer, the loaded topics and their checks
     "broker.commands", "broker.command_subjects", "broker.broker_core", "broker.broker_timers", "broker.deadlines",
     # what everything shares: settings, names, positions, errors, stats and the objects commands attach
-    "broker.broker_config", "names", "positions", "errors", "stats", "topics.topic", "topics.producer",
+    "broker.broker_config", "names", "positions", "errors", "stats", "topics.topic", "topics.loaded_topics",
+    "topics.producer",
     "subscriptions.subscription", "subscriptions.consumer", "subscriptions.cursor_record",
     "schemas.schema_data", "schemas.versions",
     # the rule objects the shell composes and hands to commands and the admin REST

@@ -47,8 +47,6 @@ PAGE_SLICE = 10
 #: a list of up to this many rows sorted by a figure is sorted on the figures of now; a
 #: longer one on those of the broker's last rate sample (``topic_order``)
 LIVE_SORT_MAX = 1000
-#: the longest a topic loaded in place of another (their number unchanged) may be missing
-EXTRA_CHECK_MS = 1000
 #: names listed per turn of the event loop when the topic list is built again
 BUILD_SLICE = 5000
 #: loaded topics' names looked up per turn of the event loop when looking for those not listed
@@ -123,30 +121,31 @@ class Listing:
 
 class TopicDirectory:
     """Every topic name the metadata holds, folded and sorted once and kept until the
-    metadata store writes again (its change counter moves), so a page of 50,000 topics
-    does not parse 50,000 names per request. Topics only the broker has loaded (not yet
+    metadata store's topic lists may have changed (``topic_list_changes`` moves: cursor
+    and ledger writes, made all the time, leave it), so a page of 50,000 topics does not
+    list and parse 50,000 names per request. Topics only the broker has loaded (not yet
     written, or non-persistent) are added, and the list with them kept while they stay the
     same: the same list object stands for the same rows (``topic_order`` keys on it). They
-    are looked for again when the number of loaded topics moves, or ``EXTRA_CHECK_MS`` after
-    the last look (a look reads every loaded topic's name, ``EXTRA_SLICE`` per turn of the loop)."""
+    are looked for again when a topic is loaded or unloaded (``LoadedTopics.changes``
+    moves), a look reading every loaded topic's name, ``EXTRA_SLICE`` per turn of the loop."""
 
     def __init__(self) -> None:
         self._key: int | None = None
         self._listing = Listing([], frozenset())
         self._names: frozenset[str] = frozenset()
         self._with_extra: tuple[frozenset[str], Listing] = (frozenset(), self._listing)
-        #: (loaded topics, metadata changes, time) when the loaded topics were last compared
-        self._checked: tuple[int, int | None, int] = (-1, None, 0)
+        #: (loads and unloads, topic list changes) when the loaded topics were last compared
+        self._checked: tuple[int, int | None] = (-1, None)
 
     async def listing(self, broker: AdminBroker) -> Listing:
-        key = broker.metadata.changes
+        key = broker.metadata.topic_list_changes
         if key != self._key:
             self._listing, self._names = await self._build(broker)
-            self._key = broker.metadata.changes if broker.metadata.changes == key else None
+            self._key = key if broker.metadata.topic_list_changes == key else None
             self._with_extra = (frozenset(), self._listing)
-        loaded, now = len(broker.topics), broker.now_ms()
-        if (loaded, key) != self._checked[:2] or now - self._checked[2] >= EXTRA_CHECK_MS:
-            self._checked = (loaded, key, now)
+        checked = (broker.topics.changes, self._key)
+        if checked != self._checked:
+            self._checked = checked
             extra = await self._extra(broker)
             # the names may have been listed again meanwhile, by another request
             extra = frozenset(name for name in extra if name not in self._names)

@@ -46,6 +46,7 @@ from magnetar.core.schemas.topic_schemas import TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.subscriptions.stored_cursors import restore_subscriptions
 from magnetar.core.topics import topic_activity, topic_properties
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
 from magnetar.security.authentication import AuthenticationService
@@ -105,7 +106,7 @@ class BrokerService:
         self.core = BrokerCore(config)
         self.timer = TimerAlarm(self.core.timers)
         self.loop_lag = self.timer.lag = LoopLag(config.loopStallThresholdMillis)
-        self.topics: dict[str, Topic] = self.core.topics
+        self.topics: LoadedTopics = self.core.topics
         self.long_lived = LongLivedObjects(self.loaded_objects)
         self.schemas = SchemaRegistry(self.metadata, self.writer)
         #: the rules that read the metadata store: policies in force, access, topic records, schemas

@@ -14,7 +14,7 @@ from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
 from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.policies.policy_cache import PolicyCache
-from magnetar.core.topics.topic import Topic
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.server.appends import Appends
 from magnetar.server.cursor_persistence import CursorPersistence
 from magnetar.server.ledger_ids import LedgerIds
@@ -29,7 +29,7 @@ class BrokerShell(Protocol):
     metadata: BrokerMetadataStore
     writer: MetadataWriter
     ledger_ids: LedgerIds
-    topics: dict[str, Topic]
+    topics: LoadedTopics
     core: BrokerCore
     committer: GroupCommitter
 

@@ -49,6 +49,7 @@ from magnetar.core.metadata.records import AlreadyExists, MetadataError, Session
 from magnetar.core.names import TopicName
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.security.authorization import Operation
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.core.topics.topic import Topic
 from magnetar.server.clock import monotonic_ms
 from magnetar.server.connection import ServerConnection, finish_command
@@ -100,7 +101,7 @@ class ClusterShell(Protocol):
 
     addresses: BrokerAddresses
     access: AccessRules
-    topics: dict[str, Topic]
+    topics: LoadedTopics
 
     successors: dict[str, tuple[str | None, str | None]]
 

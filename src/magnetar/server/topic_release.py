@@ -20,6 +20,7 @@ from magnetar.core.metadata.interfaces import BrokerMetadataStore
 from magnetar.core.names import TopicName
 from magnetar.core.topics import topic_activity
 from magnetar.core.topics.handover import DeliveryDrain, held_messages
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.core.topics.topic import Topic
 from magnetar.server.appends import Appends
 from magnetar.server.broker_stats import BrokerStatsRecorder
@@ -38,7 +39,7 @@ log = logging.getLogger("magnetar.broker")
 class ReleaseShell(Protocol):
     """What a release touches of the broker service."""
 
-    topics: dict[str, Topic]
+    topics: LoadedTopics
     metadata: BrokerMetadataStore
     writer: MetadataWriter
     schemas: SchemaRegistry

@@ -73,6 +73,7 @@ class SqliteConnection:
         self._ledger_id_block = check_int("ledger_id_block", ledger_id_block, 1)
         self._next_ledger_id = self._reserved_until = 0
         self._policy_changes = 0
+        self._topic_list_changes = 0
         self._syncs_deferred = False
         self._wal_fd: int | None = None
         try:
@@ -161,6 +162,14 @@ class SqliteConnection:
         this store so far: values derived from policies stay valid while this does not move,
         whatever else is written (topic records and cursors are written all the time)."""
         return self._policy_changes
+
+    @property
+    def topic_list_changes(self) -> int:
+        """Writes that may change a list of stored topics (topics, partitioned topics and
+        namespaces created or deleted, partition counts changed) through this store so far:
+        a topic list read from the store stays valid while this does not move, whatever else
+        is written (cursors and ledgers are written all the time)."""
+        return self._topic_list_changes
 
     @property
     def changes(self) -> int:

@@ -84,6 +84,7 @@ class AdminTables(SqliteConnection):
         row = (name, namespace_tenant(name), dump_json("namespace policies", policies or {}))
         self._insert(f"namespace {name!r}", "INSERT INTO namespaces (name, tenant, policies) VALUES (?, ?, ?)", row)
         self._policy_changes += 1
+        self._topic_list_changes += 1
 
     def get_namespace_policies(self, name: str) -> dict[str, Any] | None:
         policies = self._value("SELECT policies FROM namespaces WHERE name = ?", (name,))
@@ -118,6 +119,7 @@ class AdminTables(SqliteConnection):
 
     def delete_namespace(self, name: str) -> bool:
         self._policy_changes += 1
+        self._topic_list_changes += 1
         return self._delete("DELETE FROM namespaces WHERE name = ?", (name,)) > 0
 
 
@@ -128,6 +130,7 @@ class TopicTables(SqliteConnection):
 
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         row = (topic, topic_namespace(topic), check_int("partition count", partitions, 1))
+        self._topic_list_changes += 1
         self._insert(
             f"partitioned topic {topic!r}",
             "INSERT INTO partitioned_topics (topic, namespace, partitions) VALUES (?, ?, ?)",
@@ -141,6 +144,7 @@ class TopicTables(SqliteConnection):
 
     def update_partitioned_topic(self, topic: str, partitions: int) -> None:
         params = (check_int("partition count", partitions, 1), topic)
+        self._topic_list_changes += 1
         self._update(
             f"partitioned topic {topic!r}",
             "UPDATE partitioned_topics SET partitions = ? WHERE topic = ?",
@@ -153,12 +157,14 @@ class TopicTables(SqliteConnection):
         return dict(self._db.execute(sql, (namespace,)).fetchall())
 
     def delete_partitioned_topic(self, topic: str) -> bool:
+        self._topic_list_changes += 1
         return self._delete("DELETE FROM partitioned_topics WHERE topic = ?", (topic,)) > 0
 
     # -- non-partitioned topics ----------------------------------------------------------
 
     def create_topic(self, topic: str, properties: dict[str, Any] | None = None) -> None:
         row = (topic, topic_namespace(topic), dump_json("topic properties", properties or {}))
+        self._topic_list_changes += 1
         self._insert(f"topic {topic!r}", "INSERT INTO topics (topic, namespace, properties) VALUES (?, ?, ?)", row)
 
     def get_topic(self, topic: str) -> dict[str, Any] | None:
@@ -174,6 +180,7 @@ class TopicTables(SqliteConnection):
         return self._column("SELECT topic FROM topics WHERE namespace = ? ORDER BY topic", (namespace,))
 
     def delete_topic(self, topic: str) -> bool:
+        self._topic_list_changes += 1
         return self._delete("DELETE FROM topics WHERE topic = ?", (topic,)) > 0
 
 

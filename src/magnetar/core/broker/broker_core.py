@@ -25,6 +25,7 @@ from magnetar.core.positions import Position
 from magnetar.core.subscriptions.cursor_record import CursorRecord
 from magnetar.core.subscriptions.subscription import Subscription, default_dispatcher
 from magnetar.core.topics import topic_activity
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.core.topics.topic import Topic, topic_of
 
 #: The expiry check never runs more often than this, whatever the config says.
@@ -48,7 +49,7 @@ class BrokerCore:
     def __init__(self, config: BrokerConfig, alarm: Callable[[int], None] | None = None,
                  dispatcher_factory: DispatcherFactory = default_dispatcher) -> None:
         self.config = config
-        self.topics: dict[str, Topic] = {}
+        self.topics = LoadedTopics()
         self.timers = BrokerTimers(alarm)
         self.dispatcher_factory = with_timers(dispatcher_factory, self.timers.wake_up)
         tick_ms = max(config.delayedDeliveryTickTimeMillis, MIN_DELAYED_TICK_MS)

@@ -27,6 +27,7 @@ from magnetar.core.positions import Position
 from magnetar.core.schemas.topic_schemas import SchemaHistory, TopicSchemas
 from magnetar.core.security.access_rules import AccessRules
 from magnetar.core.stats import LatencyQuantiles, LatencyValues
+from magnetar.core.topics.loaded_topics import LoadedTopics
 from magnetar.core.topics.topic import Topic
 from magnetar.core.topics.topic_records import TopicRecords
 
@@ -163,7 +164,7 @@ class AdminFacade(BrokerFacade, Protocol):
     shell measures, and releasing, terminating, compacting topics and storing cursors."""
 
     @property
-    def topics(self) -> dict[str, Topic]:
+    def topics(self) -> LoadedTopics:
         """The loaded topics by name."""
 
     @property

@@ -181,6 +181,13 @@ class BrokerMetadataStore(ClusterStore, TenantStore, NamespaceStore, TopicStore,
     """Everything the broker keeps in its metadata store."""
 
     @property
+    def topic_list_changes(self) -> int:
+        """Grows at every write this store makes or sees that may change a list of stored
+        topics (topics, partitioned topics or namespaces created or deleted): a topic list
+        read from the store stays valid while it does not move."""
+        ...
+
+    @property
     def changes(self) -> int:
         """Grows at every write this store makes or sees: a value derived from the store
         stays valid while it does not move."""

@@ -67,6 +67,16 @@ def schema_path(topic: str) -> str:
     return f"{SCHEMAS}/{tenant}/{namespace}/{encode(local)}"
 
 
+def is_listing(path: str) -> bool:
+    """Whether a change of the data at ``path`` may change a list of stored topics: a
+    partitioned topic's node (its partition count) or a managed ledger's (its data says
+    whether the topic was created); not a cursor's, however often those are written.
+    Nodes created or deleted change their parent's children, which is counted apart."""
+    if path.startswith(MANAGED_LEDGERS + "/"):
+        return path.count("/") == 5
+    return path.startswith(PARTITIONED_TOPICS + "/") and path.count("/") == 6
+
+
 def is_policy(path: str) -> bool:
     """Whether a write at ``path`` changes policies: a namespace's or a topic's."""
     if path.startswith(TOPIC_POLICIES + "/"):

@@ -80,6 +80,7 @@ class ZooKeeperSession:
         self._state = SessionState.LOST
         self._changes = 0
         self._policy_changes = 0
+        self._topic_list_changes = 0
         self._refresher = ThreadPoolExecutor(1, thread_name_prefix="magnetar-zk-refresh")
         self._client = KazooClient(hosts=self.url.hosts, timeout=session_timeout_ms / 1000,
                                    connection_retry={"max_tries": -1, "delay": 0.1, "max_delay": 1.0})
@@ -133,6 +134,13 @@ class ZooKeeperSession:
         return self._changes
 
     @property
+    def topic_list_changes(self) -> int:
+        """Writes made or seen by this session that may change a list of stored topics:
+        a node's children, or a namespace's, a partitioned topic's or a managed ledger's
+        node (``paths.is_listing``)."""
+        return self._topic_list_changes
+
+    @property
     def policy_changes(self) -> int:
         """Policy writes made or seen by this session so far."""
         return self._policy_changes
@@ -153,8 +161,10 @@ class ZooKeeperSession:
             self._children.clear()
             self._changes += 1
             self._policy_changes += 1
+            self._topic_list_changes += 1
 
-    def _forget(self, path: str, written: tuple[bytes | None, int] | None = None) -> None:
+    def _forget(self, path: str, written: tuple[bytes | None, int] | None = None, *,
+                children_changed: bool = False) -> None:
         """Drop ``path`` from the cache; a watched policy node takes the value ``written``
         instead, in the same step, so that no read (the event loop's included) has to fetch
         it: its watch's event is on its way and fetches it again ahead of the reads."""
@@ -165,10 +175,12 @@ class ZooKeeperSession:
                 self._data[path] = written
             else:
                 self._data.pop(path, None)
-            self._children.pop(path, None)
+            listed = self._children.pop(path, None) is not None or children_changed
             self._changes += 1
             if policy:
                 self._policy_changes += 1
+            if listed or paths.is_listing(path[len(self._root):]):
+                self._topic_list_changes += 1
 
     def _is_policy(self, full: str) -> bool:
         return paths.is_policy(full[len(self._root):])
@@ -179,7 +191,7 @@ class ZooKeeperSession:
         elif event.type != EventType.CHILD and self._refreshed_ahead(event.path):
             self._refresher.submit(self._refresh, event.path)
         else:
-            self._forget(event.path)
+            self._forget(event.path, children_changed=event.type == EventType.CHILD)
 
     def _refreshed_ahead(self, full: str) -> bool:
         """Policies are read on a broker's event loop, which must never wait for ZooKeeper:
@@ -267,7 +279,7 @@ class ZooKeeperSession:
         full = self._root + path
         with self._errors(path):
             stat = self._wait(self._client.set_async(full, data, version))
-        self._written(full, (data, int(stat.version)))
+        self._forget(full, (data, int(stat.version)))  # its parent's children are as they were
         return int(stat.version)
 
     def delete(self, path: str, version: int = -1) -> bool:
@@ -324,16 +336,20 @@ class ZooKeeperSession:
                 tx.delete(full, version)
         with self._errors(operations[0][1] if operations else "/"):
             results = self._wait(tx.commit_async())
-        for _, path, _, _ in operations:
-            self._written(self._root + path)
+        for kind, path, _, _ in operations:
+            if kind == "set":
+                self._forget(self._root + path)
+            else:
+                self._written(self._root + path)
         for (_, path, _, _), result in zip(operations, results, strict=True):
             if isinstance(result, Exception) and not isinstance(result, RolledBackError):
                 with self._errors(path):
                     raise result
 
     def _written(self, full: str, now: tuple[bytes | None, int] | None = None) -> None:
+        """After ``full`` was created or deleted: it and its parent's children are read again."""
         self._forget(full, now)
-        self._forget(full.rsplit("/", 1)[0] or "/")
+        self._forget(full.rsplit("/", 1)[0] or "/", children_changed=True)
 
     def _wait(self, result: Any) -> Any:
         return result.get(timeout=self.operation_timeout_s)

@@ -60,6 +60,11 @@ class ZooKeeperMetadataStore(ZooKeeperAdmin, ZooKeeperTopics, ZooKeeperCursors, 
         return self._zk.operation_timeout_s
 
     @property
+    def topic_list_changes(self) -> int:
+        """Writes made or seen that may change a list of stored topics (``paths.is_listing``)."""
+        return self._zk.topic_list_changes
+
+    @property
     def changes(self) -> int:
         """Writes made through this store or seen through its watches so far."""
         return self._zk.changes
