@@ -374,6 +374,13 @@ def test_bad_input_is_refused_with_a_clear_error(store: BrokerMetadataStore, cal
 
 
 
+def each_moves(count: Callable[[], int], steps: list[Callable[[], object]]) -> None:
+    for step in steps:
+        before = count()
+        step()
+        assert count() > before, step
+
+
 def test_policy_changes_move_on_policy_writes_only(store: BrokerMetadataStore) -> None:
     """Brokers keep resolved policies while this count stands still; topic and cursor
     writes (made all the time) must not move it, policy writes must."""
@@ -388,10 +395,7 @@ def test_policy_changes_move_on_policy_writes_only(store: BrokerMetadataStore) -
              lambda: store.put_topic_policies("persistent://t/ns/a", {}),
              lambda: store.delete_topic_policies("persistent://t/ns/a"),
              lambda: store.delete_namespace("t/ns")]
-    for step in steps:
-        before = store.policy_changes
-        step()
-        assert store.policy_changes > before
+    each_moves(lambda: store.policy_changes, steps)
 
 
 def test_topic_list_changes_move_on_what_changes_a_topic_list_and_not_on_cursor_writes(
@@ -405,10 +409,7 @@ def test_topic_list_changes_move_on_what_changes_a_topic_list_and_not_on_cursor_
              lambda: store.update_partitioned_topic("persistent://t/ns/p", 3),
              lambda: store.delete_partitioned_topic("persistent://t/ns/p"),
              lambda: store.delete_topic("persistent://t/ns/a")]
-    for step in steps:
-        before = store.topic_list_changes
-        step()
-        assert store.topic_list_changes > before
+    each_moves(lambda: store.topic_list_changes, steps)
     store.create_topic("persistent://t/ns/b")
     store.put_cursor("persistent://t/ns/b", "s", CursorRecord(Position(1, 0)))  # their nodes are made once
     store.put_json("other", {"x": 0})
