@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import asdict, astuple, dataclass
@@ -28,15 +29,18 @@ from fastapi import APIRouter, Response
 from magnetar import __version__
 from magnetar.admin.admin_broker import AdminBroker
 from magnetar.admin.common import Broker, every_namespace
+from magnetar.admin.scrape_pacing import ScrapePacer
 from magnetar.admin.store_access import in_store
 from magnetar.admin.topic_figures import Figures, measure
 from magnetar.core.broker.broker_timers import PeriodicTask
 from magnetar.core.topics.topic import Topic
 
+log = logging.getLogger(__name__)
+
 RESOLUTION_S = 5
 SAMPLES = 15 * 60 // RESOLUTION_S
-#: loaded topics read per turn of the event loop while a sample is taken
-SLICE = 100
+#: loaded topics read between two looks at whether the walk's slice is over
+SLICE = 10
 #: what the rate-history route answers, for the OpenAPI document
 HISTORY_RESPONSE: dict[int | str, dict[str, Any]] = {200: {"content": {"application/json": {"schema": {
     "type": "object", "properties": {"resolutionSeconds": {"type": "number"},
@@ -74,26 +78,45 @@ class Sample:
     storageSize: int
 
 
-def totals(named: Iterable[tuple[str, Topic]], now_ms: int, figures: dict[str, Figures] | None = None) -> Totals:
-    """The totals of ``named`` topics; each topic's figures go into ``figures`` if given."""
-    msgs_in = bytes_in = msgs_out = bytes_out = count = producers = subscriptions = consumers = backlog = storage = 0
-    for name, topic in named:
+class Tally:
+    """Totals added up one topic at a time, so that a walk can stop between any two."""
+
+    __slots__ = ("msgs_in", "bytes_in", "msgs_out", "bytes_out", "count", "producers", "subscriptions",
+                 "consumers", "backlog", "storage")
+
+    def __init__(self) -> None:
+        self.msgs_in = self.bytes_in = self.msgs_out = self.bytes_out = self.count = 0
+        self.producers = self.subscriptions = self.consumers = self.backlog = self.storage = 0
+
+    def add(self, topic: Topic, now_ms: int) -> Figures:
+        """Count ``topic`` in; its figures."""
         measured = measure(topic, now_ms)
         mine = measured.figures
+        self.count += 1
+        self.msgs_in += topic.msg_in.total_msgs
+        self.bytes_in += topic.msg_in.total_bytes
+        self.msgs_out += measured.msgs_out
+        self.bytes_out += measured.bytes_out
+        self.producers += mine.producers
+        self.storage += mine.storageSize
+        self.subscriptions += mine.subscriptions
+        self.backlog += mine.backlog
+        self.consumers += mine.consumers
+        return mine
+
+    def totals(self) -> Totals:
+        return Totals(self.msgs_in, self.bytes_in, self.msgs_out, self.bytes_out, self.count, self.producers,
+                      self.subscriptions, self.consumers, self.backlog, self.storage)
+
+
+def totals(named: Iterable[tuple[str, Topic]], now_ms: int, figures: dict[str, Figures] | None = None) -> Totals:
+    """The totals of ``named`` topics; each topic's figures go into ``figures`` if given."""
+    tally = Tally()
+    for name, topic in named:
+        mine = tally.add(topic, now_ms)
         if figures is not None:
             figures[name] = mine
-        count += 1
-        msgs_in += topic.msg_in.total_msgs
-        bytes_in += topic.msg_in.total_bytes
-        msgs_out += measured.msgs_out
-        bytes_out += measured.bytes_out
-        producers += mine.producers
-        storage += mine.storageSize
-        subscriptions += mine.subscriptions
-        backlog += mine.backlog
-        consumers += mine.consumers
-    return Totals(msgs_in, bytes_in, msgs_out, bytes_out, count, producers, subscriptions, consumers,
-                  backlog, storage)
+    return tally.totals()
 
 
 def add(a: Totals, b: Totals) -> Totals:
@@ -109,10 +132,13 @@ def sample_between(before: Totals, after: Totals, seconds: float, timestamp: int
 
 
 class RateHistory:
-    """The samples; ``start`` takes one every ``resolution_s`` on the running event loop,
-    reading ``SLICE`` topics per turn of the loop so that many topics never hold it long.
-    Each walk also keeps every loaded topic's figures (``figures``, replaced whole when a
-    walk ends and ``generation`` counts up), which the topic list sorts by."""
+    """The samples; ``start`` takes one every ``resolution_s`` on the running event loop.
+    A sample's walk over the loaded topics runs in slices while the loop has no client
+    work in hand (``scrape_pacing``, as a scrape's reads): in back-to-back slices of 100
+    topics, a walk over 20,000 held every publish 20 to 240 ms, each five seconds, as the
+    syncing thread's reports waited for the loop and its interpreter lock. Each walk also
+    keeps every loaded topic's figures (``figures``, replaced whole when a walk ends and
+    ``generation`` counts up), which the topic list sorts by."""
 
     def __init__(self, broker: AdminBroker, resolution_s: float = RESOLUTION_S, size: int = SAMPLES) -> None:
         self.broker = broker
@@ -122,14 +148,14 @@ class RateHistory:
         self.generation = 0
         self._last: tuple[int, Totals] | None = None
         self._task: PeriodicTask | None = None
-        self._walking = False
+        self._walk_task: asyncio.Task[None] | None = None
         #: each sample of ``samples`` as JSON, encoded when it was taken
         self._each: deque[bytes] = deque(maxlen=size)
         self._encoded: tuple[Sample | None, bytes] = (None, b"")
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         """Samples are taken on the broker's one timer; a walk's slices take turns of ``loop``."""
-        self._walk(loop, first=True)
+        self._walk_on(loop, first=True)
         self._task = PeriodicTask(self.broker.timers, max(1, round(self.resolution_s * 1000)),
                                   lambda now: self._tick(loop))
         self._task.start(self.broker.now_ms())
@@ -138,31 +164,44 @@ class RateHistory:
         if self._task is not None:
             self.broker.timers.cancel(self._task)
             self._task = None
+        if self._walk_task is not None:
+            self._walk_task.cancel()
+            self._walk_task = None
 
     def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
-        if not self._walking:  # the previous walk is still going: this sample is skipped
-            self._walk(loop, first=False)
+        if self._walk_task is None:  # the previous walk is still going: this sample is skipped
+            self._walk_on(loop, first=False)
 
-    def _walk(self, loop: asyncio.AbstractEventLoop, first: bool) -> None:
-        topics = list(self.broker.topics.items())
+    def _walk_on(self, loop: asyncio.AbstractEventLoop, first: bool) -> None:
+        self._walk_task = loop.create_task(self._walk(first))
+        self._walk_task.add_done_callback(self._walked)
+
+    def _walked(self, task: asyncio.Task[None]) -> None:
+        if self._walk_task is task:
+            self._walk_task = None
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a rate sample's walk failed", exc_info=task.exception())
+
+    async def _walk(self, first: bool) -> None:
+        live = self.broker.topics
+        names = list(live)  # the names alone: a list of (name, topic) pairs at 50,000 is 2 ms more
         figures: dict[str, Figures] = {}
-        self._walking = True
-
-        def step(start: int, partial: Totals) -> None:
-            live = self.broker.topics
-            chunk = [(key, topic) for key, topic in topics[start:start + SLICE] if live.get(key) is topic]
-            partial = add(partial, totals(chunk, self.broker.now_ms(), figures))
-            if start + SLICE < len(topics):
-                loop.call_soon(step, start + SLICE, partial)
-                return
-            self._walking = False
-            self.figures = figures
-            self.generation += 1
-            if first:
-                self._last = (self.broker.now_ms(), partial)
-            else:
-                self.record(self.broker.now_ms(), partial)
-        step(0, Totals())
+        tally = Tally()
+        pacer = ScrapePacer(self.broker.activity)
+        now = self.broker.now_ms()
+        for count, name in enumerate(names):
+            topic = live.get(name)
+            if topic is not None:  # else unloaded or deleted since the walk began
+                figures[name] = tally.add(topic, now)
+            if count % SLICE == SLICE - 1 and pacer.due():
+                await pacer.rest()
+                now = self.broker.now_ms()
+        self.figures = figures
+        self.generation += 1
+        if first:
+            self._last = (self.broker.now_ms(), tally.totals())
+        else:
+            self.record(self.broker.now_ms(), tally.totals())
 
     def record(self, now: int, current: Totals) -> Sample:
         then, before = self._last if self._last is not None else (now, current)
