@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from magnetar.core.broker.broker_config import BrokerConfig
 from magnetar.core.broker.broker_core import BrokerCore
-from magnetar.core.broker.broker_timers import BrokerTimers
+from magnetar.core.broker.broker_timers import BACKGROUND_HOLD_MS, BrokerTimers, PeriodicTask
 from magnetar.core.broker.topic_sweep import SLICE_SIZE, TopicSweep
 from magnetar.core.names import TopicName
 from magnetar.core.topics.topic import Topic
@@ -96,3 +96,25 @@ def test_the_core_checks_run_as_sweeps(count: int) -> None:
     core.retention_check.start(0)
     rings = run_until(core.timers, 1_999)
     assert rings == [1_000 + i for i in range(max(1, -(-count // SLICE_SIZE)))]
+
+
+def test_a_sweep_waits_while_clients_have_work_in_hand_but_never_longer_than_the_hold() -> None:
+    """A slice run while a publish's sync report waits for the loop holds that publish;
+    a sweep is put off while clients have work, a millisecond at a time, at most
+    BACKGROUND_HOLD_MS in a row, so it still ends under any load."""
+    timers, visits, others = BrokerTimers(), Visits(), []
+    TopicSweep(timers, 1_000, loaded(3), visits, slice_size=1).start(0)
+    PeriodicTask(timers, 1_000, lambda now: others.append(now)).start(0)
+    for now in range(1_000, 1_000 + BACKGROUND_HOLD_MS):
+        assert timers.next_deadline_ms() == now
+        timers.on_timer(now, clients_waiting=True)
+        assert visits.slices == []  # put off
+    assert others == [1_000]  # a task clients may wait for is not
+    timers.on_timer(1_000 + BACKGROUND_HOLD_MS, clients_waiting=True)  # held long enough: runs anyway
+    assert [at for at, _ in visits.slices] == [1_000 + BACKGROUND_HOLD_MS]
+    now = timers.next_deadline_ms()
+    assert now is not None
+    timers.on_timer(now, clients_waiting=True)  # the hold starts again for the next slice
+    assert len(visits.slices) == 1
+    timers.on_timer(now + 1, clients_waiting=False)  # an idle loop: at once
+    assert len(visits.slices) == 2

@@ -137,6 +137,7 @@ class BrokerService:
                                lambda topic: self.release.unload_in_background(topic, ""))
         self.committer = self.appends.committer
         self.activity = self.appends.activity
+        self.timer.busy = self.activity.busy
         self.cursors = CursorPersistence(self.core, self.writer, partial(delayed_index.persist, self),
                                          config.delayedDeliverySharedIndexEnabled)
         self._bucket_storage: LedgerBucketSnapshotStorage | None = None

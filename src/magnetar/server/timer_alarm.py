@@ -33,6 +33,8 @@ class TimerAlarm:
         #: when the armed ring is due, on the monotonic clock: how late it rang is the loop's lag
         self._due = 0.0
         self.lag: LoopLag | None = None
+        #: whether clients have work in hand (the loop's activity): background owners wait
+        self.busy: Callable[[], bool] | None = None
         timers.alarm = self.arm
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -62,7 +64,7 @@ class TimerAlarm:
         self._handle = self._at_ms = None
         started, due = time.monotonic(), self._due
         try:
-            at_ms = self.timers.on_timer(self.clock_ms())
+            at_ms = self.timers.on_timer(self.clock_ms(), self.busy is not None and self.busy())
         finally:
             if self.lag is not None:
                 self.lag.rang(started - due, started, time.monotonic(), self.timers.ran)

@@ -18,6 +18,12 @@ Every deadline of the broker's work is an owner in the
 
 The shell is told through ``alarm`` whenever the earliest deadline moves earlier, and
 after :meth:`BrokerTimers.on_timer` it re-arms at :meth:`BrokerTimers.next_deadline_ms`.
+
+Owners marked ``background`` (the topic sweeps) do work no client waits for. When the
+shell says clients have work in hand as the timer rings, such an owner is put off by a
+millisecond, for at most ``BACKGROUND_HOLD_MS`` in a row: a slice of a sweep run while a
+publish's sync report waits for the loop held that publish for the slice and for the
+syncing thread's wait for the interpreter lock after it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from magnetar.core.broker.deadline_queue import DeadlineQueue
 
 #: The delayed-delivery tick never runs more often than this, whatever the config says.
 MIN_DELAYED_TICK_MS = 10
+#: the longest a background owner is put off while clients have work in hand
+BACKGROUND_HOLD_MS = 5
 
 
 class TimerOwner(Protocol):
@@ -46,6 +54,8 @@ class BrokerTimers:
         self.failures: list[tuple[TimerOwner, Exception]] = []
         #: the owners the last on_timer ran, for the shell to name what a long ring did
         self.ran: list[TimerOwner] = []
+        #: background owners put off, and since when
+        self._held: dict[TimerOwner, int] = {}
 
     def wake_up(self, owner: TimerOwner, at_ms: int) -> None:
         self.queue.schedule(owner, at_ms)
@@ -56,14 +66,20 @@ class BrokerTimers:
 
     def cancel(self, owner: TimerOwner) -> None:
         self.queue.cancel(owner)
+        self._held.pop(owner, None)
 
     def next_deadline_ms(self) -> int | None:
         return self.queue.next_deadline_ms()
 
-    def on_timer(self, now_ms: int) -> int | None:
-        """Run every owner that came due; the next deadline, for the shell to arm."""
+    def on_timer(self, now_ms: int, clients_waiting: bool = False) -> int | None:
+        """Run every owner that came due, but background owners while ``clients_waiting``
+        (not for more than BACKGROUND_HOLD_MS in a row); the next deadline, for the shell
+        to arm."""
         self._armed = None
-        self.ran = due = self.queue.pop_due(now_ms)
+        due = self.queue.pop_due(now_ms)
+        if clients_waiting or self._held:
+            due = [owner for owner in due if not self._put_off(owner, now_ms, clients_waiting)]
+        self.ran = due
         for owner in due:
             try:
                 owner.on_timer(now_ms)
@@ -71,6 +87,16 @@ class BrokerTimers:
                 self.failures.append((owner, exc))
         self._armed = self.queue.next_deadline_ms()
         return self._armed
+
+    def _put_off(self, owner: TimerOwner, now_ms: int, clients_waiting: bool) -> bool:
+        if not getattr(owner, "background", False):
+            return False
+        held_since = self._held.setdefault(owner, now_ms)
+        if clients_waiting and now_ms - held_since < BACKGROUND_HOLD_MS:
+            self.queue.schedule(owner, now_ms + 1)
+            return True
+        del self._held[owner]
+        return False
 
 
 @dataclass(eq=False)
