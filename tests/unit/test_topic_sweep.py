@@ -118,3 +118,15 @@ def test_a_sweep_waits_while_clients_have_work_in_hand_but_never_longer_than_the
     assert len(visits.slices) == 1
     timers.on_timer(now + 1, clients_waiting=False)  # an idle loop: at once
     assert len(visits.slices) == 2
+
+
+def test_sweeps_due_together_take_turns_one_slice_per_ring() -> None:
+    timers, first, second = BrokerTimers(), Visits(), Visits()
+    topics = loaded(2)
+    TopicSweep(timers, 1_000, topics, first, slice_size=1).start(0)
+    TopicSweep(timers, 1_000, topics, second, slice_size=1).start(0)
+    rings = run_until(timers, 1_010)
+    assert rings[:4] == [1_000, 1_001, 1_002, 1_003]
+    slices = sorted([(at, "first") for at, _ in first.slices] + [(at, "second") for at, _ in second.slices])
+    assert [at for at, _ in slices] == [1_000, 1_001, 1_002, 1_003]  # one slice a ring
+    assert [who for _, who in slices] == ["first", "second", "first", "second"]

@@ -23,7 +23,8 @@ Owners marked ``background`` (the topic sweeps) do work no client waits for. Whe
 shell says clients have work in hand as the timer rings, such an owner is put off by a
 millisecond, for at most ``BACKGROUND_HOLD_MS`` in a row: a slice of a sweep run while a
 publish's sync report waits for the loop held that publish for the slice and for the
-syncing thread's wait for the interpreter lock after it.
+syncing thread's wait for the interpreter lock after it. One ring runs one background
+owner at most; the others due with it come a millisecond later.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class BrokerTimers:
         due = self.queue.pop_due(now_ms)
         if clients_waiting or self._held:
             due = [owner for owner in due if not self._put_off(owner, now_ms, clients_waiting)]
+        due = self._one_background(due, now_ms)
         self.ran = due
         for owner in due:
             try:
@@ -87,6 +89,15 @@ class BrokerTimers:
                 self.failures.append((owner, exc))
         self._armed = self.queue.next_deadline_ms()
         return self._armed
+
+    def _one_background(self, due: list[TimerOwner], now_ms: int) -> list[TimerOwner]:
+        """``due`` with one background owner at most; the others a millisecond on. Sweeps
+        that start together ring together, and five slices in one ring held the loop 23 ms
+        at 1,000 idle topics."""
+        background = [owner for owner in due if getattr(owner, "background", False)]
+        for owner in background[1:]:
+            self.queue.schedule(owner, now_ms + 1)
+        return due if len(background) < 2 else [owner for owner in due if owner not in background[1:]]
 
     def _put_off(self, owner: TimerOwner, now_ms: int, clients_waiting: bool) -> bool:
         if not getattr(owner, "background", False):
