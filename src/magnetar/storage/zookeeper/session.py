@@ -136,8 +136,8 @@ class ZooKeeperSession:
     @property
     def topic_list_changes(self) -> int:
         """Writes made or seen by this session that may change a list of stored topics:
-        a node's children, or a namespace's, a partitioned topic's or a managed ledger's
-        node (``paths.is_listing``)."""
+        a node's children (a namespace's topics, a tenant's namespaces), or the data of a
+        partitioned topic's or a managed ledger's node (``paths.is_listing``)."""
         return self._topic_list_changes
 
     @property
